@@ -1,0 +1,1 @@
+"""The pure core: codec, CIDs, keys, clocks, records and their validation. No I/O."""

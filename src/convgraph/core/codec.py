@@ -1,0 +1,47 @@
+"""Strict DAG-CBOR: one value, one byte string, both ways.
+
+Encoding is cbrrr's (deterministic DAG-CBOR: shortest integers, 64-bit floats only, map
+keys sorted length-first then bytewise, CIDs as tag 42). Decoding accepts only what
+encoding would produce: cbrrr already refuses indefinite lengths, foreign tags, NaN/Inf,
+short floats and unsorted or duplicate keys, and we re-encode and compare besides, so no
+second encoding of one value can ever reach the store. Invariant: for every `b` that
+`decode` accepts, `encode(decode(b)) == b`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cbrrr
+
+from convgraph.core.cid import CID
+from convgraph.errors import DecodeError, NonCanonicalError, SchemaError
+
+# A value of the DAG-CBOR data model as Python holds it.
+Value = Any
+
+def _link(raw: bytes) -> CID:
+    return CID(raw)
+
+
+def encode(value: Value) -> bytes:
+    """Canonical DAG-CBOR bytes of `value` (dict/list/str/bytes/int/float/bool/None/CID)."""
+    try:
+        return bytes(cbrrr.encode_dag_cbor(value, cid_type=CID))
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise SchemaError(f"value is not representable in DAG-CBOR: {exc}") from exc
+
+
+def decode(data: bytes) -> Value:
+    """Decode canonical DAG-CBOR, refusing any byte string that is not the canonical one."""
+    try:
+        value = cbrrr.decode_dag_cbor(data, cid_ctor=_link)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        # cbrrr raises CbrrrDecodeError (a ValueError), ValueError for trailing bytes,
+        # UnicodeDecodeError for bad UTF-8: all mean "not DAG-CBOR".
+        raise DecodeError(f"not DAG-CBOR: {exc}") from exc
+    if encode(value) != data:
+        raise NonCanonicalError("bytes decode but are not the canonical DAG-CBOR encoding")
+    return value

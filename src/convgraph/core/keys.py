@@ -1,0 +1,122 @@
+"""Ed25519 identities: one signing key per device or agent; its public key is the actor id.
+
+Signing goes through PyNaCl (libsodium), measured faster here than `cryptography`. A key
+file holds the 32-byte seed only, written once with mode 0600 and never rewritten; a file
+that others can read, or that is malformed, is refused with `KeyFileError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+import nacl.bindings
+import nacl.exceptions
+
+from convgraph.errors import KeyFileError
+
+PUBLIC_KEY_LEN: Final = 32
+SIGNATURE_LEN: Final = 64
+_SEED_LEN: Final = 32
+_FILE_HEADER: Final = "convgraph-ed25519-seed-v1"
+
+
+class SigningKey:
+    """A private Ed25519 key. Invariant: `public` is derived from the seed, never stored."""
+
+    __slots__ = ("_secret", "public")
+
+    def __init__(self, seed: bytes) -> None:
+        if len(seed) != _SEED_LEN:
+            raise KeyFileError(f"an Ed25519 seed is {_SEED_LEN} bytes, got {len(seed)}")
+        public, secret = nacl.bindings.crypto_sign_seed_keypair(seed)
+        self.public: bytes = public
+        self._secret: bytes = secret
+
+    @classmethod
+    def generate(cls) -> SigningKey:
+        """A fresh key from the operating system's CSPRNG."""
+        return cls(os.urandom(_SEED_LEN))
+
+    @property
+    def seed(self) -> bytes:
+        """The 32-byte seed this key was made from (what a key file stores)."""
+        return self._secret[:_SEED_LEN]
+
+    def sign(self, message: bytes) -> bytes:
+        """The 64-byte detached signature of `message`."""
+        return bytes(nacl.bindings.crypto_sign(message, self._secret)[:SIGNATURE_LEN])
+
+    def __repr__(self) -> str:
+        return f"SigningKey(actor={fingerprint(self.public)})"
+
+
+def verify(public: bytes, message: bytes, signature: bytes) -> bool:
+    """True when `signature` is a valid Ed25519 signature of `message` under `public`."""
+    if len(public) != PUBLIC_KEY_LEN or len(signature) != SIGNATURE_LEN:
+        return False
+    try:
+        nacl.bindings.crypto_sign_open(signature + message, public)
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
+        return False
+    return True
+
+
+def actor_text(public: bytes) -> str:
+    """The full text form of an actor id: base32 lower-case, no padding (52 characters)."""
+    return base64.b32encode(public).decode("ascii").lower().rstrip("=")
+
+
+def parse_actor(text: str) -> bytes:
+    """Inverse of `actor_text`."""
+    try:
+        public = base64.b32decode(text.upper() + "====")
+    except ValueError as exc:
+        raise KeyFileError(f"not an actor id: {text!r}") from exc
+    if len(public) != PUBLIC_KEY_LEN or actor_text(public) != text:
+        raise KeyFileError(f"not an actor id: {text!r}")
+    return public
+
+
+def fingerprint(public: bytes) -> str:
+    """A short display name for an actor: 12 base32 characters of sha256(public key)."""
+    return base64.b32encode(hashlib.sha256(public).digest()).decode("ascii").lower()[:12]
+
+
+def save_key(key: SigningKey, path: Path) -> None:
+    """Write `key` to a new file readable by its owner only; never overwrites."""
+    body = f"{_FILE_HEADER}\n{key.seed.hex()}\n".encode("ascii")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise KeyFileError(f"key file already exists: {path}") from exc
+    except OSError as exc:
+        raise KeyFileError(f"cannot create key file {path}: {exc}") from exc
+    try:
+        os.write(fd, body)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_key(path: Path) -> SigningKey:
+    """Read a key file written by `save_key`, refusing one that others may read."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text("ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"cannot read key file {path}: {exc}") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(f"key file {path} is accessible by others (mode {mode & 0o777:o})")
+    lines = text.split("\n")
+    if len(lines) != 3 or lines[0] != _FILE_HEADER or lines[2] != "":
+        raise KeyFileError(f"malformed key file {path}")
+    try:
+        seed = bytes.fromhex(lines[1])
+    except ValueError as exc:
+        raise KeyFileError(f"malformed key file {path}") from exc
+    return SigningKey(seed)

@@ -1,0 +1,218 @@
+"""The record kinds and the schema of each kind's payload, declared in one table.
+
+A payload is a DAG-CBOR map. Each kind names its required and optional fields with a type;
+any payload may also carry `meta`, a free map for applications. A field not declared is an
+error, so two versions of convgraph never read one payload two ways. Invariant:
+`check_payload(kind, p)` accepts exactly the payloads this table describes, and it walks
+nested values without recursion, so hostile nesting cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from convgraph.core.cid import CID
+from convgraph.errors import SchemaError, UnknownKindError
+
+MAX_DEPTH: Final = 64
+_Check = Callable[[Any], bool]
+
+
+def _text(v: Any) -> bool:
+    return type(v) is str
+
+
+def _nonempty_text(v: Any) -> bool:
+    return type(v) is str and v.strip() != ""
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= 2**53 - 1
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _bool(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _map(v: Any) -> bool:
+    return type(v) is dict
+
+
+def _cid(v: Any) -> bool:
+    return type(v) is CID
+
+
+def _actor(v: Any) -> bool:
+    return type(v) is bytes and len(v) == 32
+
+
+def _list_of(item: _Check, *, nonempty: bool = False) -> _Check:
+    return lambda v: type(v) is list and (bool(v) or not nonempty) and all(map(item, v))
+
+
+def _one_of(*choices: str) -> _Check:
+    return lambda v: type(v) is str and v in choices
+
+
+def _any(_: Any) -> bool:
+    return True
+
+
+def _tool_call(v: Any) -> bool:
+    return (
+        type(v) is dict
+        and {"id", "name", "input"} <= v.keys() <= {"id", "name", "input", "meta"}
+        and _nonempty_text(v["id"])
+        and _nonempty_text(v["name"])
+        and _map(v["input"])
+    )
+
+
+def _content(v: Any) -> bool:
+    """Text, or a list of content blocks (maps with a text `type`), as providers use."""
+    if type(v) is str:
+        return True
+    return type(v) is list and all(type(b) is dict and _text(b.get("type")) for b in v)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Fields a payload must have and may have, each with its type check."""
+
+    required: Mapping[str, _Check]
+    optional: Mapping[str, _Check] = field(default_factory=dict)
+    one_of: tuple[str, ...] = ()  # at least one of these optional fields must be present
+
+
+_TURN: Final[dict[str, _Check]] = {
+    "conversation_id": _text,
+    "timestamp": _any,
+    "speaker": _text,
+    "text": _text,
+    "name": _text,
+}
+
+SCHEMAS: Final[Mapping[str, Schema]] = {
+    "user_message": Schema(
+        {}, {**_TURN, "role": _one_of("user"), "content": _content}, ("content", "text")
+    ),
+    "agent_message": Schema(
+        {},
+        {
+            **_TURN,
+            "role": _one_of("assistant"),
+            "content": _content,
+            "tool_calls": _list_of(_tool_call),
+            "model": _text,
+            "stop_reason": _text,
+            "provider": _text,
+        },
+        ("content", "text", "tool_calls"),
+    ),
+    "tool_invocation": Schema(
+        {"tool_calls": _list_of(_tool_call, nonempty=True)},
+        {**_TURN, "role": _one_of("assistant")},
+    ),
+    "tool_result": Schema(
+        {"tool_use_id": _nonempty_text, "content": _content},
+        {**_TURN, "role": _one_of("tool"), "is_error": _bool},
+    ),
+    "code_snapshot": Schema(
+        {},
+        {"path": _text, "language": _text, "content": _text, "tree": _map, "blob": _cid},
+        ("content", "tree", "blob"),
+    ),
+    "patch": Schema(
+        {"base": _cid, "diff": _text},
+        {"format": _text, "result": _cid, "path": _text},
+    ),
+    "review_comment": Schema(
+        {"target": _cid, "body": _text},
+        {"verdict": _one_of("approve", "request_changes", "comment"), "line": _count},
+    ),
+    "decision_request": Schema(
+        {"question": _nonempty_text},
+        {"options": _list_of(_text), "subject": _cid},
+    ),
+    "decision": Schema(
+        {"request": _cid, "choice": _text},
+        {"rationale": _text},
+    ),
+    "attestation": Schema(
+        {"subject": _cid, "statement": _text},
+        {"claims": _map},
+    ),
+    "checkpoint": Schema(
+        {"heads": _list_of(_cid), "count": _count, "snapshot": _cid},
+        {"previous": _cid},
+    ),
+    "branch": Schema(
+        {"name": _nonempty_text, "from": _cid},
+        {"purpose": _text},
+    ),
+    "merge": Schema(
+        {"branch": _nonempty_text, "heads": _list_of(_cid, nonempty=True), "accepted": _list_of(_cid)},
+        {"summary": _text, "content": _content},
+    ),
+    "retraction": Schema({"target": _cid}, {"reason": _text}),
+    "supersession": Schema({"target": _cid, "content": _content}, {"reason": _text}),
+    "pin": Schema({"target": _cid}, {"note": _text}),
+    "grant": Schema(
+        {"grantee": _actor, "rights": _list_of(_one_of("read", "write", "admin"), nonempty=True)},
+        {"expires_ms": _count, "note": _text},
+    ),
+    "audit": Schema(
+        {"target": _cid, "result": _one_of("pass", "fail", "inconclusive")},
+        {"notes": _text},
+    ),
+    "revocation": Schema({"target": _cid}, {"reason": _text}),
+}
+
+KINDS: Final = tuple(sorted(SCHEMAS))
+
+
+def check_payload(kind: str, payload: Any, *, cid: str | None = None) -> None:
+    """Raise `SchemaError` unless `payload` is a valid payload of `kind`."""
+    schema = SCHEMAS.get(kind)
+    if schema is None:
+        raise UnknownKindError(f"unknown kind {kind[:64]!r}", cid=cid)
+    if type(payload) is not dict:
+        raise SchemaError(f"{kind} payload must be a map", cid=cid)
+    _check_depth(payload, cid)
+    for name, check in schema.required.items():
+        if name not in payload:
+            raise SchemaError(f"{kind} payload lacks required field {name!r}", cid=cid)
+        if not check(payload[name]):
+            raise SchemaError(f"{kind} payload field {name!r} has the wrong type", cid=cid)
+    for name, value in payload.items():
+        if name in schema.required:
+            continue
+        optional = _map if name == "meta" else schema.optional.get(name)
+        if optional is None:
+            raise SchemaError(f"{kind} payload has undeclared field {name[:64]!r}", cid=cid)
+        if not optional(value):
+            raise SchemaError(f"{kind} payload field {name!r} has the wrong type", cid=cid)
+    if schema.one_of and not any(name in payload for name in schema.one_of):
+        raise SchemaError(f"{kind} payload needs one of {', '.join(schema.one_of)}", cid=cid)
+
+
+def _check_depth(value: Any, cid: str | None) -> None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise SchemaError(f"payload nested deeper than {MAX_DEPTH}", cid=cid)
+        if type(item) is dict:
+            stack.extend((v, depth + 1) for v in item.values())
+        elif type(item) is list:
+            stack.extend((v, depth + 1) for v in item)

@@ -1,0 +1,145 @@
+"""The one error tree of convgraph: every failure a caller can see is a `ConvgraphError`.
+
+    ConvgraphError
+    ├── DecodeError                 bytes that are not a well-formed record
+    │   ├── NonCanonicalError       decodes, but re-encoding gives other bytes
+    │   └── SizeLimitError          larger than the configured limit
+    ├── SchemaError                 a field or payload that breaks its kind's schema
+    │   └── UnknownKindError
+    ├── VerificationError           well-formed but not authentic
+    │   ├── CidMismatchError        the claimed CID is not the hash of the bytes
+    │   └── SignatureError          the signature does not verify under `actor`
+    ├── CausalityError              authentic, but it contradicts the history it names
+    │   ├── ParentConversationError a parent from another conversation
+    │   ├── HlcOrderError           hlc not after every parent's
+    │   ├── SeqChainError           seq is not previous own seq + 1 with that record a parent
+    │   └── ParentRejectedError     a parent was itself rejected, so this can never be placed
+    ├── KeyFileError                a key file that is missing, unreadable or malformed
+    ├── StoreError                  the storage layer failed (translated at the boundary)
+    │   ├── StoreBusyError          another process holds the write lock too long
+    │   ├── StoreCorruptError       the database file is damaged or not ours
+    │   └── StoreSchemaError        the database was written by an unknown schema version
+    └── NotFoundError               a CID or conversation the replica does not hold
+
+Every leaf that concerns one record carries its `cid` (text form) when it is known, so a
+report can say which record broke which rule.
+"""
+
+from __future__ import annotations
+
+
+class ConvgraphError(Exception):
+    """Root of every error convgraph raises on purpose."""
+
+    def __init__(self, message: str, *, cid: str | None = None) -> None:
+        super().__init__(message if cid is None else f"{message} (record {cid})")
+        self.message = message
+        self.cid = cid
+
+    @property
+    def rule(self) -> str:
+        """Stable machine-readable name of the broken rule, e.g. `signature`."""
+        return _RULES.get(type(self), type(self).__name__)
+
+
+class DecodeError(ConvgraphError):
+    """The bytes are not a well-formed DAG-CBOR record."""
+
+
+class NonCanonicalError(DecodeError):
+    """The bytes decode, but they are not the one canonical encoding of what they hold."""
+
+
+class SizeLimitError(DecodeError):
+    """The record (or a part of it) exceeds a configured bound."""
+
+    def __init__(self, message: str, *, limit: int, got: int, cid: str | None = None) -> None:
+        super().__init__(f"{message}: {got} > {limit}", cid=cid)
+        self.limit = limit
+        self.got = got
+
+
+class SchemaError(ConvgraphError):
+    """A field of the record or of its payload breaks the schema of its kind."""
+
+
+class UnknownKindError(SchemaError):
+    """The record's kind is not one this version knows."""
+
+
+class VerificationError(ConvgraphError):
+    """The record is well-formed but not authentic."""
+
+
+class CidMismatchError(VerificationError):
+    """The CID the record was offered under is not the hash of its bytes."""
+
+    def __init__(self, *, expected: str, got: str) -> None:
+        super().__init__(f"CID mismatch: claimed {expected}, bytes hash to {got}", cid=expected)
+        self.expected = expected
+        self.got = got
+
+
+class SignatureError(VerificationError):
+    """The signature does not verify under the record's actor key."""
+
+
+class CausalityError(ConvgraphError):
+    """The record contradicts the records it names as parents."""
+
+
+class ParentConversationError(CausalityError):
+    """A parent belongs to another conversation."""
+
+
+class HlcOrderError(CausalityError):
+    """The record's hlc is not strictly after every parent's."""
+
+
+class SeqChainError(CausalityError):
+    """`seq` is not the author's previous seq + 1, or that record is not a parent."""
+
+
+class ParentRejectedError(CausalityError):
+    """A parent was rejected, so no replica can ever place this record."""
+
+
+class KeyFileError(ConvgraphError):
+    """A key file is missing, unreadable, too open or malformed."""
+
+
+class StoreError(ConvgraphError):
+    """The storage layer failed; the underlying driver error is chained as `__cause__`."""
+
+
+class StoreBusyError(StoreError):
+    """The store stayed locked by another writer past the busy timeout."""
+
+
+class StoreCorruptError(StoreError):
+    """The database file is damaged or is not a convgraph store."""
+
+
+class StoreSchemaError(StoreError):
+    """The database was written with a schema version this code does not know."""
+
+
+class NotFoundError(ConvgraphError):
+    """The replica holds no record (or conversation) by that name."""
+
+
+_RULES: dict[type[ConvgraphError], str] = {
+    DecodeError: "decode",
+    NonCanonicalError: "canonical",
+    SizeLimitError: "size",
+    SchemaError: "schema",
+    UnknownKindError: "kind",
+    VerificationError: "verification",
+    CidMismatchError: "cid",
+    SignatureError: "signature",
+    CausalityError: "causality",
+    ParentConversationError: "parent_conv",
+    HlcOrderError: "hlc",
+    SeqChainError: "seq",
+    ParentRejectedError: "parent_rejected",
+}

@@ -1,0 +1,126 @@
+"""DAG algorithms over a `parents_of` lookup, so they run on any store or on plain dicts.
+
+All walks are iterative (no recursion limit) and visit each record at most once, so they
+are linear in the records walked. Where an `hlc_of` lookup is given, walks that search for
+targets stop descending below the oldest target: a record's hlc exceeds its parents', so
+nothing older than a target can have it as an ancestor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Protocol, TypeVar
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+
+ParentsOf = Callable[[CID], Iterable[CID] | None]
+"""The parents of a record, or None when the record is unknown."""
+HlcOf = Callable[[CID], Hlc | None]
+
+
+class _Ordered(Protocol):
+    @property
+    def order_key(self) -> tuple[int, int, bytes, bytes]: ...
+
+
+_R = TypeVar("_R", bound=_Ordered)
+
+
+def canonical_order(records: Iterable[_R]) -> list[_R]:
+    """Records sorted by `(wall_ms, counter, actor, cid)`; also a topological order."""
+    return sorted(records, key=lambda r: r.order_key)
+
+
+def heads(cids: Collection[CID], parents_of: ParentsOf) -> set[CID]:
+    """The members of `cids` that no other member names as a parent."""
+    named: set[CID] = set()
+    for cid in cids:
+        named.update(parents_of(cid) or ())
+    return set(cids) - named
+
+
+def ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
+    """Every known record reachable through parents from `start`, `start` excluded."""
+    seen: set[CID] = set()
+    stack = [p for c in start for p in parents_of(c) or ()]
+    while stack:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        parents = parents_of(cid)
+        if parents is None:
+            continue  # unknown: the walk reports what it can reach
+        seen.add(cid)
+        stack.extend(p for p in parents if p not in seen)
+    return seen
+
+
+def missing_ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
+    """CIDs named as parents somewhere below `start` that `parents_of` does not know."""
+    seen: set[CID] = set()
+    missing: set[CID] = set()
+    stack = list(start)
+    while stack:
+        cid = stack.pop()
+        if cid in seen or cid in missing:
+            continue
+        parents = parents_of(cid)
+        if parents is None:
+            missing.add(cid)
+            continue
+        seen.add(cid)
+        stack.extend(parents)
+    return missing
+
+
+def reaches(
+    sources: Iterable[CID],
+    targets: Collection[CID],
+    parents_of: ParentsOf,
+    hlc_of: HlcOf | None = None,
+) -> set[CID]:
+    """The members of `targets` equal to, or ancestors of, some member of `sources`."""
+    remaining = set(targets)
+    found: set[CID] = set()
+    floor = _floor(remaining, hlc_of)
+    seen: set[CID] = set()
+    stack = list(sources)
+    while stack and remaining:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        if cid in remaining:
+            remaining.discard(cid)
+            found.add(cid)
+            floor = _floor(remaining, hlc_of)
+        if floor is not None and hlc_of is not None:
+            stamp = hlc_of(cid)
+            if stamp is not None and stamp <= floor:
+                continue
+        stack.extend(p for p in parents_of(cid) or () if p not in seen)
+    return found
+
+
+def is_ancestor(a: CID, b: CID, parents_of: ParentsOf, hlc_of: HlcOf | None = None) -> bool:
+    """True when `a` is a strict ancestor of `b`."""
+    if a == b:
+        return False
+    return bool(reaches(parents_of(b) or (), {a}, parents_of, hlc_of))
+
+
+def extends(
+    new: Collection[CID], old: Collection[CID], parents_of: ParentsOf, hlc_of: HlcOf | None = None
+) -> bool:
+    """True when head set `new` contains or descends from every head in `old`."""
+    return len(reaches(new, old, parents_of, hlc_of)) == len(set(old))
+
+
+def _floor(targets: set[CID], hlc_of: HlcOf | None) -> Hlc | None:
+    if hlc_of is None or not targets:
+        return None
+    stamps = [hlc_of(t) for t in targets]
+    if any(s is None for s in stamps):
+        return None  # an unknown target: no safe pruning
+    return min(s for s in stamps if s is not None)

@@ -1,0 +1,190 @@
+"""Ingest planning: decide, for a batch of foreign record bytes, what the store must change.
+
+`plan_ingest` reads the store through the `Store` protocol and returns a `WriteSet` and an
+`IngestReport`; it writes nothing, reads no clock (the time is passed in) and raises only
+for store failures: every bad record becomes a `Rejection` and never stops the rest.
+Invariants: a record is accepted only when all its parents are stored or accepted before
+it in the same plan; a rejected record leaves no trace; a record waiting for parents or
+for our clock goes to quarantine and is placed the moment what it waits for arrives.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc, too_far_ahead
+from convgraph.core.record import (
+    DEFAULT_LIMITS,
+    Limits,
+    Record,
+    RecordMeta,
+    decode_record,
+    load_trusted,
+)
+from convgraph.core.validation import check_causality
+from convgraph.errors import CausalityError, ConvgraphError, ParentRejectedError
+from convgraph.store.base import Pending, Store, WriteSet
+
+Item = bytes | tuple[bytes, CID]
+"""Record bytes, optionally with the CID a peer claims they hash to."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A record refused on ingest, with the typed error naming the broken rule."""
+
+    cid: CID | None
+    error: ConvgraphError
+
+    @property
+    def rule(self) -> str:
+        """The broken rule's stable name (`signature`, `seq`, `canonical`, …)."""
+        return self.error.rule
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did with each record it was handed (and with what it woke up)."""
+
+    accepted: list[CID] = field(default_factory=list)
+    duplicates: list[CID] = field(default_factory=list)
+    quarantined: list[CID] = field(default_factory=list)
+    held: list[CID] = field(default_factory=list)
+    released: list[CID] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    evicted: list[CID] = field(default_factory=list)
+    equivocations: list[tuple[CID, CID]] = field(default_factory=list)
+    accepted_hlcs: list[Hlc] = field(default_factory=list)
+
+
+@dataclass
+class _Plan:
+    store: Store
+    now_ms: int
+    max_drift_ms: int
+    report: IngestReport = field(default_factory=IngestReport)
+    writes: WriteSet = field(default_factory=WriteSet)
+    known: dict[CID, RecordMeta] = field(default_factory=dict)
+    pending: dict[CID, Pending | None] = field(default_factory=dict)  # None: leaves quarantine
+    was_pending: set[CID] = field(default_factory=set)
+    waiting: defaultdict[CID, list[Record]] = field(default_factory=lambda: defaultdict(list))
+    decided: set[CID] = field(default_factory=set)
+    rejected: set[CID] = field(default_factory=set)
+    chain: defaultdict[tuple[bytes, str, int], list[CID]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    work: deque[Record] = field(default_factory=deque)
+
+    def place(self, rec: Record) -> None:
+        if rec.cid in self.decided:
+            return
+        if too_far_ahead(rec.hlc, self.now_ms, self.max_drift_ms):
+            self._hold(rec, Pending(rec.cid, rec.data, "clock", rec.hlc.wall_ms), self.report.held)
+            return
+        if any(p in self.rejected for p in rec.parents):
+            self._reject(rec, ParentRejectedError("a parent was rejected", cid=str(rec.cid)))
+            return
+        missing = [p for p in rec.parents if p not in self.known]
+        if missing:
+            self.known.update(self.store.metas(missing))
+            missing = [p for p in missing if p not in self.known]
+        if missing:
+            entry = Pending(rec.cid, rec.data, "parents", rec.hlc.wall_ms, tuple(missing))
+            self._hold(rec, entry, self.report.quarantined)
+            for parent in missing:
+                self.waiting[parent].append(rec)
+            return
+        try:
+            check_causality(rec, self.known)
+        except CausalityError as exc:
+            self._reject(rec, exc)
+            return
+        self._accept(rec)
+
+    def _hold(self, rec: Record, entry: Pending, bucket: list[CID]) -> None:
+        if rec.cid not in self.was_pending:
+            bucket.append(rec.cid)
+        self.pending[rec.cid] = entry
+
+    def _reject(self, rec: Record, error: ConvgraphError) -> None:
+        self.decided.add(rec.cid)
+        self.rejected.add(rec.cid)
+        self.report.rejected.append(Rejection(rec.cid, error))
+        if rec.cid in self.was_pending or rec.cid in self.pending:
+            self.pending[rec.cid] = None
+        self._wake(rec.cid)
+
+    def _accept(self, rec: Record) -> None:
+        self.decided.add(rec.cid)
+        self.known[rec.cid] = rec.meta
+        self.writes.records.append(rec)
+        self.report.accepted.append(rec.cid)
+        self.report.accepted_hlcs.append(rec.hlc)
+        if rec.cid in self.was_pending or rec.cid in self.pending:
+            self.pending[rec.cid] = None
+            if rec.cid in self.was_pending:
+                self.report.released.append(rec.cid)
+        key = (rec.actor, rec.conv, rec.seq)
+        rivals = {*self.store.at_seq(*key), *self.chain[key]} - {rec.cid}
+        self.chain[key].append(rec.cid)
+        for rival in sorted(rivals):
+            self.writes.equivocations.append((rival, rec.cid))
+            self.report.equivocations.append((rival, rec.cid))
+        self._wake(rec.cid)
+
+    def _wake(self, cid: CID) -> None:
+        self.work.extend(self.waiting.pop(cid, ()))
+        for entry in self.store.pending_waiting_on([cid]):
+            if entry.cid not in self.decided and entry.cid not in self.pending:
+                self.was_pending.add(entry.cid)
+                self.work.append(load_trusted(entry.data, entry.cid))
+
+    def run(self) -> None:
+        while self.work:
+            self.place(self.work.popleft())
+        for cid, entry in self.pending.items():
+            if entry is None:
+                if cid in self.was_pending:
+                    self.writes.pending_remove.append(cid)
+            else:
+                self.writes.pending_put.append(entry)
+
+
+def plan_ingest(
+    items: Iterable[Item],
+    store: Store,
+    *,
+    now_ms: int,
+    max_drift_ms: int,
+    limits: Limits = DEFAULT_LIMITS,
+) -> tuple[WriteSet, IngestReport]:
+    """Validate `items` and plan their placement against what `store` holds."""
+    plan = _Plan(store, now_ms, max_drift_ms)
+    fresh: dict[CID, Record] = {}
+    for item in items:
+        data, claimed = (item, None) if isinstance(item, bytes) else item
+        try:
+            rec = decode_record(bytes(data), limits=limits, expected_cid=claimed)
+        except ConvgraphError as exc:
+            plan.report.rejected.append(Rejection(claimed, exc))
+            continue
+        if rec.cid in fresh:
+            plan.report.duplicates.append(rec.cid)
+        else:
+            fresh[rec.cid] = rec
+    stored = set(store.metas(fresh))
+    queued = set(store.pending_get(c for c in fresh if c not in stored))
+    for cid, rec in fresh.items():
+        if cid in stored or cid in queued:
+            plan.report.duplicates.append(cid)
+        else:
+            plan.work.append(rec)
+    plan.known.update(store.metas({p for r in plan.work for p in r.parents}))
+    for entry in store.pending_due(now_ms + max_drift_ms):
+        plan.was_pending.add(entry.cid)
+        plan.work.append(load_trusted(entry.data, entry.cid))
+    plan.run()
+    return plan.writes, plan.report

@@ -1,0 +1,222 @@
+"""The replica: a store, this device's key and a clock behind one public API.
+
+`Replica.open(path)` gives the embedded default (a directory holding `actor.key` and
+`replica.sqlite`); `Replica.in_memory()` a throwaway one. Writing fills in parents (the
+current heads plus the author's previous record), seq and hlc, signs, and stores in one
+transaction. Ingest validates every foreign record on its own and reports what happened
+to each. Invariant: the store only ever holds records that passed every ingest rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from convgraph.core import hlc as hlc_
+from convgraph.core.cid import CID
+from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
+from convgraph.core.keys import SigningKey, load_key, save_key
+from convgraph.core.record import (
+    DEFAULT_LIMITS,
+    Limits,
+    Record,
+    decode_record,
+    load_trusted,
+    sign_record,
+)
+from convgraph.errors import ConvgraphError, NotFoundError
+from convgraph.ingest import IngestReport, Item, plan_ingest
+from convgraph.store.base import QuarantineBounds, Store, WriteSet
+from convgraph.store.memory import MemoryStore
+from convgraph.store.sqlite import SqliteStore, Synchronous
+
+KEY_FILE: Final = "actor.key"
+DB_FILE: Final = "replica.sqlite"
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One record to write: what the author decides; the replica fills in the rest."""
+
+    kind: str
+    payload: dict[str, Any]
+    refs: Sequence[CID] = ()
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Policy a replica applies to what it ingests."""
+
+    limits: Limits = DEFAULT_LIMITS
+    max_drift_ms: int = DEFAULT_MAX_DRIFT_MS
+    quarantine: QuarantineBounds = field(default_factory=QuarantineBounds)
+
+
+@dataclass
+class VerifyReport:
+    """The result of re-checking every stored record from its bytes."""
+
+    checked: int = 0
+    failures: list[tuple[CID, ConvgraphError]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every stored record re-verified."""
+        return not self.failures
+
+
+class Replica:
+    """A local replica of any number of conversations, written by one actor key."""
+
+    def __init__(
+        self, store: Store, key: SigningKey, *, clock: Clock = system_clock, config: Config | None = None
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.clock = clock
+        self.config = config or Config()
+        self._hlc = store.max_hlc()
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        clock: Clock = system_clock,
+        config: Config | None = None,
+        synchronous: Synchronous = "FULL",
+    ) -> Replica:
+        """Open the replica in directory `path`, creating the directory, key and store if absent."""
+        home = Path(path)
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
+        key_path = home / KEY_FILE
+        if not key_path.exists():
+            try:
+                save_key(SigningKey.generate(), key_path)
+            except ConvgraphError:
+                if not key_path.exists():  # a concurrent opener may have won the race
+                    raise
+        key = load_key(key_path)
+        return cls(SqliteStore(home / DB_FILE, synchronous=synchronous), key, clock=clock, config=config)
+
+    @classmethod
+    def in_memory(
+        cls, key: SigningKey | None = None, *, clock: Clock = system_clock, config: Config | None = None
+    ) -> Replica:
+        """A replica that lives in this process only."""
+        return cls(MemoryStore(), key or SigningKey.generate(), clock=clock, config=config)
+
+    @property
+    def actor(self) -> bytes:
+        """This replica's actor id: its Ed25519 public key."""
+        return self.key.public
+
+    def write(
+        self,
+        conv: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        refs: Sequence[CID] = (),
+        branch: str | None = None,
+    ) -> Record:
+        """Author, sign and store one record in `conv`; returns it once it is durable."""
+        return self.write_many(conv, [Draft(kind, payload, refs, branch)])[0]
+
+    def write_many(self, conv: str, drafts: Iterable[Draft]) -> list[Record]:
+        """Author a run of records in one transaction: each one's parent is the previous."""
+        out: list[Record] = []
+        with self.store.transaction():
+            parents = set(self.store.heads(conv))
+            last = self.store.last_own(self.actor, conv)
+            seq = 1 if last is None else last.seq + 1
+            if last is not None:
+                parents.add(last.cid)
+            seen = [m.hlc for m in self.store.metas(parents).values()]
+            for draft in drafts:
+                stamp = hlc_.after_all(self._hlc, seen, self.clock())
+                record = sign_record(
+                    self.key, conv=conv, seq=seq, hlc=stamp, parents=parents, kind=draft.kind,
+                    payload=draft.payload, refs=draft.refs, branch=draft.branch,
+                    limits=self.config.limits,
+                )
+                out.append(record)
+                self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
+            self.store.commit(WriteSet(records=out))
+        return out
+
+    def ingest(self, items: Iterable[Item]) -> IngestReport:
+        """Validate and store foreign records; a bad one is reported, never fatal to the rest."""
+        with self.store.transaction():
+            now = self.clock()
+            writes, report = plan_ingest(
+                items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
+                limits=self.config.limits,
+            )
+            self.store.commit(writes)
+            report.evicted = self.store.evict_pending(self.config.quarantine)
+        for stamp in report.accepted_hlcs:
+            self._hlc = hlc_.receive(self._hlc, stamp, now)
+        return report
+
+    def release_held(self) -> IngestReport:
+        """Place records that were held for our clock (or their parents) and are now due."""
+        return self.ingest(())
+
+    def get(self, cid: CID) -> Record:
+        """The stored record named `cid`."""
+        data = self.store.get(cid)
+        if data is None:
+            raise NotFoundError(f"no record {cid}", cid=str(cid))
+        return load_trusted(data, cid)
+
+    def heads(self, conv: str) -> list[CID]:
+        """The conversation's current heads, sorted by binary CID."""
+        return self.store.heads(conv)
+
+    def records(self, conv: str, *, last: int | None = None) -> list[Record]:
+        """The conversation's records in canonical order (only the final `last` if given)."""
+        return [load_trusted(d, c) for c, d in self.store.records(conv, last)]
+
+    def conversations(self) -> list[str]:
+        """Every conversation this replica holds a record of."""
+        return self.store.conversations()
+
+    def now(self) -> Hlc:
+        """The replica's hybrid logical clock as of its last event."""
+        return self._hlc
+
+    def verify(self) -> VerifyReport:
+        """Re-hash and re-verify every stored record from its bytes, streaming."""
+        report = VerifyReport()
+        for cid, data in self.store.iter_all():
+            report.checked += 1
+            try:
+                decode_record(data, limits=self.config.limits, expected_cid=cid)
+            except ConvgraphError as exc:
+                report.failures.append((cid, exc))
+        return report
+
+    def iter_records(self) -> Iterator[Record]:
+        """Every stored record, streamed (no whole-store load)."""
+        for cid, data in self.store.iter_all():
+            yield load_trusted(data, cid)
+
+    def close(self) -> None:
+        """Release the store."""
+        self.store.close()
+
+    def __enter__(self) -> Replica:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

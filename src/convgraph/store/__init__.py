@@ -1,0 +1,1 @@
+"""Stores: the `Store` protocol, an in-memory twin and the embedded SQLite default."""

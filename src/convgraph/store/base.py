@@ -1,0 +1,121 @@
+"""The `Store` protocol: records and indexes only, every derived view rebuildable from them.
+
+A store holds verified records (with their header indexed), the heads of each
+conversation, the quarantine of records that wait for parents or for our clock, and the
+equivocation pairs seen. All writes go through `commit(WriteSet)`, which is atomic;
+`transaction()` holds the write lock across reads and a commit, so a read-then-write
+(the next seq, the current heads) cannot race another writer, in this process or another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import Record, RecordMeta
+
+PendingReason = Literal["parents", "clock"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A verified record held back: its parents are missing, or its clock is ahead of ours."""
+
+    cid: CID
+    data: bytes
+    reason: PendingReason
+    wall_ms: int
+    missing: tuple[CID, ...] = ()
+
+
+@dataclass
+class WriteSet:
+    """Everything one ingest or append changes, applied atomically by `Store.commit`."""
+
+    records: list[Record] = field(default_factory=list)
+    pending_put: list[Pending] = field(default_factory=list)  # replaces an entry by CID
+    pending_remove: list[CID] = field(default_factory=list)
+    equivocations: list[tuple[CID, CID]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QuarantineBounds:
+    """How much the quarantine may hold before its oldest entries are evicted."""
+
+    max_count: int = 10_000
+    max_bytes: int = 64 << 20
+
+
+class Store(Protocol):
+    """What every store implements; `tests/store/test_contract.py` holds them to it."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Hold the exclusive write lock; commits made inside land together at exit."""
+        ...
+
+    def commit(self, writes: WriteSet) -> None:
+        """Apply `writes` atomically (idempotent for records already stored)."""
+        ...
+
+    def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
+        """Drop the oldest quarantined entries until within `bounds`; return what went."""
+        ...
+
+    def has(self, cid: CID) -> bool: ...
+
+    def get(self, cid: CID) -> bytes | None: ...
+
+    def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
+        """Headers of those of `cids` that are stored."""
+        ...
+
+    def heads(self, conv: str) -> list[CID]:
+        """The conversation's records that no stored record names as parent, sorted."""
+        ...
+
+    def at_seq(self, actor: bytes, conv: str, seq: int) -> list[CID]: ...
+
+    def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
+        """The author's stored record with the highest seq in `conv`."""
+        ...
+
+    def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
+        """The conversation's records in canonical order; with `last`, only the final ones."""
+        ...
+
+    def conversations(self) -> list[str]: ...
+
+    def count(self, conv: str | None = None) -> int: ...
+
+    def iter_all(self) -> Iterator[tuple[CID, bytes]]:
+        """Every stored record, streamed in insertion order (constant memory)."""
+        ...
+
+    def max_hlc(self) -> Hlc: ...
+
+    def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]: ...
+
+    def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
+        """Quarantined entries that name any of `cids` as a missing parent."""
+        ...
+
+    def pending_due(self, wall_ms: int) -> list[Pending]:
+        """Entries held for the clock whose wall time is now at most `wall_ms`."""
+        ...
+
+    def pending_stats(self) -> tuple[int, int]:
+        """(entries, bytes) in quarantine."""
+        ...
+
+    def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]: ...
+
+    def close(self) -> None: ...
+
+
+def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:
+    """Equivocation pairs normalised: each pair ordered, the list sorted and unique."""
+    return sorted({(min(a, b), max(a, b)) for a, b in pairs})

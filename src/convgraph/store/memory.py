@@ -1,0 +1,161 @@
+"""The in-memory twin of the SQLite store: same contract, dicts instead of tables.
+
+Used by tests, by the demo's scratch replicas and by anyone who wants a replica that
+lives as long as the process. Invariant: after any sequence of commits it answers every
+query exactly as `SqliteStore` would.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import ZERO, Hlc
+from convgraph.core.record import Record, RecordMeta
+from convgraph.store.base import Pending, QuarantineBounds, WriteSet, sort_pairs
+
+_OrderKey = tuple[int, int, bytes, bytes]
+
+
+class MemoryStore:
+    """A `Store` held in process memory; thread-safe through one re-entrant lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._data: dict[CID, bytes] = {}
+        self._meta: dict[CID, RecordMeta] = {}
+        self._order: dict[str, list[tuple[_OrderKey, CID]]] = defaultdict(list)
+        self._heads: dict[str, set[CID]] = defaultdict(set)
+        self._chain: dict[tuple[bytes, str, int], list[CID]] = defaultdict(list)
+        self._last: dict[tuple[bytes, str], RecordMeta] = {}
+        self._pending: OrderedDict[CID, Pending] = OrderedDict()
+        self._waiting: dict[CID, set[CID]] = defaultdict(set)  # missing parent -> waiters
+        self._equivocations: dict[tuple[CID, CID], str] = {}
+        self._max_hlc = ZERO
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def commit(self, writes: WriteSet) -> None:
+        with self._lock:
+            for record in writes.records:
+                self._put(record)
+            for cid in writes.pending_remove:
+                self._unpend(cid)
+            for entry in writes.pending_put:
+                self._unpend(entry.cid)
+                if entry.cid not in self._data:
+                    self._pending[entry.cid] = entry
+                    for missing in entry.missing:
+                        self._waiting[missing].add(entry.cid)
+            for a, b in sort_pairs(writes.equivocations):
+                self._equivocations[(a, b)] = self._meta[a].conv
+
+    def _unpend(self, cid: CID) -> Pending | None:
+        entry = self._pending.pop(cid, None)
+        for missing in entry.missing if entry else ():
+            waiters = self._waiting[missing]
+            waiters.discard(cid)
+            if not waiters:
+                del self._waiting[missing]
+        return entry
+
+    def _put(self, record: Record) -> None:
+        if record.cid in self._data:
+            return
+        meta = record.meta
+        self._data[record.cid] = record.data
+        self._meta[record.cid] = meta
+        bisect.insort(self._order[record.conv], (record.order_key, record.cid))
+        heads = self._heads[record.conv]
+        heads.difference_update(record.parents)
+        heads.add(record.cid)
+        self._chain[(record.actor, record.conv, record.seq)].append(record.cid)
+        last = self._last.get((record.actor, record.conv))
+        if last is None or (record.seq, bytes(record.cid)) > (last.seq, bytes(last.cid)):
+            self._last[(record.actor, record.conv)] = meta
+        self._max_hlc = max(self._max_hlc, record.hlc)
+
+    def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
+        with self._lock:
+            evicted: list[CID] = []
+            size = sum(len(p.data) for p in self._pending.values())
+            while self._pending and (len(self._pending) > bounds.max_count or size > bounds.max_bytes):
+                cid = next(iter(self._pending))
+                size -= len(self._pending[cid].data)
+                self._unpend(cid)
+                evicted.append(cid)
+            return evicted
+
+    def has(self, cid: CID) -> bool:
+        return cid in self._data
+
+    def get(self, cid: CID) -> bytes | None:
+        return self._data.get(cid)
+
+    def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
+        with self._lock:
+            return {c: self._meta[c] for c in cids if c in self._meta}
+
+    def heads(self, conv: str) -> list[CID]:
+        with self._lock:
+            return sorted(self._heads.get(conv, ()))
+
+    def at_seq(self, actor: bytes, conv: str, seq: int) -> list[CID]:
+        with self._lock:
+            return sorted(self._chain.get((actor, conv, seq), ()))
+
+    def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
+        return self._last.get((actor, conv))
+
+    def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
+        with self._lock:
+            order = self._order.get(conv, [])
+            chosen = order if last is None else order[max(0, len(order) - last) :]
+            return [(cid, self._data[cid]) for _, cid in chosen]
+
+    def conversations(self) -> list[str]:
+        with self._lock:
+            return sorted(c for c, order in self._order.items() if order)
+
+    def count(self, conv: str | None = None) -> int:
+        with self._lock:
+            return len(self._data) if conv is None else len(self._order.get(conv, ()))
+
+    def iter_all(self) -> Iterator[tuple[CID, bytes]]:
+        with self._lock:
+            items = list(self._data.items())
+        yield from items
+
+    def max_hlc(self) -> Hlc:
+        return self._max_hlc
+
+    def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
+        with self._lock:
+            return {c: self._pending[c] for c in cids if c in self._pending}
+
+    def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
+        with self._lock:
+            waiters = {w for c in cids for w in self._waiting.get(c, ())}
+            return [self._pending[w] for w in sorted(waiters)]
+
+    def pending_due(self, wall_ms: int) -> list[Pending]:
+        with self._lock:
+            return [p for p in self._pending.values() if p.reason == "clock" and p.wall_ms <= wall_ms]
+
+    def pending_stats(self) -> tuple[int, int]:
+        with self._lock:
+            return len(self._pending), sum(len(p.data) for p in self._pending.values())
+
+    def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]:
+        with self._lock:
+            return sorted(k for k, c in self._equivocations.items() if conv in (None, c))
+
+    def close(self) -> None:
+        """Nothing to release; present for the protocol."""

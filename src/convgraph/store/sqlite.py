@@ -1,0 +1,325 @@
+"""The embedded default store: one SQLite file in WAL mode, nothing to start.
+
+Writes take SQLite's write lock up front (`BEGIN IMMEDIATE`), so two processes sharing one
+file serialise their read-then-write steps instead of failing at commit. `synchronous=FULL`
+by default: a write acknowledged is on disk, even across power loss. Every `sqlite3` error
+leaves this module as a `StoreError` subclass. Invariant: a commit lands whole or not at
+all, and `heads` always equals the records that no stored record names as a parent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import ZERO, Hlc
+from convgraph.core.record import RecordMeta
+from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.store.base import Pending, PendingReason, QuarantineBounds, WriteSet, sort_pairs
+
+SCHEMA_VERSION: Final = 1
+_CID_LEN: Final = 36
+_PAGE: Final = 1000
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    cid BLOB NOT NULL UNIQUE,
+    conv TEXT NOT NULL,
+    actor BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    wall INTEGER NOT NULL,
+    counter INTEGER NOT NULL,
+    parents BLOB NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_order ON records (conv, wall, counter, actor, cid);
+CREATE INDEX IF NOT EXISTS records_chain ON records (actor, conv, seq);
+CREATE TABLE IF NOT EXISTS heads (conv TEXT NOT NULL, cid BLOB NOT NULL,
+    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pending (
+    id INTEGER PRIMARY KEY,
+    cid BLOB NOT NULL UNIQUE,
+    reason TEXT NOT NULL,
+    wall INTEGER NOT NULL,
+    missing BLOB NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pending_due ON pending (reason, wall);
+CREATE TABLE IF NOT EXISTS pending_missing (missing BLOB NOT NULL, cid BLOB NOT NULL,
+    PRIMARY KEY (missing, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS equivocations (a BLOB NOT NULL, b BLOB NOT NULL, conv TEXT NOT NULL,
+    PRIMARY KEY (a, b)) WITHOUT ROWID;
+"""
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Turn driver exceptions into the `StoreError` vocabulary at the boundary."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreBusyError(f"database is locked: {exc}") from exc
+        raise StoreError(f"sqlite operation failed: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # includes "file is not a database", corruption
+        raise StoreCorruptError(f"sqlite database unusable: {exc}") from exc
+
+
+def _split(blob: bytes) -> tuple[CID, ...]:
+    return tuple(CID(blob[i : i + _CID_LEN]) for i in range(0, len(blob), _CID_LEN))
+
+
+def _meta(row: tuple[bytes, str, bytes, int, int, int, bytes]) -> RecordMeta:
+    cid, conv, actor, seq, wall, counter, parents = row
+    return RecordMeta(CID(cid), conv, actor, seq, Hlc(wall, counter), _split(parents))
+
+
+def _pending(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
+    cid, reason, wall, missing, data = row
+    why: PendingReason = "clock" if reason == "clock" else "parents"
+    return Pending(CID(cid), data, why, wall, _split(missing))
+
+
+_META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
+_PENDING_COLS: Final = "cid, reason, wall, missing, data"
+
+
+class SqliteStore:
+    """A `Store` in one SQLite file; safe to share between threads and processes."""
+
+    def __init__(
+        self, path: Path | str, *, synchronous: Synchronous = "FULL", busy_timeout_s: float = 30.0
+    ) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        with _translated():
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.execute("PRAGMA foreign_keys=OFF")
+            with self.transaction():
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._db.execute(statement)
+                self._check_version()
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self._db.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        elif row[0] != str(SCHEMA_VERSION):
+            raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            with _translated():
+                self._db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                with _translated():
+                    self._db.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            with _translated():
+                self._db.execute("COMMIT")
+
+    def commit(self, writes: WriteSet) -> None:
+        with self.transaction(), _translated():
+            db = self._db
+            for r in writes.records:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
+                     b"".join(map(bytes, r.parents)), r.data),
+                )
+                if cur.rowcount == 0:
+                    continue
+                db.executemany(
+                    "DELETE FROM heads WHERE conv = ? AND cid = ?",
+                    [(r.conv, bytes(p)) for p in r.parents],
+                )
+                db.execute("INSERT INTO heads VALUES (?, ?)", (r.conv, bytes(r.cid)))
+            for cid in [*writes.pending_remove, *(p.cid for p in writes.pending_put)]:
+                self._unpend(bytes(cid))
+            for p in writes.pending_put:
+                if self.has(p.cid):
+                    continue
+                db.execute(
+                    "INSERT INTO pending (cid, reason, wall, missing, data) VALUES (?, ?, ?, ?, ?)",
+                    (bytes(p.cid), p.reason, p.wall_ms, b"".join(map(bytes, p.missing)), p.data),
+                )
+                db.executemany(
+                    "INSERT OR IGNORE INTO pending_missing VALUES (?, ?)",
+                    [(bytes(m), bytes(p.cid)) for m in p.missing],
+                )
+            for a, b in sort_pairs(writes.equivocations):
+                db.execute(
+                    "INSERT OR IGNORE INTO equivocations SELECT ?, ?, conv FROM records WHERE cid = ?",
+                    (bytes(a), bytes(b), bytes(a)),
+                )
+
+    def _unpend(self, cid: bytes) -> None:
+        row = self._db.execute("DELETE FROM pending WHERE cid = ? RETURNING missing", (cid,)).fetchone()
+        if row is not None:
+            self._db.executemany(
+                "DELETE FROM pending_missing WHERE missing = ? AND cid = ?",
+                [(bytes(m), cid) for m in _split(row[0])],
+            )
+
+    def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
+        evicted: list[CID] = []
+        with self.transaction(), _translated():
+            count, size = self.pending_stats()
+            while count > bounds.max_count or size > bounds.max_bytes:
+                row = self._db.execute(
+                    "SELECT cid, length(data) FROM pending ORDER BY id LIMIT 1"
+                ).fetchone()
+                if row is None:
+                    break
+                self._unpend(row[0])
+                evicted.append(CID(row[0]))
+                count, size = count - 1, size - row[1]
+        return evicted
+
+    def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[Any]:
+        with self._lock, _translated():
+            return self._db.execute(sql, args).fetchall()
+
+    def has(self, cid: CID) -> bool:
+        return bool(self._query("SELECT 1 FROM records WHERE cid = ?", (bytes(cid),)))
+
+    def get(self, cid: CID) -> bytes | None:
+        rows = self._query("SELECT data FROM records WHERE cid = ?", (bytes(cid),))
+        return rows[0][0] if rows else None
+
+    def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
+        wanted = [bytes(c) for c in set(cids)]
+        found: dict[CID, RecordMeta] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._query(f"SELECT {_META_COLS} FROM records WHERE cid IN ({marks})", tuple(chunk)):
+                meta = _meta(row)
+                found[meta.cid] = meta
+        return found
+
+    def heads(self, conv: str) -> list[CID]:
+        rows = self._query("SELECT cid FROM heads WHERE conv = ? ORDER BY cid", (conv,))
+        return [CID(r[0]) for r in rows]
+
+    def at_seq(self, actor: bytes, conv: str, seq: int) -> list[CID]:
+        rows = self._query(
+            "SELECT cid FROM records WHERE actor = ? AND conv = ? AND seq = ? ORDER BY cid",
+            (actor, conv, seq),
+        )
+        return [CID(r[0]) for r in rows]
+
+    def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
+        rows = self._query(
+            f"SELECT {_META_COLS} FROM records WHERE actor = ? AND conv = ?"
+            " ORDER BY seq DESC, cid DESC LIMIT 1",
+            (actor, conv),
+        )
+        return _meta(rows[0]) if rows else None
+
+    def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
+        if last is None:
+            rows = self._query(
+                "SELECT cid, data FROM records WHERE conv = ? ORDER BY wall, counter, actor, cid",
+                (conv,),
+            )
+        else:
+            rows = self._query(
+                "SELECT cid, data FROM records WHERE conv = ?"
+                " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?",
+                (conv, max(0, last)),
+            )
+            rows.reverse()
+        return [(CID(c), d) for c, d in rows]
+
+    def conversations(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT DISTINCT conv FROM heads ORDER BY conv")]
+
+    def count(self, conv: str | None = None) -> int:
+        if conv is None:
+            rows = self._query("SELECT count(*) FROM records")
+        else:
+            rows = self._query("SELECT count(*) FROM records WHERE conv = ?", (conv,))
+        return int(rows[0][0])
+
+    def iter_all(self) -> Iterator[tuple[CID, bytes]]:
+        after = 0
+        while True:
+            rows = self._query(
+                "SELECT id, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?", (after, _PAGE)
+            )
+            if not rows:
+                return
+            for _, cid, data in rows:
+                yield CID(cid), data
+            after = rows[-1][0]
+
+    def max_hlc(self) -> Hlc:
+        rows = self._query("SELECT wall, counter FROM records ORDER BY wall DESC, counter DESC LIMIT 1")
+        return Hlc(*rows[0]) if rows else ZERO
+
+    def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
+        found: dict[CID, Pending] = {}
+        for cid in set(cids):
+            rows = self._query(f"SELECT {_PENDING_COLS} FROM pending WHERE cid = ?", (bytes(cid),))
+            if rows:
+                found[cid] = _pending(rows[0])
+        return found
+
+    def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
+        waiters: set[bytes] = set()
+        for cid in cids:
+            rows = self._query("SELECT cid FROM pending_missing WHERE missing = ?", (bytes(cid),))
+            waiters.update(r[0] for r in rows)
+        return [self.pending_get([CID(w)])[CID(w)] for w in sorted(waiters)]
+
+    def pending_due(self, wall_ms: int) -> list[Pending]:
+        rows = self._query(
+            f"SELECT {_PENDING_COLS} FROM pending WHERE reason = 'clock' AND wall <= ? ORDER BY id",
+            (wall_ms,),
+        )
+        return [_pending(r) for r in rows]
+
+    def pending_stats(self) -> tuple[int, int]:
+        row = self._query("SELECT count(*), coalesce(sum(length(data)), 0) FROM pending")[0]
+        return int(row[0]), int(row[1])
+
+    def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]:
+        if conv is None:
+            rows = self._query("SELECT a, b FROM equivocations ORDER BY a, b")
+        else:
+            rows = self._query("SELECT a, b FROM equivocations WHERE conv = ? ORDER BY a, b", (conv,))
+        return [(CID(a), CID(b)) for a, b in rows]
+
+    def close(self) -> None:
+        with self._lock, _translated():
+            self._db.close()
