@@ -27,7 +27,8 @@ from convgraph.core.record import (
     load_trusted,
     sign_record,
 )
-from convgraph.errors import ConvgraphError, NotFoundError
+from convgraph.core.validation import check_causality
+from convgraph.errors import CausalityError, ConvgraphError, NotFoundError
 from convgraph.ingest import IngestReport, Item, plan_ingest
 from convgraph.store.base import QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
@@ -194,12 +195,16 @@ class Replica:
         return self._hlc
 
     def verify(self) -> VerifyReport:
-        """Re-hash and re-verify every stored record from its bytes, streaming."""
+        """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         report = VerifyReport()
         for cid, data in self.store.iter_all():
             report.checked += 1
             try:
-                decode_record(data, limits=self.config.limits, expected_cid=cid)
+                record = decode_record(data, limits=self.config.limits, expected_cid=cid)
+                parents = self.store.metas(record.parents)
+                if len(parents) != len(record.parents):
+                    raise CausalityError("a parent is missing from the store", cid=str(cid))
+                check_causality(record, parents)
             except ConvgraphError as exc:
                 report.failures.append((cid, exc))
         return report

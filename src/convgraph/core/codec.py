@@ -10,6 +10,7 @@ second encoding of one value can ever reach the store. Invariant: for every `b` 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import cbrrr
@@ -44,4 +45,36 @@ def decode(data: bytes) -> Value:
         raise DecodeError(f"not DAG-CBOR: {exc}") from exc
     if encode(value) != data:
         raise NonCanonicalError("bytes decode but are not the canonical DAG-CBOR encoding")
+    return value
+
+
+def to_json(value: Value) -> Any:
+    """The DAG-JSON form of a value: CIDs as `{"/": text}`, bytes as `{"/": {"bytes": b64}}`."""
+    if isinstance(value, CID):
+        return {"/": str(value)}
+    if isinstance(value, bytes):
+        return {"/": {"bytes": base64.b64encode(value).decode("ascii").rstrip("=")}}
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_json(v) for v in value]
+    return value
+
+
+def from_json(value: Any) -> Value:
+    """Inverse of `to_json`: read a DAG-JSON value (as parsed by `json.loads`)."""
+    if isinstance(value, dict):
+        if set(value) == {"/"}:
+            inner = value["/"]
+            if isinstance(inner, str):
+                return CID.parse(inner)
+            if isinstance(inner, dict) and set(inner) == {"bytes"} and isinstance(inner["bytes"], str):
+                text = inner["bytes"]
+                try:
+                    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+                except ValueError as exc:
+                    raise SchemaError(f"bad base64 in DAG-JSON bytes: {text[:40]!r}") from exc
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
     return value

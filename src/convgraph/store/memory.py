@@ -1,8 +1,9 @@
 """The in-memory twin of the SQLite store: same contract, dicts instead of tables.
 
-Used by tests, by the demo's scratch replicas and by anyone who wants a replica that
-lives as long as the process. Invariant: after any sequence of commits it answers every
-query exactly as `SqliteStore` would.
+Used by tests and by anyone who wants a replica that lives as long as the process. A
+transaction keeps an undo journal (and copies each container it touches once), so a
+transaction that raises leaves nothing behind, as in SQLite. Invariant: after any sequence
+of transactions it answers every query exactly as `SqliteStore` would.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
@@ -36,14 +38,56 @@ class MemoryStore:
         self._waiting: dict[CID, set[CID]] = defaultdict(set)  # missing parent -> waiters
         self._equivocations: dict[tuple[CID, CID], str] = {}
         self._max_hlc = ZERO
+        self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
+        self._copied: set[tuple[object, object]] = set()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self._lock:
-            yield
+            if self._undo is not None:
+                yield
+                return
+            self._undo, self._copied = [], set()
+            saved = (self._max_hlc, self._pending)
+            try:
+                yield
+            except BaseException:
+                for undo in reversed(self._undo):
+                    undo()
+                self._max_hlc, self._pending = saved
+                raise
+            finally:
+                self._undo = None
+
+    def _own(self, table: dict[Any, Any], key: Any, empty: Callable[[], Any]) -> Any:
+        """The container at `table[key]`, copied once per transaction so undo can restore it."""
+        token = (id(table), key)
+        if self._undo is not None and token not in self._copied:
+            self._copied.add(token)
+            old = table.get(key)
+            table[key] = empty() if old is None else type(old)(old)
+            self._undo.append(lambda: table.__setitem__(key, old) if old is not None else table.pop(key))
+        elif key not in table:
+            table[key] = empty()
+        return table[key]
+
+    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if self._undo is not None:
+            if key in table:
+                old = table[key]
+                self._undo.append(lambda: table.__setitem__(key, old))
+            else:
+                self._undo.append(lambda: table.pop(key, None))
+        table[key] = value
+
+    def _own_pending(self) -> OrderedDict[CID, Pending]:
+        if self._undo is not None and ("pending", None) not in self._copied:
+            self._copied.add(("pending", None))
+            self._pending = OrderedDict(self._pending)  # `transaction` restores the old object
+        return self._pending
 
     def commit(self, writes: WriteSet) -> None:
-        with self._lock:
+        with self.transaction():
             for record in writes.records:
                 self._put(record)
             for cid in writes.pending_remove:
@@ -51,39 +95,51 @@ class MemoryStore:
             for entry in writes.pending_put:
                 self._unpend(entry.cid)
                 if entry.cid not in self._data:
-                    self._pending[entry.cid] = entry
+                    self._own_pending()[entry.cid] = entry
                     for missing in entry.missing:
-                        self._waiting[missing].add(entry.cid)
+                        self._own(self._waiting, missing, set).add(entry.cid)
             for a, b in sort_pairs(writes.equivocations):
-                self._equivocations[(a, b)] = self._meta[a].conv
+                self._set(self._equivocations, (a, b), self._meta[a].conv)
 
-    def _unpend(self, cid: CID) -> Pending | None:
-        entry = self._pending.pop(cid, None)
-        for missing in entry.missing if entry else ():
-            waiters = self._waiting[missing]
+    def _unpend(self, cid: CID) -> None:
+        if cid not in self._pending:
+            return
+        entry = self._own_pending().pop(cid)
+        for missing in entry.missing:
+            waiters = self._own(self._waiting, missing, set)
             waiters.discard(cid)
-            if not waiters:
-                del self._waiting[missing]
-        return entry
 
     def _put(self, record: Record) -> None:
         if record.cid in self._data:
             return
         meta = record.meta
-        self._data[record.cid] = record.data
-        self._meta[record.cid] = meta
-        bisect.insort(self._order[record.conv], (record.order_key, record.cid))
+        self._set(self._data, record.cid, record.data)
+        self._set(self._meta, record.cid, meta)
+        entry = (record.order_key, record.cid)
+        order = self._order[record.conv]
+        bisect.insort(order, entry)
         heads = self._heads[record.conv]
-        heads.difference_update(record.parents)
+        dropped = heads.intersection(record.parents)
+        heads.difference_update(dropped)
         heads.add(record.cid)
-        self._chain[(record.actor, record.conv, record.seq)].append(record.cid)
+        chain = self._chain[(record.actor, record.conv, record.seq)]
+        chain.append(record.cid)
+        if self._undo is not None:  # precise inverses: copying a conversation's order is O(n)
+
+            def undo() -> None:
+                del order[bisect.bisect_left(order, entry)]
+                heads.discard(record.cid)
+                heads.update(dropped)
+                chain.remove(record.cid)
+
+            self._undo.append(undo)
         last = self._last.get((record.actor, record.conv))
         if last is None or (record.seq, bytes(record.cid)) > (last.seq, bytes(last.cid)):
-            self._last[(record.actor, record.conv)] = meta
+            self._set(self._last, (record.actor, record.conv), meta)
         self._max_hlc = max(self._max_hlc, record.hlc)
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
-        with self._lock:
+        with self.transaction():
             evicted: list[CID] = []
             size = sum(len(p.data) for p in self._pending.values())
             while self._pending and (len(self._pending) > bounds.max_count or size > bounds.max_bytes):
@@ -142,7 +198,7 @@ class MemoryStore:
 
     def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
         with self._lock:
-            waiters = {w for c in cids for w in self._waiting.get(c, ())}
+            waiters = {w for c in cids for w in self._waiting.get(c, ())} & self._pending.keys()
             return [self._pending[w] for w in sorted(waiters)]
 
     def pending_due(self, wall_ms: int) -> list[Pending]:

@@ -1,0 +1,1 @@
+"""The command-line shell: argument parsing and output over `Replica`."""

@@ -1,0 +1,108 @@
+"""The end-to-end demo behind `convgraph demo` (and `scripts/demo`).
+
+Two devices of one user hold SQLite replicas of one conversation. They write at the same
+moment without seeing each other, exchange their records, join the two lines with the
+next write, refuse a tampered copy, verify everything and agree on one history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import threading
+from pathlib import Path
+
+from rich.console import Console
+
+from convgraph.cli import graph_view
+from convgraph.cli.main import _label
+from convgraph.core.keys import fingerprint
+from convgraph.ingest import IngestReport
+from convgraph.replica import Replica
+
+CONV = "trip-planning"
+
+
+def _send(src: Replica, dst: Replica) -> IngestReport:
+    """The simplest possible exchange: offer every record of the conversation."""
+    return dst.ingest([r.data for r in src.records(CONV)])
+
+
+def _say(out: Console, what: str, report: IngestReport) -> None:
+    out.print(
+        f"  {what:24} accepted {len(report.accepted)}, duplicates {len(report.duplicates)}, "
+        f"rejected {len(report.rejected)}"
+    )
+
+
+def _digest(replica: Replica) -> str:
+    order = b"".join(bytes(r.cid) for r in replica.records(CONV))
+    return hashlib.sha256(order).hexdigest()[:16]
+
+
+def run(out: Console, where: Path | None) -> None:
+    """Run the demo, printing each step; raises if the replicas disagree."""
+    with tempfile.TemporaryDirectory(prefix="convgraph-demo-") as tmp:
+        base = where or Path(tmp)
+        laptop, phone = Replica.open(base / "laptop"), Replica.open(base / "phone")
+        with laptop, phone:
+            out.print(f"[bold]Two replicas[/bold] in {base}")
+            out.print(f"  laptop actor {fingerprint(laptop.actor)}, phone actor {fingerprint(phone.actor)}")
+            laptop.write(CONV, "user_message", {"role": "user", "content": "Plan three days in Lisbon."})
+            _say(out, "laptop -> phone", _send(laptop, phone))
+
+            out.print("[bold]Both write at the same moment[/bold], neither sees the other:")
+            barrier = threading.Barrier(2)
+
+            def on_laptop() -> None:
+                barrier.wait()
+                laptop.write(CONV, "agent_message", {
+                    "role": "assistant", "content": "Day 1: Alfama and the castle.",
+                    "tool_calls": [{"id": "call_1", "name": "weather", "input": {"city": "Lisbon"}}],
+                })
+                laptop.write(CONV, "tool_result", {"tool_use_id": "call_1", "content": "sunny, 24 C"})
+
+            def on_phone() -> None:
+                barrier.wait()
+                phone.write(CONV, "user_message", {"role": "user", "content": "Budget is 800 EUR."})
+
+            threads = [threading.Thread(target=on_laptop), threading.Thread(target=on_phone)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            out.print(f"  laptop heads {len(laptop.heads(CONV))}, phone heads {len(phone.heads(CONV))}")
+            _say(out, "laptop -> phone", _send(laptop, phone))
+            _say(out, "phone -> laptop", _send(phone, laptop))
+            out.print(f"  after exchange: {len(laptop.heads(CONV))} heads on each side (a fork)")
+
+            joined = laptop.write(CONV, "agent_message", {
+                "role": "assistant", "content": "Noted the 800 EUR budget; here is the revised plan.",
+            })
+            out.print(f"  the next write names {len(joined.parents)} parents, joining the lines")
+            _say(out, "laptop -> phone", _send(laptop, phone))
+
+            out.print("[bold]A tampered copy is refused[/bold]:")
+            forged = bytearray(joined.data)
+            at = forged.find(b"800")
+            forged[at : at + 3] = b"900"
+            report = phone.ingest([bytes(forged)])
+            out.print(f"  rejected: {report.rejected[0].rule}: {report.rejected[0].error.message}")
+
+            out.print("[bold]Verify[/bold] every stored record from its bytes:")
+            for name, replica in (("laptop", laptop), ("phone", phone)):
+                v = replica.verify()
+                out.print(f"  {name:7} {v.checked} records, {len(v.failures)} failures")
+                if not v.ok:
+                    raise SystemExit(1)
+
+            out.print("[bold]The DAG[/bold] (newest first):")
+            for line in graph_view.render(laptop.records(CONV), _label):
+                out.print("  " + line)
+            same = laptop.heads(CONV) == phone.heads(CONV) and _digest(laptop) == _digest(phone)
+            out.print(
+                f"[bold]Same history on both replicas:[/bold] {'yes' if same else 'NO'} "
+                f"(order digest {_digest(laptop)})"
+            )
+            if not same:
+                raise SystemExit(1)

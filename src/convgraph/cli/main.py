@@ -1,0 +1,228 @@
+"""The `convgraph` command: a thin shell over `Replica` (argument parsing and output only).
+
+Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`) and, where
+it concerns one conversation, `--conv C` (default `default`); `--json` prints machine
+output on stdout. A `ConvgraphError` exits 2 with its message; `verify` exits 1 when any
+stored record fails.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from convgraph.cli import graph_view
+from convgraph.core.cid import CID
+from convgraph.core.codec import from_json, to_json
+from convgraph.core.keys import actor_text, fingerprint
+from convgraph.core.kinds import KINDS
+from convgraph.core.record import Record
+from convgraph.errors import ConvgraphError
+from convgraph.replica import Replica
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+
+def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    @wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return fn(*args, **kwargs)
+        except ConvgraphError as exc:
+            err.print(f"[red]error:[/red] {exc}", markup=True)
+            sys.exit(2)
+
+    return run
+
+
+@contextmanager
+def _replica(ctx: click.Context) -> Iterator[Replica]:
+    with Replica.open(ctx.obj["home"]) as replica:
+        yield replica
+
+
+def record_json(r: Record) -> dict[str, Any]:
+    """A record as JSON: its fields in DAG-JSON form plus `cid` and the actor's fingerprint."""
+    body = to_json(r.to_map())
+    body["actor"] = actor_text(r.actor)
+    body["sig"] = r.sig.hex()
+    return {"cid": str(r.cid), "fingerprint": fingerprint(r.actor), **body}
+
+
+def summary(r: Record, width: int = 60) -> str:
+    """One line saying what a record holds, for listings."""
+    p = r.payload
+    text = p.get("content", p.get("text", p.get("body", p.get("question", p.get("name", "")))))
+    if not isinstance(text, str):
+        text = json.dumps(to_json(text), separators=(",", ":"))
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _label(r: Record) -> str:
+    branch = f" [{r.branch}]" if r.branch else ""
+    return f"{str(r.cid)[-10:]} {fingerprint(r.actor)[:8]}#{r.seq} {r.kind}{branch}  {summary(r)}"
+
+
+def _emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@click.group()
+@click.option(
+    "--home", envvar="CONVGRAPH_HOME", default=".convgraph", show_default=True,
+    type=click.Path(path_type=Path), help="Replica directory (env CONVGRAPH_HOME).",
+)
+@click.version_option(package_name="convgraph")
+@click.pass_context
+def cli(ctx: click.Context, home: Path) -> None:
+    """convgraph: signed, content-addressed causal transcripts for agent conversations."""
+    ctx.ensure_object(dict)
+    ctx.obj["home"] = home
+
+
+conv_option = click.option("--conv", default="default", show_default=True, help="Conversation id.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@cli.command()
+@json_option
+@click.pass_context
+@_errors
+def init(ctx: click.Context, as_json: bool) -> None:
+    """Create the replica (store and device key) if it does not exist."""
+    with _replica(ctx) as r:
+        info = {
+            "home": str(ctx.obj["home"]), "actor": actor_text(r.actor), "fingerprint": fingerprint(r.actor),
+        }
+    if as_json:
+        _emit(info)
+    else:
+        out.print(f"replica  {info['home']}\nactor    {info['actor']}\nprint    {info['fingerprint']}")
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("payload")
+@click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
+@click.option("--branch", default=None, help="Branch the record belongs to.")
+@conv_option
+@json_option
+@click.pass_context
+@_errors
+def append(  # noqa: PLR0917 - click passes options positionally
+    ctx: click.Context, kind: str, payload: str, refs: tuple[str, ...], branch: str | None,
+    conv: str, as_json: bool,
+) -> None:
+    """Append a record of KIND with PAYLOAD (a DAG-JSON object) to the conversation."""
+    try:
+        body = from_json(json.loads(payload))
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"payload is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise click.BadParameter("payload must be a JSON object")
+    with _replica(ctx) as r:
+        rec = r.write(conv, kind, body, refs=[CID.parse(x) for x in refs], branch=branch)
+    if as_json:
+        _emit(record_json(rec))
+    else:
+        out.print(str(rec.cid))
+
+
+@cli.command()
+@conv_option
+@click.option("--graph", is_flag=True, help="Draw the DAG.")
+@click.option("--last", type=click.IntRange(min=0), default=None, help="Only the final N records.")
+@json_option
+@click.pass_context
+@_errors
+def log(ctx: click.Context, conv: str, graph: bool, last: int | None, as_json: bool) -> None:
+    """The conversation's records in canonical order."""
+    with _replica(ctx) as r:
+        records = r.records(conv, last=last)
+        heads = r.heads(conv)
+    if as_json:
+        _emit({"conv": conv, "heads": [str(h) for h in heads], "records": [record_json(x) for x in records]})
+    elif graph:
+        for line in graph_view.render(records, _label):
+            out.print(line)
+    else:
+        table = Table("cid", "author", "seq", "hlc", "kind", "content", box=None)
+        for x in records:
+            table.add_row(
+                str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq),
+                f"{x.hlc.wall_ms}.{x.hlc.counter}", x.kind + (f" [{x.branch}]" if x.branch else ""),
+                summary(x),
+            )
+        out.print(table)
+        out.print(f"{len(records)} records, {len(heads)} head(s)")
+
+
+@cli.command()
+@click.argument("cid")
+@json_option
+@click.pass_context
+@_errors
+def show(ctx: click.Context, cid: str, as_json: bool) -> None:
+    """One record by CID."""
+    with _replica(ctx) as r:
+        rec = r.get(CID.parse(cid))
+    body = record_json(rec)
+    if as_json:
+        _emit(body)
+        return
+    for key in ("cid", "conv", "kind", "branch", "actor", "fingerprint", "seq", "hlc", "parents", "refs"):
+        if key in body:
+            value = body[key]
+            if key in ("parents", "refs"):
+                value = ", ".join(v["/"] for v in value) or "-"
+            out.print(f"[bold]{key:11}[/bold] {value}")
+    out.print("[bold]payload[/bold]")
+    out.print_json(json.dumps(body["payload"], ensure_ascii=False))
+
+
+@cli.command()
+@json_option
+@click.pass_context
+@_errors
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Re-hash and re-verify every stored record; exits 1 on any failure."""
+    with _replica(ctx) as r:
+        report = r.verify()
+    failures = [{"cid": str(c), "rule": e.rule, "error": str(e)} for c, e in report.failures]
+    if as_json:
+        _emit({"checked": report.checked, "ok": report.ok, "failures": failures})
+    else:
+        for f in failures:
+            err.print(f"[red]FAIL[/red] {f['cid']} {f['rule']}: {f['error']}")
+        out.print(f"{report.checked} records checked, {len(failures)} failed")
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
+              help="Keep the demo replicas here instead of a temp dir.")
+@_errors
+def demo(where: Path | None) -> None:
+    """Two replicas write concurrently, exchange records, verify and print the DAG."""
+    from convgraph.cli.demo import run  # noqa: PLC0415 - only the demo needs it
+
+    run(out, where)
+
+
+def main() -> None:
+    """Entry point of the `convgraph` console script."""
+    cli(obj={})
