@@ -52,7 +52,7 @@ class CID:
         if len(text) != _TEXT_LEN or not text.startswith("b") or text != text.lower():
             raise DecodeError(f"not a base32 CIDv1 text: {text[:80]!r}")
         try:
-            raw = base64.b32decode(text[1:].upper() + "=" * 5)
+            raw = base64.b32decode(text[1:].upper() + "=" * (-(len(text) - 1) % 8))
         except ValueError as exc:
             raise DecodeError(f"not a base32 CIDv1 text: {text[:80]!r}") from exc
         cid = cls(raw)

@@ -207,12 +207,11 @@ def check_payload(kind: str, payload: Any, *, cid: str | None = None) -> None:
 
 
 def _check_depth(value: Any, cid: str | None) -> None:
+    """Containers (maps and lists) may nest `MAX_DEPTH` deep, the payload map counting as 1."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise SchemaError(f"payload nested deeper than {MAX_DEPTH}", cid=cid)
-        if type(item) is dict:
-            stack.extend((v, depth + 1) for v in item.values())
-        elif type(item) is list:
-            stack.extend((v, depth + 1) for v in item)
+        children = item.values() if type(item) is dict else item
+        stack.extend((v, depth + 1) for v in children if type(v) in (dict, list))

@@ -213,7 +213,7 @@ class SqliteStore:
         return bool(self._query("SELECT 1 FROM records WHERE cid = ?", (bytes(cid),)))
 
     def get(self, cid: CID) -> bytes | None:
-        rows = self._query("SELECT data FROM records WHERE cid = ?", (bytes(cid),))
+        rows = self._query("SELECT CAST(data AS BLOB) FROM records WHERE cid = ?", (bytes(cid),))
         return rows[0][0] if rows else None
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
@@ -275,7 +275,8 @@ class SqliteStore:
         after = 0
         while True:
             rows = self._query(
-                "SELECT id, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?", (after, _PAGE)
+                "SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? ORDER BY id LIMIT ?",
+                (after, _PAGE),
             )
             if not rows:
                 return

@@ -1,0 +1,82 @@
+"""The `convgraph` command, run as a real subprocess against a real SQLite replica."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("cli") / "replica"
+    run(home, "init")
+    return home
+
+
+def test_init_json(home: Path) -> None:
+    info = json.loads(run(home, "init", "--json").stdout)
+    assert len(info["actor"]) == 52 and len(info["fingerprint"]) == 12
+
+
+def test_append_log_show(home: Path) -> None:
+    first = run(home, "append", "user_message", '{"content": "hello graph"}', "--conv", "t").stdout.strip()
+    second = json.loads(run(home, "append", "agent_message", '{"content": "hi back"}', "--conv", "t",
+                            "--ref", first, "--json").stdout)
+    assert second["parents"] == [{"/": first}] and second["refs"] == [{"/": first}]
+    log = json.loads(run(home, "log", "--conv", "t", "--json").stdout)
+    assert [r["cid"] for r in log["records"]] == [first, second["cid"]]
+    assert log["heads"] == [second["cid"]]
+    table = run(home, "log", "--conv", "t").stdout
+    assert "hello graph" in table and "2 records, 1 head(s)" in table
+    graph = run(home, "log", "--conv", "t", "--graph").stdout.splitlines()
+    assert graph[0].startswith("*") and "hi back" in graph[0] and "hello graph" in graph[1]
+    shown = run(home, "show", first).stdout
+    assert "hello graph" in shown and "user_message" in shown
+    assert json.loads(run(home, "show", first, "--json").stdout)["cid"] == first
+
+
+def test_bad_input_is_a_clear_error(home: Path) -> None:
+    bad_kind = run(home, "append", "gossip", "{}", ok=False)
+    assert bad_kind.returncode == 2 and "gossip" in bad_kind.stderr
+    bad_json = run(home, "append", "user_message", "{nope", ok=False)
+    assert bad_json.returncode == 2 and "not JSON" in bad_json.stderr
+    schema = run(home, "append", "user_message", '{"colour": "red"}', ok=False)
+    assert schema.returncode == 2 and "undeclared field" in schema.stderr
+    missing = run(home, "show", "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua", ok=False)
+    assert missing.returncode == 2 and "no record" in missing.stderr
+    garbage = run(home, "show", "not-a-cid", ok=False)
+    assert garbage.returncode == 2 and "Traceback" not in garbage.stderr
+
+
+def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()
+    assert json.loads(run(home, "verify", "--json").stdout) == {"checked": 1, "ok": True, "failures": []}
+    db = sqlite3.connect(home / "replica.sqlite")
+    db.execute("UPDATE records SET data = replace(data, CAST('keep' AS BLOB), CAST('kept' AS BLOB))")
+    db.commit()
+    db.close()
+    proc = run(home, "verify", ok=False)
+    assert proc.returncode == 1 and cid in proc.stderr and "1 failed" in proc.stdout
+
+
+def test_demo_runs_and_agrees(tmp_path: Path) -> None:
+    out = run(tmp_path / "unused", "demo", "--dir", str(tmp_path / "demo")).stdout
+    assert "Same history on both replicas: yes" in out
+    assert "rejected: signature" in out

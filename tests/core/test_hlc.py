@@ -1,0 +1,69 @@
+"""Hybrid logical clock: the Kulkarni et al. rules as properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convgraph.core.hlc import (
+    MAX_COUNTER,
+    ClockOverflowError,
+    Hlc,
+    ManualClock,
+    after_all,
+    receive,
+    send,
+    too_far_ahead,
+)
+
+walls = st.integers(min_value=0, max_value=2**45)
+stamps = st.builds(Hlc, walls, st.integers(min_value=0, max_value=1000))
+
+
+@given(stamps, walls)
+def test_send_is_strictly_after_local_and_tracks_physical_time(local: Hlc, now: int) -> None:
+    out = send(local, now)
+    assert out > local
+    assert out.wall_ms == max(local.wall_ms, now)
+    assert out.counter == (0 if now > local.wall_ms else local.counter + 1)
+
+
+@given(stamps, stamps, walls)
+def test_receive_is_after_both(local: Hlc, remote: Hlc, now: int) -> None:
+    out = receive(local, remote, now)
+    assert out > local and out > remote
+    assert out.wall_ms == max(local.wall_ms, remote.wall_ms, now)
+
+
+@given(stamps, st.lists(stamps, max_size=5), walls)
+def test_after_all_exceeds_every_parent(local: Hlc, seen: list[Hlc], now: int) -> None:
+    out = after_all(local, seen, now)
+    assert all(out > s for s in [local, *seen])
+
+
+@given(st.lists(st.tuples(st.booleans(), stamps, st.integers(0, 50)), max_size=30))
+def test_a_process_stamps_are_strictly_increasing(events: list[tuple[bool, Hlc, int]]) -> None:
+    clock, local, previous = ManualClock(0), Hlc(0, 0), []
+    for is_receive, remote, step in events:
+        clock.advance(step)
+        local = receive(local, remote, clock()) if is_receive else send(local, clock())
+        previous.append(local)
+    assert previous == sorted(set(previous))
+
+
+def test_counter_is_bounded() -> None:
+    with pytest.raises(ClockOverflowError):
+        send(Hlc(5, MAX_COUNTER), 5)
+    with pytest.raises(ClockOverflowError):
+        receive(Hlc(5, 0), Hlc(5, MAX_COUNTER), 1)
+
+
+def test_drift_bound() -> None:
+    assert not too_far_ahead(Hlc(1_060_000, 0), 1_000_000, 60_000)
+    assert too_far_ahead(Hlc(1_060_001, 0), 1_000_000, 60_000)
+
+
+def test_physical_time_going_backwards_keeps_monotonicity() -> None:
+    local = send(Hlc(0, 0), 10_000)
+    assert send(local, 5_000) == Hlc(10_000, 1)

@@ -1,0 +1,102 @@
+"""Payload schemas: one valid example per kind, and the ways a payload can be wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from convgraph.core.cid import CID
+from convgraph.core.kinds import KINDS, MAX_DEPTH, check_payload
+from convgraph.errors import SchemaError, UnknownKindError
+
+C = CID.of_record(b"x")
+VALID: dict[str, dict[str, Any]] = {
+    "user_message": {"content": "hi", "role": "user", "conversation_id": "c", "timestamp": 1},
+    "agent_message": {"content": [{"type": "text", "text": "ok"}],
+                      "tool_calls": [{"id": "t1", "name": "f", "input": {}}]},
+    "tool_invocation": {"tool_calls": [{"id": "t1", "name": "f", "input": {"a": 1}}]},
+    "tool_result": {"tool_use_id": "t1", "content": "42", "is_error": False},
+    "code_snapshot": {"path": "a.py", "content": "print(1)"},
+    "patch": {"base": C, "diff": "--- a\n+++ b\n"},
+    "review_comment": {"target": C, "body": "nit", "verdict": "comment"},
+    "decision_request": {"question": "ship?", "options": ["yes", "no"]},
+    "decision": {"request": C, "choice": "yes"},
+    "attestation": {"subject": C, "statement": "tests pass"},
+    "checkpoint": {"heads": [C], "count": 3, "snapshot": C},
+    "branch": {"name": "alt", "from": C},
+    "merge": {"branch": "alt", "heads": [C], "accepted": [C]},
+    "retraction": {"target": C},
+    "supersession": {"target": C, "content": "fixed"},
+    "pin": {"target": C},
+    "grant": {"grantee": b"\x01" * 32, "rights": ["read", "write"]},
+    "audit": {"target": C, "result": "pass"},
+    "revocation": {"target": C, "reason": "lost device"},
+}
+
+
+def test_every_kind_has_an_example() -> None:
+    assert sorted(VALID) == list(KINDS) and len(KINDS) == 19
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_valid_examples_pass_and_meta_is_allowed(kind: str) -> None:
+    check_payload(kind, VALID[kind])
+    check_payload(kind, {**VALID[kind], "meta": {"anything": [1, 2]}})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_undeclared_field_fails(kind: str) -> None:
+    with pytest.raises(SchemaError, match="undeclared"):
+        check_payload(kind, {**VALID[kind], "surprise": 1})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrong_type_for_each_field_fails(kind: str) -> None:
+    for name in VALID[kind]:
+        if name == "timestamp":
+            continue  # any value: legacy turns carry seconds, ms or ISO text
+        wrong = {**VALID[kind], name: object()}
+        with pytest.raises(SchemaError):
+            check_payload(kind, wrong)
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [
+        ("user_message", {}),
+        ("user_message", {"role": "assistant", "content": "x"}),
+        ("agent_message", {"model": "m"}),
+        ("tool_invocation", {"tool_calls": []}),
+        ("tool_invocation", {"tool_calls": [{"id": "", "name": "f", "input": {}}]}),
+        ("tool_invocation", {"tool_calls": [{"id": "1", "name": "f"}]}),
+        ("tool_result", {"content": "no id"}),
+        ("tool_result", {"tool_use_id": "  ", "content": "x"}),
+        ("agent_message", {"content": [{"text": "block without type"}]}),
+        ("review_comment", {"target": C, "body": "x", "verdict": "meh"}),
+        ("grant", {"grantee": b"short", "rights": ["read"]}),
+        ("grant", {"grantee": b"\x01" * 32, "rights": ["fly"]}),
+        ("checkpoint", {"heads": [C], "count": -1, "snapshot": C}),
+        ("decision", {"request": str(C), "choice": "yes"}),
+        ("user_message", {"content": "x", "meta": "not a map"}),
+    ],
+)
+def test_invalid_payloads(kind: str, payload: dict[str, Any]) -> None:
+    with pytest.raises(SchemaError):
+        check_payload(kind, payload)
+
+
+def test_unknown_kind_and_non_map() -> None:
+    with pytest.raises(UnknownKindError):
+        check_payload("nope", {})
+    with pytest.raises(SchemaError):
+        check_payload("user_message", ["content"])
+
+
+def test_depth_bound() -> None:
+    nested: Any = "leaf"
+    for _ in range(MAX_DEPTH):
+        nested = [nested]
+    check_payload("user_message", {"content": "x", "meta": {"n": nested[0][0]}})
+    with pytest.raises(SchemaError, match="nested"):
+        check_payload("user_message", {"content": "x", "meta": {"n": nested}})

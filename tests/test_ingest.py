@@ -1,0 +1,179 @@
+"""Ingest: every outcome (accept, duplicate, quarantine, hold, release, reject, evict,
+equivocation) and the promise that delivery order never changes what a replica holds."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convgraph import Config, ManualClock, QuarantineBounds, Record, Replica, SigningKey
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import sign_record
+from convgraph.errors import HlcOrderError, ParentRejectedError, SeqChainError
+
+A, B = SigningKey(bytes(range(32))), SigningKey(bytes(range(1, 33)))
+
+
+def chain(key: SigningKey, n: int, conv: str = "c", start: int = 1000) -> list[Record]:
+    out: list[Record] = []
+    for i in range(n):
+        out.append(sign_record(key, conv=conv, seq=i + 1, hlc=Hlc(start + i, 0),
+                               parents=[out[-1].cid] if out else [], kind="user_message",
+                               payload={"content": f"m{i}"}))
+    return out
+
+
+def fresh(clock: ManualClock | None = None, **config: object) -> Replica:
+    return Replica.in_memory(clock=clock or ManualClock(10_000), config=Config(**config))  # type: ignore[arg-type]
+
+
+def test_accept_and_duplicates() -> None:
+    r = fresh()
+    recs = chain(A, 3)
+    report = r.ingest([x.data for x in recs] + [recs[0].data])
+    assert report.accepted == [x.cid for x in recs]
+    assert report.duplicates == [recs[0].cid]
+    again = r.ingest([recs[1].data])
+    assert again.duplicates == [recs[1].cid] and not again.accepted
+    assert r.heads("c") == [recs[-1].cid]
+
+
+def test_one_bad_record_never_stops_the_rest() -> None:
+    r = fresh()
+    recs = chain(A, 3)
+    bad = bytearray(recs[1].data)
+    bad[-1] ^= 1
+    report = r.ingest([recs[0].data, bytes(bad), b"\x00garbage", recs[2].data, (recs[1].data, recs[0].cid)])
+    assert report.accepted == [recs[0].cid]
+    assert {x.rule for x in report.rejected} == {"signature", "decode", "cid"}
+    assert report.quarantined == [recs[2].cid]  # waits for recs[1], which arrived only forged
+    assert r.store.count() == 1
+
+
+def test_quarantine_then_release_when_parents_arrive() -> None:
+    r = fresh()
+    recs = chain(A, 4)
+    first = r.ingest([recs[3].data, recs[2].data])
+    assert sorted(first.quarantined) == sorted([recs[3].cid, recs[2].cid]) and not first.accepted
+    assert r.store.pending_stats()[0] == 2
+    second = r.ingest([recs[0].data, recs[1].data])
+    assert second.accepted == [x.cid for x in recs]
+    assert sorted(second.released) == sorted([recs[2].cid, recs[3].cid])
+    assert r.store.pending_stats() == (0, 0)
+
+
+def test_quarantine_survives_reopen(tmp_path: object) -> None:
+    from pathlib import Path
+
+    home = Path(str(tmp_path)) / "r"
+    recs = chain(A, 2)
+    with Replica.open(home, clock=ManualClock(10_000)) as r:
+        assert r.ingest([recs[1].data]).quarantined == [recs[1].cid]
+    with Replica.open(home, clock=ManualClock(10_000)) as r:
+        assert r.ingest([recs[0].data]).accepted == [recs[0].cid, recs[1].cid]
+
+
+def test_quarantine_bound_evicts_oldest() -> None:
+    r = fresh(quarantine=QuarantineBounds(max_count=3, max_bytes=1 << 20))
+    orphans = [chain(A, 2, conv=f"c{i}")[1] for i in range(5)]
+    evicted = []
+    for o in orphans:
+        evicted += r.ingest([o.data]).evicted
+    assert evicted == [orphans[0].cid, orphans[1].cid]
+    assert r.store.pending_stats()[0] == 3
+    byte_bound = fresh(quarantine=QuarantineBounds(max_count=100, max_bytes=len(orphans[0].data) * 2))
+    report = byte_bound.ingest([o.data for o in orphans[:3]])
+    assert report.evicted == [orphans[0].cid]
+
+
+def test_far_future_record_is_held_and_never_advances_the_clock() -> None:
+    clock = ManualClock(1_000_000)
+    r = fresh(clock, max_drift_ms=60_000)
+    future = sign_record(A, conv="c", seq=1, hlc=Hlc(1_000_000 + 3_600_000, 0), parents=[],
+                         kind="user_message", payload={"content": "from the future"})
+    child = sign_record(B, conv="c", seq=1, hlc=Hlc(1_000_000 + 3_600_001, 0), parents=[future.cid],
+                        kind="user_message", payload={"content": "reply"})
+    report = r.ingest([future.data, child.data])
+    assert report.held == [future.cid, child.cid] and not report.quarantined  # both beyond drift
+    assert r.now() < Hlc(1_000_000 + 60_000, 0)
+    mine = r.write("c", "user_message", {"content": "local"})
+    assert mine.hlc.wall_ms == 1_000_000 and mine.parents == ()
+    clock.advance(3_600_000 - 60_000 + 1)
+    released = r.release_held()
+    assert released.accepted == [future.cid, child.cid]
+    assert released.released == [future.cid, child.cid]
+
+
+def test_causal_rejections_and_their_descendants() -> None:
+    r = fresh()
+    a1 = chain(A, 1)[0]
+    stale = sign_record(B, conv="c", seq=1, hlc=Hlc(999, 0), parents=[a1.cid], kind="user_message",
+                        payload={"content": "clock behind parent"})
+    grandchild = sign_record(B, conv="c", seq=2, hlc=Hlc(2000, 0), parents=[stale.cid],
+                             kind="user_message", payload={"content": "x"})
+    skip = sign_record(A, conv="c", seq=3, hlc=Hlc(2000, 0), parents=[a1.cid], kind="user_message",
+                       payload={"content": "x"})
+    report = r.ingest([grandchild.data, a1.data, stale.data, skip.data])
+    errors = {x.cid: type(x.error) for x in report.rejected}
+    assert errors == {stale.cid: HlcOrderError, grandchild.cid: ParentRejectedError, skip.cid: SeqChainError}
+    assert report.accepted == [a1.cid]
+    assert r.store.count() == 1 and r.store.pending_stats() == (0, 0)
+
+
+def test_equivocation_keeps_both_with_evidence() -> None:
+    r = fresh()
+    a1 = chain(A, 1)[0]
+    left = sign_record(A, conv="c", seq=2, hlc=Hlc(2000, 0), parents=[a1.cid], kind="user_message",
+                       payload={"content": "I said yes"})
+    right = sign_record(A, conv="c", seq=2, hlc=Hlc(2000, 0), parents=[a1.cid], kind="user_message",
+                        payload={"content": "I said no"})
+    r.ingest([a1.data, left.data])
+    report = r.ingest([right.data])
+    assert report.accepted == [right.cid]
+    assert report.equivocations == [(left.cid, right.cid)]
+    assert r.store.equivocations("c") == [tuple(sorted([left.cid, right.cid]))]
+    assert sorted(r.heads("c")) == sorted([left.cid, right.cid])
+    assert r.verify().ok
+
+
+def test_equivocation_within_one_batch() -> None:
+    r = fresh()
+    a1 = chain(A, 1)[0]
+    twins = [sign_record(A, conv="c", seq=2, hlc=Hlc(2000 + i, 0), parents=[a1.cid], kind="user_message",
+                         payload={"content": "x"}) for i in range(2)]
+    report = r.ingest([a1.data, *(t.data for t in twins)])
+    assert len(report.equivocations) == 1 and len(report.accepted) == 3
+
+
+def _world(seed: int) -> list[Record]:
+    """Three actors writing concurrently with random partial views, identical texts included."""
+    rng = random.Random(seed)
+    keys = [A, B, SigningKey(bytes(range(2, 34)))]
+    replicas = [Replica.in_memory(k, clock=ManualClock(5_000)) for k in keys]
+    made: list[Record] = []
+    for _ in range(rng.randint(3, 25)):
+        w = rng.choice(replicas)
+        if made and rng.random() < 0.5:
+            w.ingest([m.data for m in made if rng.random() < 0.7])
+        made.append(w.write("c", "user_message", {"content": rng.choice(["yes", "no"]), "timestamp": 1}))
+    return made
+
+
+@given(st.integers(0, 10_000), st.randoms(use_true_random=False))
+def test_any_delivery_order_gives_identical_replicas(seed: int, rnd: random.Random) -> None:
+    made = _world(seed)
+    views = []
+    for _ in range(3):
+        batch = [m.data for m in made] + [m.data for m in made if rnd.random() < 0.3]
+        rnd.shuffle(batch)
+        r = Replica.in_memory(clock=ManualClock(5_000))
+        while batch:  # delivered in random chunks
+            cut = rnd.randint(1, len(batch))
+            r.ingest(batch[:cut])
+            batch = batch[cut:]
+        assert r.store.pending_stats() == (0, 0)
+        views.append((r.heads("c"), b"".join(d for _, d in r.store.records("c"))))
+    assert views[0] == views[1] == views[2]
+    assert len(views[0][1]) == sum(len(m.data) for m in made)

@@ -1,0 +1,91 @@
+"""The replica facade: opening, authoring (parents, seq, hlc), reading and verifying."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from convgraph import Draft, ManualClock, NotFoundError, Replica
+from convgraph.core.cid import CID
+from convgraph.errors import SchemaError, UnknownKindError
+
+
+def test_open_creates_key_and_store_and_reopens_as_same_actor(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    with Replica.open(home) as r:
+        actor = r.actor
+        rec = r.write("c", "user_message", {"content": "hi"})
+    assert (home / "actor.key").stat().st_mode & 0o777 == 0o600
+    with Replica.open(home) as r:
+        assert r.actor == actor
+        assert r.get(rec.cid) == rec
+        assert r.write("c", "user_message", {"content": "again"}).seq == 2
+
+
+def test_write_names_heads_and_own_previous(clock: ManualClock) -> None:
+    a, b = Replica.in_memory(clock=clock), Replica.in_memory(clock=clock)
+    a1 = a.write("c", "user_message", {"content": "1"})
+    b.ingest([a1.data])
+    b1 = b.write("c", "agent_message", {"content": "2"})
+    a.ingest([b1.data])
+    a2 = a.write("c", "user_message", {"content": "3"})
+    assert a2.parents == tuple(sorted([a1.cid, b1.cid]))
+    b.ingest([a2.data])
+    b2 = b.write("c", "agent_message", {"content": "4"})  # own b1 is no longer a head
+    assert b2.parents == tuple(sorted([a2.cid, b1.cid]))
+    assert a2.hlc > b1.hlc > a1.hlc and b2.seq == 2
+
+
+def test_write_many_chains_in_one_transaction(replica: Replica) -> None:
+    recs = replica.write_many("c", [Draft("user_message", {"content": str(i)}) for i in range(5)])
+    assert [r.seq for r in recs] == [1, 2, 3, 4, 5]
+    assert all(recs[i].parents == (recs[i - 1].cid,) for i in range(1, 5))
+    assert replica.heads("c") == [recs[-1].cid]
+
+
+def test_a_failing_draft_writes_nothing(replica: Replica) -> None:
+    with pytest.raises(SchemaError):
+        replica.write_many("c", [Draft("user_message", {"content": "ok"}), Draft("user_message", {})])
+    assert replica.store.count() == 0
+    with pytest.raises(UnknownKindError):
+        replica.write("c", "gossip", {})
+
+
+def test_clock_is_monotonic_even_when_wall_clock_stalls_or_goes_back(clock: ManualClock) -> None:
+    r = Replica.in_memory(clock=clock)
+    first = r.write("c", "user_message", {"content": "a"})
+    clock.advance(-5000)
+    second = r.write("c", "user_message", {"content": "a"})
+    assert second.hlc > first.hlc and second.cid != first.cid
+
+
+def test_records_last_and_conversations(replica: Replica) -> None:
+    for i in range(10):
+        replica.write("one" if i % 2 else "two", "user_message", {"content": str(i)})
+    assert replica.conversations() == ["one", "two"]
+    assert [r.payload["content"] for r in replica.records("one", last=2)] == ["7", "9"]
+    assert len(replica.records("one")) == 5 and replica.records("none") == []
+
+
+def test_get_unknown(replica: Replica) -> None:
+    with pytest.raises(NotFoundError):
+        replica.get(CID.of_record(b"nothing"))
+
+
+def test_verify_detects_tampering_in_the_file(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    with Replica.open(home) as r:
+        rec = r.write("c", "user_message", {"content": "original"})
+        r.write("c", "user_message", {"content": "second"})
+    db = sqlite3.connect(home / "replica.sqlite")
+    data = db.execute("SELECT data FROM records WHERE cid = ?", (bytes(rec.cid),)).fetchone()[0]
+    db.execute("UPDATE records SET data = ? WHERE cid = ?", (data.replace(b"original", b"0riginal"), bytes(rec.cid)))
+    db.commit()
+    db.close()
+    with Replica.open(home) as r:
+        report = r.verify()
+    assert not report.ok and report.checked == 2
+    assert [c for c, _ in report.failures] == [rec.cid]
+    assert report.failures[0][1].rule == "cid"
