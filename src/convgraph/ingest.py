@@ -77,6 +77,7 @@ class _Plan:
         default_factory=lambda: defaultdict(list)
     )
     work: deque[Record] = field(default_factory=deque)
+    store_waits: bool = True  # False when the stored quarantine is empty: skip its look-ups
 
     def place(self, rec: Record) -> None:
         if rec.cid in self.decided:
@@ -137,6 +138,8 @@ class _Plan:
 
     def _wake(self, cid: CID) -> None:
         self.work.extend(self.waiting.pop(cid, ()))
+        if not self.store_waits:
+            return
         for entry in self.store.pending_waiting_on([cid]):
             if entry.cid not in self.decided and entry.cid not in self.pending:
                 self.was_pending.add(entry.cid)
@@ -162,7 +165,7 @@ def plan_ingest(
     limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds."""
-    plan = _Plan(store, now_ms, max_drift_ms)
+    plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
     fresh: dict[CID, Record] = {}
     for item in items:
         data, claimed = (item, None) if isinstance(item, bytes) else item

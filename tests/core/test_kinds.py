@@ -11,6 +11,7 @@ from convgraph.core.kinds import KINDS, MAX_DEPTH, check_payload
 from convgraph.errors import SchemaError, UnknownKindError
 
 C = CID.of_record(b"x")
+LO, HI = sorted([CID.of_record(b"1"), CID.of_record(b"2")])
 VALID: dict[str, dict[str, Any]] = {
     "user_message": {"content": "hi", "role": "user", "conversation_id": "c", "timestamp": 1},
     "agent_message": {"content": [{"type": "text", "text": "ok"}],
@@ -29,7 +30,7 @@ VALID: dict[str, dict[str, Any]] = {
     "retraction": {"target": C},
     "supersession": {"target": C, "content": "fixed"},
     "pin": {"target": C},
-    "grant": {"grantee": b"\x01" * 32, "rights": ["read", "write"]},
+    "grant": {"grantee": b"\x01" * 32, "rights": ["admin", "read", "write"]},
     "audit": {"target": C, "result": "pass"},
     "revocation": {"target": C, "reason": "lost device"},
 }
@@ -79,6 +80,13 @@ def test_wrong_type_for_each_field_fails(kind: str) -> None:
         ("checkpoint", {"heads": [C], "count": -1, "snapshot": C}),
         ("decision", {"request": str(C), "choice": "yes"}),
         ("user_message", {"content": "x", "meta": "not a map"}),
+        ("checkpoint", {"heads": [HI, LO], "count": 1, "snapshot": C}),
+        ("merge", {"branch": "b", "heads": [LO, LO], "accepted": []}),
+        ("merge", {"branch": "b", "heads": [], "accepted": []}),
+        ("grant", {"grantee": b"\x01" * 32, "rights": ["write", "read"]}),
+        ("grant", {"grantee": b"\x01" * 32, "rights": ["read", "read"]}),
+        ("tool_invocation", {"tool_calls": [{"id": "1", "name": "f", "input": {}, "meta": 5}]}),
+        ("user_message", {1: "int key", "content": "x"}),
     ],
 )
 def test_invalid_payloads(kind: str, payload: dict[str, Any]) -> None:

@@ -21,6 +21,11 @@ from convgraph.errors import DecodeError, NonCanonicalError, SchemaError
 # A value of the DAG-CBOR data model as Python holds it.
 Value = Any
 
+# cbrrr's messages for well-formed CBOR in a non-canonical form: unsorted or duplicate map
+# keys, over-long integers or lengths, 16/32-bit floats, indefinite lengths (extra info 31).
+_NON_CANONICAL = ("non-canonical", "not minimally encoded", "float mtype (25)", "float mtype (26)",
+                  "extra info (31)")
+
 def _link(raw: bytes) -> CID:
     return CID(raw)
 
@@ -41,7 +46,10 @@ def decode(data: bytes) -> Value:
         raise
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         # cbrrr raises CbrrrDecodeError (a ValueError), ValueError for trailing bytes,
-        # UnicodeDecodeError for bad UTF-8: all mean "not DAG-CBOR".
+        # UnicodeDecodeError for bad UTF-8: all mean "not DAG-CBOR". Valid CBOR that is
+        # merely not in canonical form gets the narrower error, so reports can tell them apart.
+        if any(sign in str(exc) for sign in _NON_CANONICAL):
+            raise NonCanonicalError(f"not canonical DAG-CBOR: {exc}") from exc
         raise DecodeError(f"not DAG-CBOR: {exc}") from exc
     if encode(value) != data:
         raise NonCanonicalError("bytes decode but are not the canonical DAG-CBOR encoding")

@@ -115,8 +115,6 @@ def load_key(path: Path) -> SigningKey:
     lines = text.split("\n")
     if len(lines) != 3 or lines[0] != _FILE_HEADER or lines[2] != "":
         raise KeyFileError(f"malformed key file {path}")
-    try:
-        seed = bytes.fromhex(lines[1])
-    except ValueError as exc:
-        raise KeyFileError(f"malformed key file {path}") from exc
-    return SigningKey(seed)
+    if len(lines[1]) != 2 * _SEED_LEN or lines[1].strip("0123456789abcdef"):
+        raise KeyFileError(f"malformed key file {path}: the seed must be 64 lower-case hex digits")
+    return SigningKey(bytes.fromhex(lines[1]))

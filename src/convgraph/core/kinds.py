@@ -9,6 +9,7 @@ nested values without recursion, so hostile nesting cannot exhaust the stack.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -60,6 +61,20 @@ def _list_of(item: _Check, *, nonempty: bool = False) -> _Check:
     return lambda v: type(v) is list and (bool(v) or not nonempty) and all(map(item, v))
 
 
+def _cid_set(*, nonempty: bool = False) -> _Check:
+    """A list of CIDs sorted by binary form without duplicates: one set, one encoding."""
+    return lambda v: (
+        _list_of(_cid, nonempty=nonempty)(v) and all(a < b for a, b in itertools.pairwise(v))
+    )
+
+
+def _text_set(*choices: str) -> _Check:
+    """A non-empty list of distinct `choices`, sorted: one set, one encoding."""
+    return lambda v: (
+        _list_of(_one_of(*choices), nonempty=True)(v) and all(a < b for a, b in itertools.pairwise(v))
+    )
+
+
 def _one_of(*choices: str) -> _Check:
     return lambda v: type(v) is str and v in choices
 
@@ -75,6 +90,7 @@ def _tool_call(v: Any) -> bool:
         and _nonempty_text(v["id"])
         and _nonempty_text(v["name"])
         and _map(v["input"])
+        and _map(v.get("meta", {}))
     )
 
 
@@ -153,7 +169,7 @@ SCHEMAS: Final[Mapping[str, Schema]] = {
         {"claims": _map},
     ),
     "checkpoint": Schema(
-        {"heads": _list_of(_cid), "count": _count, "snapshot": _cid},
+        {"heads": _cid_set(), "count": _count, "snapshot": _cid},
         {"previous": _cid},
     ),
     "branch": Schema(
@@ -161,14 +177,14 @@ SCHEMAS: Final[Mapping[str, Schema]] = {
         {"purpose": _text},
     ),
     "merge": Schema(
-        {"branch": _nonempty_text, "heads": _list_of(_cid, nonempty=True), "accepted": _list_of(_cid)},
+        {"branch": _nonempty_text, "heads": _cid_set(nonempty=True), "accepted": _cid_set()},
         {"summary": _text, "content": _content},
     ),
     "retraction": Schema({"target": _cid}, {"reason": _text}),
     "supersession": Schema({"target": _cid, "content": _content}, {"reason": _text}),
     "pin": Schema({"target": _cid}, {"note": _text}),
     "grant": Schema(
-        {"grantee": _actor, "rights": _list_of(_one_of("read", "write", "admin"), nonempty=True)},
+        {"grantee": _actor, "rights": _text_set("admin", "read", "write")},
         {"expires_ms": _count, "note": _text},
     ),
     "audit": Schema(
@@ -195,6 +211,8 @@ def check_payload(kind: str, payload: Any, *, cid: str | None = None) -> None:
         if not check(payload[name]):
             raise SchemaError(f"{kind} payload field {name!r} has the wrong type", cid=cid)
     for name, value in payload.items():
+        if type(name) is not str:
+            raise SchemaError(f"{kind} payload keys must be text", cid=cid)
         if name in schema.required:
             continue
         optional = _map if name == "meta" else schema.optional.get(name)

@@ -131,31 +131,37 @@ def sign_record(
     limits: Limits = DEFAULT_LIMITS,
 ) -> Record:
     """Build and sign a record; raises the same errors ingest would for a bad one."""
-    draft = Record(
-        conv=conv, actor=key.public, seq=seq, hlc=Hlc(*hlc),
-        parents=tuple(sorted(set(parents))), kind=kind, payload=payload,
-        refs=tuple(sorted(set(refs))), branch=branch, sig=b"", data=b"", cid=CID.of_record(b""),
-    )
-    unsigned = _as_map(draft, with_sig=False)
+    links = (parents := list(parents), refs := list(refs))
+    if not all(type(c) is CID for group in links for c in group):
+        raise SchemaError("parents and refs must be CIDs")
+    if type(hlc) not in (Hlc, tuple, list) or len(hlc) != 2:
+        raise SchemaError("hlc must be (wall_ms, counter)")
+    unsigned: dict[str, Any] = {
+        "conv": conv, "actor": key.public, "seq": seq, "hlc": [hlc[0], hlc[1]],
+        "parents": sorted(set(parents)), "kind": kind, "payload": payload, "refs": sorted(set(refs)),
+    }
+    if branch is not None:
+        unsigned["branch"] = branch
     _check_structure(unsigned, limits, None)
     check_payload(kind, payload)
     sig = key.sign(signing_bytes(unsigned))
     data = codec.encode({**unsigned, "sig": sig})
     if len(data) > limits.max_record_bytes:
         raise SizeLimitError("record too large", limit=limits.max_record_bytes, got=len(data))
-    return _build(unsigned, sig, data, CID.of_record(data))
+    return load_trusted(data, CID.of_record(data))  # decoded afresh: shares nothing with the caller
 
 
 def decode_record(
     data: bytes, *, limits: Limits = DEFAULT_LIMITS, expected_cid: CID | None = None
 ) -> Record:
     """Check `data` against every intrinsic rule and return the record it encodes."""
-    cid = CID.of_record(data)
-    text = str(expected_cid or cid)
-    if expected_cid is not None and expected_cid != cid:
-        raise CidMismatchError(expected=str(expected_cid), got=str(cid))
-    if len(data) > limits.max_record_bytes:
+    if len(data) > limits.max_record_bytes:  # before hashing: refuse a flood cheaply
+        text = None if expected_cid is None else str(expected_cid)
         raise SizeLimitError("record too large", limit=limits.max_record_bytes, got=len(data), cid=text)
+    cid = CID.of_record(data)
+    text = str(cid)
+    if expected_cid is not None and expected_cid != cid:
+        raise CidMismatchError(expected=str(expected_cid), got=text)
     try:
         value = codec.decode(data)
     except DecodeError as exc:
@@ -215,7 +221,11 @@ def _check_structure(m: dict[str, Any], limits: Limits, cid: str | None) -> None
 def _check_name(value: Any, name: str, limits: Limits, cid: str | None) -> None:
     if type(value) is not str or not value:
         raise SchemaError(f"{name} must be non-empty text", cid=cid)
-    if len(value.encode("utf-8")) > limits.max_name_bytes:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # a lone surrogate: not representable as UTF-8 text
+        raise SchemaError(f"{name} is not valid Unicode text", cid=cid) from exc
+    if size > limits.max_name_bytes:
         raise SchemaError(f"{name} longer than {limits.max_name_bytes} bytes", cid=cid)
 
 
