@@ -8,6 +8,7 @@ nothing older than a target can have it as an ancestor.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol, TypeVar
 
@@ -41,7 +42,10 @@ def heads(cids: Collection[CID], parents_of: ParentsOf) -> set[CID]:
 
 
 def ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
-    """Every known record reachable through parents from `start`, `start` excluded."""
+    """Every held record reachable through parents from `start`, `start` excluded.
+
+    Parents that are named but not held (per `parents_of`) are left out: see `missing_ancestors`.
+    """
     seen: set[CID] = set()
     stack = [p for c in start for p in parents_of(c) or ()]
     while stack:
@@ -57,7 +61,7 @@ def ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
 
 
 def missing_ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
-    """CIDs named as parents somewhere below `start` that `parents_of` does not know."""
+    """CIDs reachable from `start` (members of `start` included) that `parents_of` does not know."""
     seen: set[CID] = set()
     missing: set[CID] = set()
     stack = list(start)
@@ -80,10 +84,13 @@ def reaches(
     parents_of: ParentsOf,
     hlc_of: HlcOf | None = None,
 ) -> set[CID]:
-    """The members of `targets` equal to, or ancestors of, some member of `sources`."""
+    """The members of `targets` equal to, or ancestors of, some member of `sources`.
+
+    A target counts as reached when a walked record names it, even if it is not held.
+    """
     remaining = set(targets)
     found: set[CID] = set()
-    floor = _floor(remaining, hlc_of)
+    floor = _Floor(remaining, hlc_of)
     seen: set[CID] = set()
     stack = list(sources)
     while stack and remaining:
@@ -94,11 +101,8 @@ def reaches(
         if cid in remaining:
             remaining.discard(cid)
             found.add(cid)
-            floor = _floor(remaining, hlc_of)
-        if floor is not None and hlc_of is not None:
-            stamp = hlc_of(cid)
-            if stamp is not None and stamp <= floor:
-                continue
+        if hlc_of is not None and floor.below(cid, remaining, hlc_of):
+            continue
         stack.extend(p for p in parents_of(cid) or () if p not in seen)
     return found
 
@@ -117,10 +121,23 @@ def extends(
     return len(reaches(new, old, parents_of, hlc_of)) == len(set(old))
 
 
-def _floor(targets: set[CID], hlc_of: HlcOf | None) -> Hlc | None:
-    if hlc_of is None or not targets:
-        return None
-    stamps = [hlc_of(t) for t in targets]
-    if any(s is None for s in stamps):
-        return None  # an unknown target: no safe pruning
-    return min(s for s in stamps if s is not None)
+class _Floor:
+    """The oldest stamp among the targets still sought, kept in a heap (lazy deletion)."""
+
+    def __init__(self, targets: set[CID], hlc_of: HlcOf | None) -> None:
+        stamps = [(hlc_of(t), t) for t in targets] if hlc_of else []
+        # an unknown target could be anywhere: then no pruning at all
+        self._usable = hlc_of is not None and all(s is not None for s, _ in stamps)
+        self._heap = [(s, t) for s, t in stamps if s is not None]
+        heapq.heapify(self._heap)
+
+    def below(self, cid: CID, remaining: set[CID], hlc_of: HlcOf) -> bool:
+        """True when `cid` is no later than every remaining target, so none is beneath it."""
+        if not self._usable:
+            return False
+        while self._heap and self._heap[0][1] not in remaining:
+            heapq.heappop(self._heap)
+        if not self._heap:
+            return False
+        stamp = hlc_of(cid)
+        return stamp is not None and stamp <= self._heap[0][0]

@@ -58,7 +58,11 @@ class Store(Protocol):
         ...
 
     def commit(self, writes: WriteSet) -> None:
-        """Apply `writes` atomically (idempotent for records already stored)."""
+        """Apply `writes` atomically (idempotent for records already stored).
+
+        Precondition: every parent of a record is stored or precedes it in `writes.records`
+        (ingest guarantees it), which is what lets heads be maintained incrementally.
+        """
         ...
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:

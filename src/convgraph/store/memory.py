@@ -18,6 +18,7 @@ from typing import Any
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta
+from convgraph.errors import StoreError
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet, sort_pairs
 
 _OrderKey = tuple[int, int, bytes, bytes]
@@ -99,6 +100,8 @@ class MemoryStore:
                     for missing in entry.missing:
                         self._own(self._waiting, missing, set).add(entry.cid)
             for a, b in sort_pairs(writes.equivocations):
+                if a not in self._meta or b not in self._meta:
+                    raise StoreError("an equivocation pair must name two stored records", cid=str(a))
                 self._set(self._equivocations, (a, b), self._meta[a].conv)
 
     def _unpend(self, cid: CID) -> None:
@@ -150,10 +153,12 @@ class MemoryStore:
             return evicted
 
     def has(self, cid: CID) -> bool:
-        return cid in self._data
+        with self._lock:
+            return cid in self._data
 
     def get(self, cid: CID) -> bytes | None:
-        return self._data.get(cid)
+        with self._lock:
+            return self._data.get(cid)
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         with self._lock:
@@ -168,7 +173,8 @@ class MemoryStore:
             return sorted(self._chain.get((actor, conv, seq), ()))
 
     def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
-        return self._last.get((actor, conv))
+        with self._lock:
+            return self._last.get((actor, conv))
 
     def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
         with self._lock:
@@ -190,7 +196,8 @@ class MemoryStore:
         yield from items
 
     def max_hlc(self) -> Hlc:
-        return self._max_hlc
+        with self._lock:
+            return self._max_hlc
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
         with self._lock:

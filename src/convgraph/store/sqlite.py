@@ -69,8 +69,12 @@ def _translated() -> Iterator[None]:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreBusyError(f"database is locked: {exc}") from exc
         raise StoreError(f"sqlite operation failed: {exc}") from exc
-    except sqlite3.DatabaseError as exc:  # includes "file is not a database", corruption
+    except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError) as exc:
+        raise StoreError(f"sqlite refused the operation: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # "file is not a database", corruption
         raise StoreCorruptError(f"sqlite database unusable: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StoreError(f"sqlite failed: {exc}") from exc
 
 
 def _split(blob: bytes) -> tuple[CID, ...]:
@@ -105,17 +109,31 @@ class SqliteStore:
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous}")
-            self._db.execute("PRAGMA foreign_keys=OFF")
-            with self.transaction():
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    self._db.execute(statement)
-                self._check_version()
+        try:
+            with _translated():
+                self._refuse_foreign()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={synchronous}")
+                self._db.execute("PRAGMA foreign_keys=OFF")
+                with self.transaction():
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        self._db.execute(statement)
+                    self._check_version()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _refuse_foreign(self) -> None:
+        """Never adopt somebody else's database: tables but no convgraph version row."""
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise StoreCorruptError(f"{self.path} is a SQLite database, but not a convgraph store")
 
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
+            if self._db.execute("SELECT 1 FROM records LIMIT 1").fetchone():
+                raise StoreCorruptError(f"{self.path} holds records but no schema version")
             self._db.execute(
                 "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
@@ -143,10 +161,16 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                 raise
             self._depth = 0
-            with _translated():
-                self._db.execute("COMMIT")
+            try:
+                with _translated():
+                    self._db.execute("COMMIT")
+            except StoreError:
+                if self._db.in_transaction:  # leave the connection usable for the next writer
+                    self._db.execute("ROLLBACK")
+                raise
 
     def commit(self, writes: WriteSet) -> None:
+        """Apply `writes` atomically; each record's parents must be stored or precede it."""
         with self.transaction(), _translated():
             db = self._db
             for r in writes.records:
@@ -163,9 +187,10 @@ class SqliteStore:
                     [(r.conv, bytes(p)) for p in r.parents],
                 )
                 db.execute("INSERT INTO heads VALUES (?, ?)", (r.conv, bytes(r.cid)))
-            for cid in [*writes.pending_remove, *(p.cid for p in writes.pending_put)]:
+            for cid in writes.pending_remove:
                 self._unpend(bytes(cid))
-            for p in writes.pending_put:
+            for p in writes.pending_put:  # a later entry for one CID replaces an earlier one
+                self._unpend(bytes(p.cid))
                 if self.has(p.cid):
                     continue
                 db.execute(
@@ -177,9 +202,12 @@ class SqliteStore:
                     [(bytes(m), bytes(p.cid)) for m in p.missing],
                 )
             for a, b in sort_pairs(writes.equivocations):
+                metas = self.metas([a, b])
+                if len(metas) != 2:
+                    raise StoreError("an equivocation pair must name two stored records", cid=str(a))
                 db.execute(
-                    "INSERT OR IGNORE INTO equivocations SELECT ?, ?, conv FROM records WHERE cid = ?",
-                    (bytes(a), bytes(b), bytes(a)),
+                    "INSERT OR IGNORE INTO equivocations VALUES (?, ?, ?)",
+                    (bytes(a), bytes(b), metas[a].conv),
                 )
 
     def _unpend(self, cid: bytes) -> None:
@@ -297,11 +325,17 @@ class SqliteStore:
         return found
 
     def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
-        waiters: set[bytes] = set()
+        found: dict[CID, Pending] = {}
         for cid in cids:
-            rows = self._query("SELECT cid FROM pending_missing WHERE missing = ?", (bytes(cid),))
-            waiters.update(r[0] for r in rows)
-        return [self.pending_get([CID(w)])[CID(w)] for w in sorted(waiters)]
+            rows = self._query(
+                f"SELECT {', '.join('p.' + c for c in _PENDING_COLS.split(', '))} FROM pending_missing m"
+                " JOIN pending p ON p.cid = m.cid WHERE m.missing = ?",
+                (bytes(cid),),
+            )
+            for row in rows:
+                entry = _pending(row)
+                found[entry.cid] = entry
+        return [found[c] for c in sorted(found)]
 
     def pending_due(self, wall_ms: int) -> list[Pending]:
         rows = self._query(
