@@ -24,9 +24,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "dev")
+settings.load_profile(PROFILE)
 
-IN_CI = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev") == "ci"
+IN_CI = PROFILE == "ci"
 
 TEST_SEED = bytes(range(32))  # the fixed key of the golden vectors
 

@@ -89,3 +89,30 @@ def test_verify_detects_tampering_in_the_file(tmp_path: Path) -> None:
     assert not report.ok and report.checked == 2
     assert [c for c, _ in report.failures] == [rec.cid]
     assert report.failures[0][1].rule == "cid"
+
+
+def test_concurrent_first_open_of_a_fresh_directory(tmp_path: Path) -> None:
+    import threading
+
+    for trial in range(15):
+        home = tmp_path / f"r{trial}"
+        barrier = threading.Barrier(6)
+        actors: list[bytes] = []
+        errors: list[BaseException] = []
+
+        def opener() -> None:
+            barrier.wait()
+            try:
+                with Replica.open(home) as r:  # noqa: B023 - each thread of this trial
+                    actors.append(r.actor)
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=opener) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(set(actors)) == 1 and len(actors) == 6
+        assert [p.name for p in home.iterdir() if p.name.endswith(".tmp")] == []

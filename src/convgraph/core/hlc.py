@@ -3,8 +3,9 @@
 An `Hlc` is `(wall_ms, counter)`: `wall_ms` follows the largest physical time seen, and
 `counter` orders events that share it. `send` stamps a local event, `receive` merges a
 remote stamp. A physical clock is passed in as a `Clock`, never read here. Invariants:
-`send(l, t) > l`; `receive(l, m, t) > l` and `> m`; and a remote stamp beyond the allowed
-drift is never merged (`too_far_ahead`), so one peer's broken clock cannot drag ours.
+`send(l, t) > l`; `receive(l, m, t) > l` and `> m`, even at the counter's bound (it rolls
+into the next millisecond); and a remote stamp beyond the allowed drift is never merged
+(`too_far_ahead`), so one peer's broken clock cannot drag ours.
 """
 
 from __future__ import annotations
@@ -31,13 +32,11 @@ class Hlc(NamedTuple):
 ZERO: Final = Hlc(0, 0)
 
 
-class ClockOverflowError(OverflowError):
-    """The counter would exceed `MAX_COUNTER`: the wall clock has not moved for 2**32 events."""
-
-
 def _checked(wall_ms: int, counter: int) -> Hlc:
+    # A counter at its bound rolls into the next millisecond: still strictly after both
+    # inputs, and a hostile peer's stamp at the bound cannot stop our clock.
     if counter > MAX_COUNTER:
-        raise ClockOverflowError(f"hlc counter overflow at wall_ms={wall_ms}")
+        return Hlc(wall_ms + 1, 0)
     return Hlc(wall_ms, counter)
 
 

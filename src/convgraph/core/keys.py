@@ -88,16 +88,33 @@ def fingerprint(public: bytes) -> str:
 
 
 def save_key(key: SigningKey, path: Path) -> None:
-    """Write `key` to a new file readable by its owner only; never overwrites."""
+    """Write `key` to a new file readable by its owner only; never overwrites.
+
+    The file appears whole or not at all (written to a temp file, fsynced, then hard-linked
+    into place), so a concurrent opener or a crash never sees a half-written key.
+    """
     body = f"{_FILE_HEADER}\n{key.seed.hex()}\n".encode("ascii")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)
+        _fsync_dir(path.parent)
     except FileExistsError as exc:
         raise KeyFileError(f"key file already exists: {path}") from exc
     except OSError as exc:
         raise KeyFileError(f"cannot create key file {path}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.write(fd, body)
         os.fsync(fd)
     finally:
         os.close(fd)
