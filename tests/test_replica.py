@@ -91,6 +91,15 @@ def test_verify_detects_tampering_in_the_file(tmp_path: Path) -> None:
     assert report.failures[0][1].rule == "cid"
 
 
+def _open_and_collect(home: Path, barrier: object, actors: list[bytes], errors: list[BaseException]) -> None:
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        with Replica.open(home) as r:
+            actors.append(r.actor)
+    except BaseException as exc:  # collected and asserted by the caller
+        errors.append(exc)
+
+
 def test_concurrent_first_open_of_a_fresh_directory(tmp_path: Path) -> None:
     import threading
 
@@ -99,16 +108,9 @@ def test_concurrent_first_open_of_a_fresh_directory(tmp_path: Path) -> None:
         barrier = threading.Barrier(6)
         actors: list[bytes] = []
         errors: list[BaseException] = []
-
-        def opener() -> None:
-            barrier.wait()
-            try:
-                with Replica.open(home) as r:  # noqa: B023 - each thread of this trial
-                    actors.append(r.actor)
-            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=opener) for _ in range(6)]
+        threads = [
+            threading.Thread(target=_open_and_collect, args=(home, barrier, actors, errors)) for _ in range(6)
+        ]
         for t in threads:
             t.start()
         for t in threads:
