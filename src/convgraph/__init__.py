@@ -65,8 +65,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CID",
-    "KINDS",
-    "SIGNING_DOMAIN",
     "CausalityError",
     "CidMismatchError",
     "Clock",
@@ -77,6 +75,7 @@ __all__ = [
     "Hlc",
     "HlcOrderError",
     "IngestReport",
+    "KINDS",
     "KeyFileError",
     "Limits",
     "ManualClock",
@@ -91,6 +90,7 @@ __all__ = [
     "RecordMeta",
     "Rejection",
     "Replica",
+    "SIGNING_DOMAIN",
     "SchemaError",
     "SeqChainError",
     "SignatureError",
