@@ -31,10 +31,20 @@ from __future__ import annotations
 class ConvgraphError(Exception):
     """Root of every error convgraph raises on purpose."""
 
-    def __init__(self, message: str, *, cid: str | None = None) -> None:
-        super().__init__(message if cid is None else f"{message} (record {cid})")
+    def __init__(self, message: str, *, cid: object = None) -> None:
+        # `cid` may be a CID object: its text form is made only if the error is shown,
+        # which keeps rejecting a flood of bad records cheap.
+        super().__init__(message)
         self.message = message
-        self.cid = cid
+        self._cid = cid
+
+    @property
+    def cid(self) -> str | None:
+        """The text form of the CID of the record concerned, when known."""
+        return None if self._cid is None else str(self._cid)
+
+    def __str__(self) -> str:
+        return self.message if self._cid is None else f"{self.message} (record {self._cid})"
 
     @property
     def rule(self) -> str:
@@ -53,7 +63,7 @@ class NonCanonicalError(DecodeError):
 class SizeLimitError(DecodeError):
     """The record (or a part of it) exceeds a configured bound."""
 
-    def __init__(self, message: str, *, limit: int, got: int, cid: str | None = None) -> None:
+    def __init__(self, message: str, *, limit: int, got: int, cid: object = None) -> None:
         super().__init__(f"{message}: {got} > {limit}", cid=cid)
         self.limit = limit
         self.got = got

@@ -77,6 +77,7 @@ class _Plan:
         default_factory=lambda: defaultdict(list)
     )
     work: deque[Record] = field(default_factory=deque)
+    top_seq: dict[tuple[bytes, str], int] = field(default_factory=dict)
     store_waits: bool = True  # False when the stored quarantine is empty: skip its look-ups
 
     def place(self, rec: Record) -> None:
@@ -129,12 +130,20 @@ class _Plan:
             if rec.cid in self.was_pending:
                 self.report.released.append(rec.cid)
         key = (rec.actor, rec.conv, rec.seq)
-        rivals = {*self.store.at_seq(*key), *self.chain[key]} - {rec.cid}
+        stored = self.store.at_seq(*key) if rec.seq <= self._top_seq(rec.actor, rec.conv) else ()
+        rivals = {*stored, *self.chain[key]} - {rec.cid}
         self.chain[key].append(rec.cid)
         for rival in sorted(rivals):
             self.writes.equivocations.append((rival, rec.cid))
             self.report.equivocations.append((rival, rec.cid))
         self._wake(rec.cid)
+
+    def _top_seq(self, actor: bytes, conv: str) -> int:
+        """The author's highest stored seq: above it no stored rival can exist."""
+        if (actor, conv) not in self.top_seq:
+            last = self.store.last_own(actor, conv)
+            self.top_seq[(actor, conv)] = 0 if last is None else last.seq
+        return self.top_seq[(actor, conv)]
 
     def _wake(self, cid: CID) -> None:
         self.work.extend(self.waiting.pop(cid, ()))

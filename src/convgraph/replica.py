@@ -89,7 +89,7 @@ class Replica:
         *,
         clock: Clock = system_clock,
         config: Config | None = None,
-        synchronous: Synchronous = "FULL",
+        synchronous: Synchronous = "NORMAL",
     ) -> Replica:
         """Open the replica in directory `path`, creating the directory, key and store if absent."""
         home = Path(path)

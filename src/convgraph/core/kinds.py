@@ -197,7 +197,7 @@ SCHEMAS: Final[Mapping[str, Schema]] = {
 KINDS: Final = tuple(sorted(SCHEMAS))
 
 
-def check_payload(kind: str, payload: Any, *, cid: str | None = None) -> None:
+def check_payload(kind: str, payload: Any, *, cid: object = None) -> None:
     """Raise `SchemaError` unless `payload` is a valid payload of `kind`."""
     schema = SCHEMAS.get(kind)
     if schema is None:
@@ -224,7 +224,7 @@ def check_payload(kind: str, payload: Any, *, cid: str | None = None) -> None:
         raise SchemaError(f"{kind} payload needs one of {', '.join(schema.one_of)}", cid=cid)
 
 
-def _check_depth(value: Any, cid: str | None) -> None:
+def _check_depth(value: Any, cid: object) -> None:
     """Containers (maps and lists) may nest `MAX_DEPTH` deep, the payload map counting as 1."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:

@@ -156,12 +156,12 @@ def decode_record(
 ) -> Record:
     """Check `data` against every intrinsic rule and return the record it encodes."""
     if len(data) > limits.max_record_bytes:  # before hashing: refuse a flood cheaply
-        text = None if expected_cid is None else str(expected_cid)
-        raise SizeLimitError("record too large", limit=limits.max_record_bytes, got=len(data), cid=text)
-    cid = CID.of_record(data)
-    text = str(cid)
+        raise SizeLimitError(
+            "record too large", limit=limits.max_record_bytes, got=len(data), cid=expected_cid
+        )
+    cid = text = CID.of_record(data)  # errors render the text form only when shown
     if expected_cid is not None and expected_cid != cid:
-        raise CidMismatchError(expected=str(expected_cid), got=text)
+        raise CidMismatchError(expected=str(expected_cid), got=str(cid))
     try:
         value = codec.decode(data)
     except DecodeError as exc:
@@ -180,7 +180,7 @@ def decode_record(
 
 def load_trusted(data: bytes, cid: CID) -> Record:
     """Rebuild a record from bytes this replica verified before (no signature check)."""
-    value = codec.decode(data)
+    value = codec.decode_trusted(data)
     sig = value.pop("sig")
     return _build(value, sig, data, cid)
 
@@ -193,7 +193,7 @@ def _build(m: dict[str, Any], sig: bytes, data: bytes, cid: CID) -> Record:
     )
 
 
-def _check_structure(m: dict[str, Any], limits: Limits, cid: str | None) -> None:
+def _check_structure(m: dict[str, Any], limits: Limits, cid: CID | None) -> None:
     keys_present = m.keys() | {"sig"}
     if not _REQUIRED <= keys_present <= _FIELDS:
         missing = sorted(_REQUIRED - keys_present)
@@ -218,7 +218,7 @@ def _check_structure(m: dict[str, Any], limits: Limits, cid: str | None) -> None
     _check_links(m["refs"], "refs", limits.max_refs, cid, record_links=False)
 
 
-def _check_name(value: Any, name: str, limits: Limits, cid: str | None) -> None:
+def _check_name(value: Any, name: str, limits: Limits, cid: CID | None) -> None:
     if type(value) is not str or not value:
         raise SchemaError(f"{name} must be non-empty text", cid=cid)
     try:
@@ -229,7 +229,9 @@ def _check_name(value: Any, name: str, limits: Limits, cid: str | None) -> None:
         raise SchemaError(f"{name} longer than {limits.max_name_bytes} bytes", cid=cid)
 
 
-def _check_links(value: Any, name: str, bound: int, cid: str | None, *, record_links: bool) -> None:
+def _check_links(value: Any, name: str, bound: int, cid: CID | None, *, record_links: bool) -> None:
+    if type(value) is list and not value:
+        return
     if type(value) is not list or not all(type(v) is CID for v in value):
         raise SchemaError(f"{name} must be a list of CIDs", cid=cid)
     if len(value) > bound:

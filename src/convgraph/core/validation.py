@@ -23,7 +23,7 @@ def missing_parents(record: Record, known: Mapping[CID, RecordMeta]) -> list[CID
 
 def check_causality(record: Record, parents: Mapping[CID, RecordMeta]) -> None:
     """Raise a `CausalityError` unless `record` is consistent with its (known) parents."""
-    text = str(record.cid)
+    text = record.cid  # rendered only if an error is shown
     own_seqs: list[int] = []
     for cid in record.parents:
         parent = parents[cid]

@@ -1,8 +1,11 @@
 """The embedded default store: one SQLite file in WAL mode, nothing to start.
 
 Writes take SQLite's write lock up front (`BEGIN IMMEDIATE`), so two processes sharing one
-file serialise their read-then-write steps instead of failing at commit. `synchronous=FULL`
-by default: a write acknowledged is on disk, even across power loss. Every `sqlite3` error
+file serialise their read-then-write steps instead of failing at commit. Durability is a
+choice: `synchronous="NORMAL"` (the default) makes every acknowledged write survive a killed
+process and keeps the file consistent across power loss, which may drop the last few
+commits; `"FULL"` fsyncs every commit so they survive power loss too, at about a
+third of the single-record write rate on this machine (bench/README.md). Every `sqlite3` error
 leaves this module as a `StoreError` subclass. Invariant: a commit lands whole or not at
 all, and `heads` always equals the records that no stored record names as a parent.
 """
@@ -100,7 +103,7 @@ class SqliteStore:
     """A `Store` in one SQLite file; safe to share between threads and processes."""
 
     def __init__(
-        self, path: Path | str, *, synchronous: Synchronous = "FULL", busy_timeout_s: float = 30.0
+        self, path: Path | str, *, synchronous: Synchronous = "NORMAL", busy_timeout_s: float = 30.0
     ) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
@@ -173,20 +176,22 @@ class SqliteStore:
         """Apply `writes` atomically; each record's parents must be stored or precede it."""
         with self.transaction(), _translated():
             db = self._db
-            for r in writes.records:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
-                     b"".join(map(bytes, r.parents)), r.data),
-                )
-                if cur.rowcount == 0:
-                    continue
-                db.executemany(
-                    "DELETE FROM heads WHERE conv = ? AND cid = ?",
-                    [(r.conv, bytes(p)) for p in r.parents],
-                )
-                db.execute("INSERT INTO heads VALUES (?, ?)", (r.conv, bytes(r.cid)))
+            stored = self._stored([r.cid for r in writes.records])
+            fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
+            db.executemany(
+                "INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
+                  b"".join(map(bytes, r.parents)), r.data) for r in fresh.values()],
+            )
+            # parents precede children (the commit precondition), so the batch's effect on
+            # heads is: every named parent stops being one, every unnamed new record becomes one
+            named = {(r.conv, p) for r in fresh.values() for p in r.parents}
+            db.executemany("DELETE FROM heads WHERE conv = ? AND cid = ?", [(c, bytes(p)) for c, p in named])
+            db.executemany(
+                "INSERT INTO heads VALUES (?, ?)",
+                [(r.conv, bytes(r.cid)) for r in fresh.values() if (r.conv, r.cid) not in named],
+            )
             for cid in writes.pending_remove:
                 self._unpend(bytes(cid))
             for p in writes.pending_put:  # a later entry for one CID replaces an earlier one
@@ -209,6 +214,18 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO equivocations VALUES (?, ?, ?)",
                     (bytes(a), bytes(b), metas[a].conv),
                 )
+
+    def _rows_for(self, select: str, cids: Iterable[CID]) -> list[Any]:
+        """Rows of `select … WHERE cid IN (…)` over `cids`, in chunks SQLite accepts."""
+        wanted = [bytes(c) for c in set(cids)]
+        rows: list[Any] = []
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            rows += self._query(f"{select} WHERE cid IN ({','.join('?' * len(chunk))})", tuple(chunk))
+        return rows
+
+    def _stored(self, cids: Iterable[CID]) -> set[CID]:
+        return {CID(r[0]) for r in self._rows_for("SELECT cid FROM records", cids)}
 
     def _unpend(self, cid: bytes) -> None:
         row = self._db.execute("DELETE FROM pending WHERE cid = ? RETURNING missing", (cid,)).fetchone()
@@ -245,15 +262,8 @@ class SqliteStore:
         return rows[0][0] if rows else None
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
-        wanted = [bytes(c) for c in set(cids)]
-        found: dict[CID, RecordMeta] = {}
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self._query(f"SELECT {_META_COLS} FROM records WHERE cid IN ({marks})", tuple(chunk)):
-                meta = _meta(row)
-                found[meta.cid] = meta
-        return found
+        metas = (_meta(row) for row in self._rows_for(f"SELECT {_META_COLS} FROM records", cids))
+        return {m.cid: m for m in metas}
 
     def heads(self, conv: str) -> list[CID]:
         rows = self._query("SELECT cid FROM heads WHERE conv = ? ORDER BY cid", (conv,))
