@@ -59,7 +59,7 @@ def decode(data: bytes) -> Value:
 def decode_trusted(data: bytes) -> Value:
     """Decode bytes this process verified or produced itself, skipping the canonical check."""
     try:
-        return cbrrr.decode_dag_cbor(data, cid_ctor=_link)
+        return cbrrr.decode_dag_cbor(data, cid_ctor=CID._trusted)
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise DecodeError(f"not DAG-CBOR: {exc}") from exc
 
