@@ -188,7 +188,7 @@ def plan_ingest(
         else:
             fresh[rec.cid] = rec
     stored = set(store.metas(fresh))
-    queued = set(store.pending_get(c for c in fresh if c not in stored))
+    queued = set(store.pending_get(c for c in fresh if c not in stored)) if plan.store_waits else set()
     for cid, rec in fresh.items():
         if cid in stored or cid in queued:
             plan.report.duplicates.append(cid)

@@ -150,7 +150,7 @@ class Replica:
                 )
                 out.append(record)
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
-            self.store.commit(WriteSet(records=out))
+            self.store.commit(WriteSet(records=out, fresh=True))
         return out
 
     def ingest(self, items: Iterable[Item]) -> IngestReport:

@@ -40,6 +40,7 @@ class WriteSet:
     pending_put: list[Pending] = field(default_factory=list)  # replaces an entry by CID
     pending_remove: list[CID] = field(default_factory=list)
     equivocations: list[tuple[CID, CID]] = field(default_factory=list)
+    fresh: bool = False  # the records were just signed here, so none can be stored yet
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ Writes take SQLite's write lock up front (`BEGIN IMMEDIATE`), so two processes s
 file serialise their read-then-write steps instead of failing at commit. Durability is a
 choice: `synchronous="NORMAL"` (the default) makes every acknowledged write survive a killed
 process and keeps the file consistent across power loss, which may drop the last few
-commits; `"FULL"` fsyncs every commit so they survive power loss too, at about a
-third of the single-record write rate on this machine (bench/README.md). Every `sqlite3` error
+commits; `"FULL"` fsyncs every commit so they survive power loss too, at about half
+the single-record write rate on this machine (bench/README.md). Every `sqlite3` error
 leaves this module as a `StoreError` subclass. Invariant: a commit lands whole or not at
 all, and `heads` always equals the records that no stored record names as a parent.
 """
@@ -176,7 +176,7 @@ class SqliteStore:
         """Apply `writes` atomically; each record's parents must be stored or precede it."""
         with self.transaction(), _translated():
             db = self._db
-            stored = self._stored([r.cid for r in writes.records])
+            stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
             fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
             db.executemany(
                 "INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
@@ -297,7 +297,7 @@ class SqliteStore:
                 (conv, max(0, last)),
             )
             rows.reverse()
-        return [(CID(c), d) for c, d in rows]
+        return [(CID._trusted(c), d) for c, d in rows]
 
     def conversations(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT conv FROM heads ORDER BY conv")]
