@@ -24,7 +24,7 @@ from convgraph.core.record import (
     decode_record,
     load_trusted,
 )
-from convgraph.core.validation import check_causality
+from convgraph.core.validation import check_causality, missing_parents
 from convgraph.errors import CausalityError, ConvgraphError, ParentRejectedError
 from convgraph.store.base import Pending, Store, WriteSet
 
@@ -89,10 +89,10 @@ class _Plan:
         if any(p in self.rejected for p in rec.parents):
             self._reject(rec, ParentRejectedError("a parent was rejected", cid=str(rec.cid)))
             return
-        missing = [p for p in rec.parents if p not in self.known]
+        missing = missing_parents(rec, self.known)
         if missing:
             self.known.update(self.store.metas(missing))
-            missing = [p for p in missing if p not in self.known]
+            missing = missing_parents(rec, self.known)
         if missing:
             entry = Pending(rec.cid, rec.data, "parents", rec.hlc.wall_ms, tuple(missing))
             self._hold(rec, entry, self.report.quarantined)
