@@ -115,8 +115,7 @@ class _Plan:
         self.decided.add(rec.cid)
         self.rejected.add(rec.cid)
         self.report.rejected.append(Rejection(rec.cid, error))
-        if rec.cid in self.was_pending or rec.cid in self.pending:
-            self.pending[rec.cid] = None
+        self.pending[rec.cid] = None  # `run` turns this into a removal if it was stored
         self._wake(rec.cid)
 
     def _accept(self, rec: Record) -> None:
@@ -125,10 +124,9 @@ class _Plan:
         self.writes.records.append(rec)
         self.report.accepted.append(rec.cid)
         self.report.accepted_hlcs.append(rec.hlc)
-        if rec.cid in self.was_pending or rec.cid in self.pending:
-            self.pending[rec.cid] = None
-            if rec.cid in self.was_pending:
-                self.report.released.append(rec.cid)
+        self.pending[rec.cid] = None
+        if rec.cid in self.was_pending:
+            self.report.released.append(rec.cid)
         key = (rec.actor, rec.conv, rec.seq)
         stored = self.store.at_seq(*key) if rec.seq <= self._top_seq(rec.actor, rec.conv) else ()
         rivals = {*stored, *self.chain[key]} - {rec.cid}
