@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -145,3 +146,53 @@ def test_errors_name_the_record() -> None:
         decode_record(data)
     assert info.value.cid == str(CID.of_record(data))
     assert info.value.rule == "schema"
+
+
+@pytest.mark.parametrize(
+    ("over", "error"),
+    [
+        ({"conv": ""}, SchemaError),
+        ({"conv": "x" * 257}, SchemaError),
+        ({"conv": 5}, SchemaError),
+        ({"conv": "\ud800"}, SchemaError),
+        ({"branch": ""}, SchemaError),
+        ({"seq": 0}, SchemaError),
+        ({"seq": 2**53}, SchemaError),
+        ({"seq": True}, SchemaError),
+        ({"hlc": (1,)}, SchemaError),
+        ({"hlc": (1, -1)}, SchemaError),
+        ({"hlc": (2**53, 0)}, SchemaError),
+        ({"hlc": (1, 2**32)}, SchemaError),
+        ({"hlc": (1.0, 0)}, SchemaError),
+        ({"parents": [CID.of_raw(b"x")]}, SchemaError),
+        ({"parents": [bytes(P1)]}, SchemaError),
+        ({"refs": ["x"]}, SchemaError),
+        ({"kind": "telepathy"}, UnknownKindError),
+        ({"kind": ["user_message"]}, SchemaError),
+        ({"payload": {"content": 5}}, SchemaError),
+        ({"payload": {"content": {1, 2}}}, SchemaError),
+    ],
+)
+def test_the_writer_refuses_what_ingest_would(over: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        make(**over)
+
+
+def test_writer_dedups_and_sorts_links_and_bounds_them_after_dedup() -> None:
+    rec = make(parents=[P2, P1, P2], refs=[P1, P1])
+    assert rec.parents == tuple(sorted([P1, P2])) and rec.refs == (P1,)
+    assert make(parents=[P1] * 5, limits=Limits(max_parents=1)).parents == (P1,)
+
+
+def test_a_record_shares_nothing_with_the_writer_and_is_immutable() -> None:
+    payload: dict[str, Any] = {"content": [{"type": "text", "text": "hi"}]}
+    rec = make(payload=payload)
+    payload["content"][0]["text"] = "changed"
+    assert rec.payload == {"content": [{"type": "text", "text": "hi"}]}
+    assert codec.encode(rec.to_map()) == rec.data
+    with pytest.raises(AttributeError):
+        rec.seq = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del rec.conv  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(rec)) == rec
+    assert str(rec.cid) in repr(rec) and "user_message" in repr(rec)

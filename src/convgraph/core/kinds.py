@@ -229,7 +229,8 @@ def _check_depth(value: Any, cid: object) -> None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise SchemaError(f"payload nested deeper than {MAX_DEPTH}", cid=cid)
-        children = item.values() if type(item) is dict else item
-        stack.extend((v, depth + 1) for v in children if type(v) in (dict, list))
+        for child in item.values() if type(item) is dict else item:
+            if type(child) is dict or type(child) is list:
+                if depth >= MAX_DEPTH:
+                    raise SchemaError(f"payload nested deeper than {MAX_DEPTH}", cid=cid)
+                stack.append((child, depth + 1))

@@ -30,6 +30,8 @@ SIGNING_DOMAIN: Final = b"convgraph/record/v1\n"
 MAX_SEQ: Final = 2**53 - 1
 _REQUIRED: Final = frozenset({"conv", "actor", "seq", "hlc", "parents", "kind", "payload", "refs", "sig"})
 _FIELDS: Final = _REQUIRED | {"branch"}
+_REQUIRED_UNSIGNED: Final = _REQUIRED - {"sig"}
+_FIELDS_UNSIGNED: Final = _FIELDS - {"sig"}
 
 
 @dataclass(frozen=True)
@@ -56,28 +58,84 @@ class RecordMeta(NamedTuple):
     parents: tuple[CID, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Record:
-    """A verified record. Equality and hashing are by CID."""
+    """A verified record. Equality and hashing are by CID; every attribute is read-only.
 
+    Only `load_trusted`, `decode_record` and `sign_record` build one. `payload` is decoded
+    from `data` on first use when the builder did not already hold a decoded copy.
+    """
+
+    __slots__ = (
+        "_payload",
+        "actor",
+        "branch",
+        "cid",
+        "conv",
+        "data",
+        "hlc",
+        "kind",
+        "parents",
+        "refs",
+        "seq",
+        "sig",
+    )
     conv: str
     actor: bytes
     seq: int
     hlc: Hlc
     parents: tuple[CID, ...]
     kind: str
-    payload: dict[str, Any]
     refs: tuple[CID, ...]
     branch: str | None
     sig: bytes
     data: bytes
     cid: CID
+    _payload: dict[str, Any] | None
+
+    def __init__(  # noqa: PLR0917  positional: built once per record read, keep it cheap
+        self, conv: str, actor: bytes, seq: int, hlc: Hlc, parents: tuple[CID, ...], kind: str,
+        payload: dict[str, Any] | None, refs: tuple[CID, ...], branch: str | None, sig: bytes,
+        data: bytes, cid: CID,
+    ) -> None:
+        _set(self, "conv", conv)
+        _set(self, "actor", actor)
+        _set(self, "seq", seq)
+        _set(self, "hlc", hlc)
+        _set(self, "parents", parents)
+        _set(self, "kind", kind)
+        _set(self, "_payload", payload)
+        _set(self, "refs", refs)
+        _set(self, "branch", branch)
+        _set(self, "sig", sig)
+        _set(self, "data", data)
+        _set(self, "cid", cid)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The payload map, as decoded from `data` (never an object the writer still holds)."""
+        payload = self._payload
+        if payload is None:
+            payload = codec.decode_trusted(self.data)["payload"]
+            _set(self, "_payload", payload)
+        return payload
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Record is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Record is immutable")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Record) and self.cid == other.cid
 
     def __hash__(self) -> int:
         return hash(self.cid)
+
+    def __repr__(self) -> str:
+        return f"Record({self.cid}, kind={self.kind!r}, conv={self.conv!r}, seq={self.seq})"
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes, CID]]:
+        return (load_trusted, (self.data, self.cid))
 
     @property
     def order_key(self) -> tuple[int, int, bytes, bytes]:
@@ -92,6 +150,9 @@ class Record:
     def to_map(self) -> dict[str, Any]:
         """The record as a DAG-CBOR data-model map (what `data` encodes)."""
         return _as_map(self, with_sig=True)
+
+
+_set: Final = object.__setattr__
 
 
 def _as_map(r: Record, *, with_sig: bool) -> dict[str, Any]:
@@ -131,24 +192,53 @@ def sign_record(
     limits: Limits = DEFAULT_LIMITS,
 ) -> Record:
     """Build and sign a record; raises the same errors ingest would for a bad one."""
-    links = (parents := list(parents), refs := list(refs))
-    if not all(type(c) is CID for group in links for c in group):
-        raise SchemaError("parents and refs must be CIDs")
+    # Each argument is checked directly rather than by re-walking the assembled map as
+    # decode does: same rules, a third of the cost on the path every local write takes.
+    parent_list = _sorted_links(parents, "parents", limits.max_parents, record_links=True)
+    ref_list = _sorted_links(refs, "refs", limits.max_refs, record_links=False)
+    _check_name(conv, "conv", limits, None)
+    if branch is not None:
+        _check_name(branch, "branch", limits, None)
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        raise SchemaError(f"seq must be an integer in [1, {MAX_SEQ}]")
     if type(hlc) not in (Hlc, tuple, list) or len(hlc) != 2:
         raise SchemaError("hlc must be (wall_ms, counter)")
+    wall, counter = hlc
+    if type(wall) is not int or type(counter) is not int or not (
+        0 <= wall <= MAX_WALL_MS and 0 <= counter <= MAX_COUNTER
+    ):
+        raise SchemaError("hlc must be [wall_ms, counter] of bounded non-negative integers")
+    if type(kind) is not str:
+        raise SchemaError("kind must be text")
+    check_payload(kind, payload)
     unsigned: dict[str, Any] = {
-        "conv": conv, "actor": key.public, "seq": seq, "hlc": [hlc[0], hlc[1]],
-        "parents": sorted(set(parents)), "kind": kind, "payload": payload, "refs": sorted(set(refs)),
+        "conv": conv, "actor": key.public, "seq": seq, "hlc": [wall, counter],
+        "parents": parent_list, "kind": kind, "payload": payload, "refs": ref_list,
     }
     if branch is not None:
         unsigned["branch"] = branch
-    _check_structure(unsigned, limits, None)
-    check_payload(kind, payload)
     sig = key.sign(signing_bytes(unsigned))
-    data = codec.encode({**unsigned, "sig": sig})
+    unsigned["sig"] = sig
+    data = codec.encode(unsigned)
     if len(data) > limits.max_record_bytes:
         raise SizeLimitError("record too large", limit=limits.max_record_bytes, got=len(data))
-    return load_trusted(data, CID.of_record(data))  # decoded afresh: shares nothing with the caller
+    # payload stays undecoded: the record must share no mutable object with the caller
+    return Record(conv, key.public, seq, Hlc(wall, counter), tuple(parent_list), kind, None,
+                  tuple(ref_list), branch, sig, data, CID.of_record(data))
+
+
+def _sorted_links(values: Iterable[CID], name: str, bound: int, *, record_links: bool) -> list[CID]:
+    links = list(values)
+    for link in links:
+        if type(link) is not CID:
+            raise SchemaError(f"{name} must be CIDs")
+        if record_links and link.codec != DAG_CBOR:
+            raise SchemaError("parents must be dag-cbor CIDs")
+    if len(links) > 1:
+        links = sorted(set(links))
+    if len(links) > bound:
+        raise SizeLimitError(f"too many {name}", limit=bound, got=len(links))
+    return links
 
 
 def decode_record(
@@ -181,30 +271,29 @@ def decode_record(
 def load_trusted(data: bytes, cid: CID) -> Record:
     """Rebuild a record from bytes this replica verified before (no signature check)."""
     value = codec.decode_trusted(data)
-    sig = value.pop("sig")
-    return _build(value, sig, data, cid)
+    return _build(value, value.pop("sig"), data, cid)
 
 
 def _build(m: dict[str, Any], sig: bytes, data: bytes, cid: CID) -> Record:
-    return Record(
-        conv=m["conv"], actor=m["actor"], seq=m["seq"], hlc=Hlc(*m["hlc"]),
-        parents=tuple(m["parents"]), kind=m["kind"], payload=m["payload"],
-        refs=tuple(m["refs"]), branch=m.get("branch"), sig=sig, data=data, cid=cid,
-    )
+    wall, counter = m["hlc"]
+    return Record(m["conv"], m["actor"], m["seq"], Hlc(wall, counter), tuple(m["parents"]), m["kind"],
+                  m["payload"], tuple(m["refs"]), m.get("branch"), sig, data, cid)
 
 
 def _check_structure(m: dict[str, Any], limits: Limits, cid: CID | None) -> None:
-    keys_present = m.keys() | {"sig"}
-    if not _REQUIRED <= keys_present <= _FIELDS:
+    if not _REQUIRED_UNSIGNED <= m.keys() <= _FIELDS_UNSIGNED:
+        keys_present = m.keys() | {"sig"}
         missing = sorted(_REQUIRED - keys_present)
-        extra = sorted(k[:32] for k in keys_present - _FIELDS)
+        extra = sorted(str(k)[:32] for k in keys_present - _FIELDS)
         raise SchemaError(f"record fields wrong: missing {missing}, unknown {extra}", cid=cid)
     _check_name(m["conv"], "conv", limits, cid)
     if "branch" in m:
         _check_name(m["branch"], "branch", limits, cid)
-    if type(m["actor"]) is not bytes or len(m["actor"]) != keys.PUBLIC_KEY_LEN:
+    actor = m["actor"]
+    if type(actor) is not bytes or len(actor) != keys.PUBLIC_KEY_LEN:
         raise SchemaError("actor must be a 32-byte Ed25519 public key", cid=cid)
-    if type(m["seq"]) is not int or not 1 <= m["seq"] <= MAX_SEQ:
+    seq = m["seq"]
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
         raise SchemaError(f"seq must be an integer in [1, {MAX_SEQ}]", cid=cid)
     hlc = m["hlc"]
     if (
@@ -230,13 +319,16 @@ def _check_name(value: Any, name: str, limits: Limits, cid: CID | None) -> None:
 
 
 def _check_links(value: Any, name: str, bound: int, cid: CID | None, *, record_links: bool) -> None:
-    if type(value) is list and not value:
-        return
-    if type(value) is not list or not all(type(v) is CID for v in value):
+    if type(value) is not list:
         raise SchemaError(f"{name} must be a list of CIDs", cid=cid)
+    for link in value:
+        if type(link) is not CID:
+            raise SchemaError(f"{name} must be a list of CIDs", cid=cid)
     if len(value) > bound:
         raise SizeLimitError(f"too many {name}", limit=bound, got=len(value), cid=cid)
-    if any(a >= b for a, b in itertools.pairwise(value)):
+    if len(value) > 1 and any(a >= b for a, b in itertools.pairwise(value)):
         raise SchemaError(f"{name} must be sorted by binary CID without duplicates", cid=cid)
-    if record_links and any(v.codec != DAG_CBOR for v in value):
-        raise SchemaError("parents must be dag-cbor CIDs", cid=cid)
+    if record_links:
+        for link in value:
+            if link.codec != DAG_CBOR:
+                raise SchemaError("parents must be dag-cbor CIDs", cid=cid)
