@@ -118,3 +118,44 @@ def test_concurrent_first_open_of_a_fresh_directory(tmp_path: Path) -> None:
         assert errors == []
         assert len(set(actors)) == 1 and len(actors) == 6
         assert [p.name for p in home.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _assert_one_chain(r: Replica, conv: str) -> None:
+    recs = sorted((x for x in r.records(conv) if x.actor == r.actor), key=lambda x: x.seq)
+    assert [x.seq for x in recs] == list(range(1, len(recs) + 1))
+    assert all(recs[i - 1].cid in recs[i].parents for i in range(1, len(recs)))
+    assert r.store.equivocations() == [] and r.verify().ok
+
+
+def test_cached_tip_is_dropped_when_another_connection_writes(tmp_path: Path) -> None:
+    # two handles on one directory share the actor key: a stale tip would fork its chain
+    with Replica.open(tmp_path / "r") as a, Replica.open(tmp_path / "r") as b:
+        for i in range(6):
+            (a if i % 3 else b).write("c", "user_message", {"content": str(i)})
+            a.write("d", "user_message", {"content": str(i)})
+        _assert_one_chain(a, "c")
+        _assert_one_chain(a, "d")
+        assert len(a.heads("c")) == 1
+
+
+def test_cached_tip_is_dropped_after_ingest_and_after_a_failed_write(clock: ManualClock) -> None:
+    a, other = Replica.in_memory(clock=clock), Replica.in_memory(clock=clock)
+    a1 = a.write("c", "user_message", {"content": "1"})
+    other.ingest([a1.data])
+    o1 = other.write("c", "agent_message", {"content": "2"})
+    a.ingest([o1.data])
+    a2 = a.write("c", "user_message", {"content": "3"})
+    assert a2.parents == tuple(sorted([a1.cid, o1.cid]))
+    with pytest.raises(SchemaError):
+        a.write_many("c", [Draft("user_message", {"content": "4"}), Draft("user_message", {})])
+    a3 = a.write("c", "user_message", {"content": "5"})
+    assert (a3.seq, a3.parents) == (3, (a2.cid,))
+    _assert_one_chain(a, "c")
+
+
+def test_two_replicas_sharing_one_memory_store_keep_one_chain(clock: ManualClock) -> None:
+    first = Replica.in_memory(clock=clock)
+    second = Replica(first.store, first.key, clock=clock)
+    for i in range(5):
+        (first if i % 2 else second).write("c", "user_message", {"content": str(i)})
+    _assert_one_chain(first, "c")

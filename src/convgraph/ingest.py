@@ -173,6 +173,7 @@ def plan_ingest(
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds."""
     plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
+    plan.writes.fresh = True  # only records found absent below are ever accepted
     fresh: dict[CID, Record] = {}
     for item in items:
         data, claimed = (item, None) if isinstance(item, bytes) else item

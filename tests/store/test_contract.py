@@ -372,6 +372,20 @@ def test_put_is_idempotent_by_cid(store: Store) -> None:
     assert store.get(a.cid) == a.data and store.has(b.cid)
 
 
+def test_change_token_moves_with_every_commit_and_only_then(store: Store) -> None:
+    a, b = chain(2)
+    first = store.change_token()
+    assert store.change_token() == first
+    commit(store, a)
+    second = store.change_token()
+    assert second != first
+    with store.transaction():
+        inside = store.change_token()
+        commit(store, b)
+        assert store.change_token() != inside
+    assert store.change_token() not in (first, second)
+
+
 def test_heads_follow_forks_and_merges(store: Store) -> None:
     root = rec("c1", 1, T0)
     x = rec("c1", 1, T0 + 1, (root,), key=1, text="x")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,10 @@ def test_an_unopenable_path(tmp_path: Path) -> None:
     assert isinstance(info.value.__cause__, sqlite3.Error)
     with pytest.raises(StoreError):
         SqliteStore(tmp_path)  # a directory
+
+
+def test_change_token_sees_commits_by_another_connection(path: Path) -> None:
+    with closing(SqliteStore(path)) as one, closing(SqliteStore(path)) as two:
+        before = one.change_token()
+        two.commit(WriteSet(records=[rec()]))
+        assert one.change_token() != before

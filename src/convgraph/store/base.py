@@ -40,7 +40,8 @@ class WriteSet:
     pending_put: list[Pending] = field(default_factory=list)  # replaces an entry by CID
     pending_remove: list[CID] = field(default_factory=list)
     equivocations: list[tuple[CID, CID]] = field(default_factory=list)
-    fresh: bool = False  # the records were just signed here, so none can be stored yet
+    # none of the records is stored: just signed, or checked inside this same transaction
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,14 @@ class Store(Protocol):
 
         Precondition: every parent of a record is stored or precedes it in `writes.records`
         (ingest guarantees it), which is what lets heads be maintained incrementally.
+        """
+        ...
+
+    def change_token(self) -> object:
+        """A value that differs after any commit lands, from this or another connection.
+
+        Read inside a transaction it stays put until that transaction commits, which is
+        what lets a writer trust state it cached at its own last commit.
         """
         ...
 

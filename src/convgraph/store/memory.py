@@ -41,6 +41,7 @@ class MemoryStore:
         self._max_hlc = ZERO
         self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
         self._copied: set[tuple[object, object]] = set()
+        self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -87,8 +88,12 @@ class MemoryStore:
             self._pending = OrderedDict(self._pending)  # `transaction` restores the old object
         return self._pending
 
+    def change_token(self) -> object:
+        return self._version
+
     def commit(self, writes: WriteSet) -> None:
         with self.transaction():
+            self._version += 1
             for record in writes.records:
                 self._put(record)
             for cid in writes.pending_remove:
@@ -143,6 +148,7 @@ class MemoryStore:
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
         with self.transaction():
+            self._version += 1
             evicted: list[CID] = []
             size = sum(len(p.data) for p in self._pending.values())
             while self._pending and (len(self._pending) > bounds.max_count or size > bounds.max_bytes):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,6 +109,7 @@ class SqliteStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._commits = 0  # ours; `PRAGMA data_version` moves only for other connections'
         with _translated():
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -115,7 +117,7 @@ class SqliteStore:
         try:
             with _translated():
                 self._refuse_foreign()
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._enter_wal(busy_timeout_s)
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 self._db.execute("PRAGMA foreign_keys=OFF")
                 with self.transaction():
@@ -125,6 +127,23 @@ class SqliteStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _enter_wal(self, timeout_s: float) -> None:
+        """Switch to WAL, retrying while another opener holds the lock.
+
+        Changing the journal mode needs an exclusive lock and SQLite does not run the busy
+        handler for it, so concurrent first opens of one new file would fail at once.
+        """
+        deadline, pause = time.monotonic() + timeout_s, 0.001
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _refuse_foreign(self) -> None:
         """Never adopt somebody else's database: tables but no convgraph version row."""
@@ -172,9 +191,13 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                 raise
 
+    def change_token(self) -> object:
+        return (self._query("PRAGMA data_version")[0][0], self._commits)
+
     def commit(self, writes: WriteSet) -> None:
         """Apply `writes` atomically; each record's parents must be stored or precede it."""
         with self.transaction(), _translated():
+            self._commits += 1
             db = self._db
             stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
             fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
@@ -187,7 +210,10 @@ class SqliteStore:
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
             named = {(r.conv, p) for r in fresh.values() for p in r.parents}
-            db.executemany("DELETE FROM heads WHERE conv = ? AND cid = ?", [(c, bytes(p)) for c, p in named])
+            db.executemany(  # a parent inside the batch never became a head row
+                "DELETE FROM heads WHERE conv = ? AND cid = ?",
+                [(c, bytes(p)) for c, p in named if p not in fresh],
+            )
             db.executemany(
                 "INSERT INTO heads VALUES (?, ?)",
                 [(r.conv, bytes(r.cid)) for r in fresh.values() if (r.conv, r.cid) not in named],
@@ -238,6 +264,7 @@ class SqliteStore:
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
         evicted: list[CID] = []
         with self.transaction(), _translated():
+            self._commits += 1
             count, size = self.pending_stats()
             while count > bounds.max_count or size > bounds.max_bytes:
                 row = self._db.execute(
