@@ -28,6 +28,7 @@ VALID: dict[str, dict[str, Any]] = {
     "branch": {"name": "alt", "from": C},
     "merge": {"branch": "alt", "heads": [C], "accepted": [C]},
     "retraction": {"target": C},
+    "routing_observation": {"model": "m", "latency_ms": 12, "ok": False},
     "supersession": {"target": C, "content": "fixed"},
     "pin": {"target": C},
     "grant": {"grantee": b"\x01" * 32, "rights": ["admin", "read", "write"]},
@@ -37,7 +38,7 @@ VALID: dict[str, dict[str, Any]] = {
 
 
 def test_every_kind_has_an_example() -> None:
-    assert sorted(VALID) == list(KINDS) and len(KINDS) == 19
+    assert sorted(VALID) == list(KINDS) and len(KINDS) == 20
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -149,7 +149,7 @@ def independent_cid_text(data: bytes) -> str:
 
 def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
     assert {c["inputs"]["kind"] for c in CASES} == set(KINDS)
-    assert len(KINDS) == 19
+    assert len(KINDS) == 20
     names = {c["name"] for c in CASES}
     assert {
         "genesis_user_message", "two_parents_and_refs", "record_on_branch", "float_payload",

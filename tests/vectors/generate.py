@@ -322,6 +322,7 @@ def _cases() -> list[tuple[str, str, dict[str, Any]]]:
         "merge": {"branch": "experiment", "heads": [made["record_on_branch"]],
                   "accepted": [made["record_on_branch"]], "summary": "took plan B"},
         "retraction": {"target": target, "reason": "typo"},
+        "routing_observation": {"model": "claude-x", "latency_ms": 812.5, "ok": True, "route": "fast"},
         "supersession": {"target": target, "content": "hello, world", "reason": "typo"},
         "pin": {"target": raw_cid("hello.txt contents\n"), "note": "keep"},
         "grant": {"grantee": OTHER_KEY.public, "rights": ["read", "write"], "expires_ms": T0 + 86_400_000},

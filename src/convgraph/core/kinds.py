@@ -41,6 +41,10 @@ def _number(v: Any) -> bool:
     return type(v) in (int, float)
 
 
+def _latency(v: Any) -> bool:
+    return type(v) in (int, float) and 0 <= v <= 2**53 - 1
+
+
 def _bool(v: Any) -> bool:
     return type(v) is bool
 
@@ -181,6 +185,10 @@ SCHEMAS: Final[Mapping[str, Schema]] = {
         {"summary": _text, "content": _content},
     ),
     "retraction": Schema({"target": _cid}, {"reason": _text}),
+    "routing_observation": Schema(
+        {"model": _nonempty_text, "latency_ms": _latency, "ok": _bool},
+        {"provider": _text, "route": _text},
+    ),
     "supersession": Schema({"target": _cid, "content": _content}, {"reason": _text}),
     "pin": Schema({"target": _cid}, {"note": _text}),
     "grant": Schema(
