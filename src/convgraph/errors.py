@@ -19,7 +19,11 @@
     │   ├── StoreBusyError          another process holds the write lock too long
     │   ├── StoreCorruptError       the database file is damaged or not ours
     │   └── StoreSchemaError        the database was written by an unknown schema version
-    └── NotFoundError               a CID or conversation the replica does not hold
+    ├── NotFoundError               a CID or conversation the replica does not hold
+    └── ProjectionError             a view cannot be built as asked
+        ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
+        ├── CompactedError          the raw records asked for were compacted away
+        └── SnapshotError           snapshot bytes that do not restore to a folded state
 
 Every leaf that concerns one record carries its `cid` (text form) when it is known, so a
 report can say which record broke which rule.
@@ -138,6 +142,22 @@ class NotFoundError(ConvgraphError):
     """The replica holds no record (or conversation) by that name."""
 
 
+class ProjectionError(ConvgraphError):
+    """A view of the records cannot be built as asked."""
+
+
+class RetentionRefusedError(ProjectionError):
+    """A retention rule was asked of a surface whose values depend on all of its history."""
+
+
+class CompactedError(ProjectionError):
+    """The raw records needed were dropped by compaction; only the snapshot remains."""
+
+
+class SnapshotError(ProjectionError):
+    """Snapshot bytes that are not the canonical snapshot of a folded state."""
+
+
 _RULES: dict[type[ConvgraphError], str] = {
     DecodeError: "decode",
     NonCanonicalError: "canonical",
@@ -152,4 +172,8 @@ _RULES: dict[type[ConvgraphError], str] = {
     HlcOrderError: "hlc",
     SeqChainError: "seq",
     ParentRejectedError: "parent_rejected",
+    ProjectionError: "projection",
+    RetentionRefusedError: "retention",
+    CompactedError: "compacted",
+    SnapshotError: "snapshot",
 }

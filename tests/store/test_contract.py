@@ -27,6 +27,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, sign_record
+from convgraph.errors import StoreError
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore
@@ -770,3 +771,134 @@ class QuarantineModel:
         for w in universe.walls:
             due = [p for p in self.pending.values() if p.reason == "clock" and p.wall_ms <= w]
             assert sorted(store.pending_due(w), key=lambda p: p.cid) == sorted(due, key=lambda p: p.cid)
+
+
+# ---------------------------------------------------------------- since, compact, snapshot
+
+
+def pairs(*records: Record) -> list[tuple[CID, bytes]]:
+    return [(r.cid, r.data) for r in records]
+
+
+def test_since_returns_arrivals_of_one_conv_with_a_cursor_that_continues(store: Store) -> None:
+    assert store.since(0, "c1")[0] == []
+    _, cursor = store.since(0, "c1")
+    a, b, c = chain(3)
+    late = rec("c1", 1, T0 - 50, key=1, text="late")  # the oldest clock, arriving third
+    other = chain(2, "c2", key=2)
+    commit(store, a)
+    commit(store, other[0], b)
+    fresh, cursor = store.since(cursor, "c1")
+    assert fresh == pairs(a, b)
+    commit(store, late, other[1])
+    commit(store, c, a)  # a again: no second arrival
+    fresh, cursor = store.since(cursor, "c1")
+    assert fresh == pairs(late, c)
+    assert store.since(cursor, "c1")[0] == []
+    assert store.since(0, "c1")[0] == pairs(a, b, late, c)
+    assert store.records("c1")[0] == (late.cid, late.data)  # canonical order is another order
+    assert store.since(0, "c2")[0] == pairs(*other)
+    assert store.since(0, "absent")[0] == []
+    # an empty answer still hands back a cursor that sees what comes next, and a rollback leaves no gap
+    _, cursor = store.since(cursor, "c1")
+    d = rec("c1", 4, T0 + 3, (c,), text="d")
+    aborted(store, lambda: commit(store, d))
+    assert store.since(cursor, "c1")[0] == []
+    e = rec("c1", 4, T0 + 4, (c,), text="e")
+    commit(store, e)
+    assert store.since(cursor, "c1")[0] == pairs(e)
+
+
+def _two_convs(store: Store) -> tuple[list[Record], list[Record]]:
+    c1, c2 = chain(4, "c1"), chain(2, "c2", key=1)
+    commit(store, *c1, *c2)
+    return c1, c2
+
+
+CHECKPOINTS = [CID.of_record(b"checkpoint %d" % i) for i in range(3)]
+
+
+def test_compact_drops_the_bytes_and_keeps_every_header(store: Store) -> None:
+    c1, c2 = _two_convs(store)
+    universe = Universe.of([*c1, *c2])
+    before = observe(store, universe)
+    gone = {c1[0].cid, c1[2].cid}
+    store.compact("c1", [c1[2].cid, c1[0].cid], CHECKPOINTS[0], b"snap-1")
+    kept = [r for r in c1 if r.cid not in gone]
+    want = {k: v for k, v in before.items() if not k.startswith("records c1 last=")}
+    want["get"] = [None if c in gone else v for c, v in zip(universe.cids, before["get"], strict=True)]
+    want["iter_all"] = [p for p in before["iter_all"] if p[0] not in gone]
+    want["records c1"] = full = pairs(*kept)
+    for n in range(len(full) + 2):
+        want[f"records c1 last={n}"] = full[len(full) - min(n, len(full)) :]
+    assert observe(store, universe) == want  # metas, heads, at_seq, last_own, count, has: all unchanged
+    assert store.since(0, "c1")[0] == full and store.since(0, "c2")[0] == pairs(*c2)
+    assert store.snapshot("c1") == (CHECKPOINTS[0], b"snap-1") and store.snapshot("c2") is None
+    commit(store, c1[0])  # a compacted record offered again is a duplicate, not a resurrection
+    assert store.get(c1[0].cid) is None and store.count() == 6
+    assert observe(store, universe) == want
+
+
+def test_compacting_a_whole_conversation_keeps_it_and_its_cursor(store: Store) -> None:
+    c1, _ = _two_convs(store)
+    _, cursor = store.since(0, "c1")
+    store.compact("c1", [r.cid for r in c1], CHECKPOINTS[0], b"all")
+    assert store.records("c1") == [] and store.records("c1", last=2) == []
+    assert store.since(0, "c1")[0] == []
+    assert store.conversations() == ["c1", "c2"] and store.count("c1") == 4
+    assert store.heads("c1") == [c1[-1].cid] and store.last_own(ACTORS[0], "c1") == c1[-1].meta
+    assert store.at_seq(ACTORS[0], "c1", 2) == [c1[1].cid] and store.max_hlc() == Hlc(T0 + 3, 0)
+    nxt = rec("c1", 5, T0 + 9, (c1[-1],), text="after the checkpoint")
+    commit(store, nxt)
+    assert store.since(cursor, "c1")[0] == pairs(nxt) and store.since(0, "c1")[0] == pairs(nxt)
+    assert store.records("c1") == pairs(nxt) and store.heads("c1") == [nxt.cid]
+
+
+def test_snapshot_is_the_latest_compaction(store: Store) -> None:
+    c1, c2 = _two_convs(store)
+    assert store.snapshot("c1") is None
+    store.compact("c1", [c1[0].cid], CHECKPOINTS[0], b"one")
+    store.compact("c1", [c1[1].cid], CHECKPOINTS[1], b"two")
+    assert store.snapshot("c1") == (CHECKPOINTS[1], b"two")
+    assert store.get(c1[0].cid) is None and store.get(c1[1].cid) is None  # the first stays compacted
+    store.compact("c2", [], CHECKPOINTS[2], b"three")
+    assert store.snapshot("c2") == (CHECKPOINTS[2], b"three") and store.snapshot("c1") == (CHECKPOINTS[1], b"two")
+    assert store.records("c2") == pairs(*c2)
+
+
+@pytest.mark.parametrize("bad", ["other conv", "unknown"])
+def test_compact_refuses_a_record_the_conversation_does_not_hold(store: Store, bad: str) -> None:
+    c1, c2 = _two_convs(store)
+    store.compact("c1", [c1[0].cid], CHECKPOINTS[0], b"earlier")
+    universe = Universe.of([*c1, *c2])
+    before = observe(store, universe)
+    stranger = c2[0].cid if bad == "other conv" else GHOSTS[0]
+    with pytest.raises(StoreError):
+        store.compact("c1", [c1[1].cid, c1[2].cid, stranger], CHECKPOINTS[1], b"later")
+    assert observe(store, universe) == before
+    assert store.snapshot("c1") == (CHECKPOINTS[0], b"earlier") and store.snapshot("c2") is None
+
+
+def test_a_compact_in_a_transaction_that_raises_leaves_nothing(store: Store) -> None:
+    c1, c2 = _two_convs(store)
+    nxt = rec("c1", 5, T0 + 9, (c1[-1],), text="next")
+    universe = Universe.of([*c1, *c2, nxt])
+    before = observe(store, universe)
+
+    def body() -> None:
+        commit(store, nxt)
+        store.compact("c1", [r.cid for r in [*c1, nxt]], CHECKPOINTS[0], b"snap")
+        assert store.get(c1[0].cid) is None and store.snapshot("c1") == (CHECKPOINTS[0], b"snap")
+
+    aborted(store, body)
+    assert observe(store, universe) == before and store.snapshot("c1") is None
+    assert store.since(0, "c1")[0] == pairs(*c1)
+
+
+def test_a_refused_compact_caught_inside_a_transaction_changes_nothing(store: Store) -> None:
+    c1, c2 = _two_convs(store)
+    universe = Universe.of([*c1, *c2])
+    before = observe(store, universe)
+    with store.transaction(), pytest.raises(StoreError):
+        store.compact("c1", [c1[0].cid, c2[0].cid], CHECKPOINTS[0], b"snap")
+    assert observe(store, universe) == before and store.snapshot("c1") is None

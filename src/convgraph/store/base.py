@@ -67,6 +67,10 @@ class Store(Protocol):
         """
         ...
 
+    def in_transaction(self) -> bool:
+        """Whether this connection holds an open transaction (its writes may yet roll back)."""
+        ...
+
     def change_token(self) -> object:
         """A value that differs after any commit lands, from this or another connection.
 
@@ -75,13 +79,29 @@ class Store(Protocol):
         """
         ...
 
+    def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        """Records of `conv` that arrived after `cursor` (0: from the start), in arrival
+        order, and the cursor to pass next time. Compacted records are left out."""
+        ...
+
+    def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
+        """Drop the bytes of `covered` records of `conv` (their headers stay, so causal
+        checks and dedup still work) and keep `snapshot` as the conversation's latest."""
+        ...
+
+    def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
+        """The (checkpoint CID, snapshot bytes) of the conversation's latest compaction."""
+        ...
+
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
         """Drop the oldest quarantined entries until within `bounds`; return what went."""
         ...
 
     def has(self, cid: CID) -> bool: ...
 
-    def get(self, cid: CID) -> bytes | None: ...
+    def get(self, cid: CID) -> bytes | None:
+        """The record's bytes; None when unknown or compacted (then `metas` still has it)."""
+        ...
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         """Headers of those of `cids` that are stored."""

@@ -33,6 +33,8 @@ class MemoryStore:
         self._meta: dict[CID, RecordMeta] = {}
         self._order: dict[str, list[tuple[_OrderKey, CID]]] = defaultdict(list)
         self._heads: dict[str, set[CID]] = defaultdict(set)
+        self._arrival: list[CID] = []
+        self._snapshots: dict[str, tuple[CID, bytes]] = {}
         self._chain: dict[tuple[bytes, str, int], list[CID]] = defaultdict(list)
         self._last: dict[tuple[bytes, str], RecordMeta] = {}
         self._pending: OrderedDict[CID, Pending] = OrderedDict()
@@ -88,6 +90,9 @@ class MemoryStore:
             self._pending = OrderedDict(self._pending)  # `transaction` restores the old object
         return self._pending
 
+    def in_transaction(self) -> bool:
+        return self._undo is not None
+
     def change_token(self) -> object:
         return self._version
 
@@ -132,9 +137,11 @@ class MemoryStore:
         heads.add(record.cid)
         chain = self._chain[(record.actor, record.conv, record.seq)]
         chain.append(record.cid)
+        self._arrival.append(record.cid)
         if self._undo is not None:  # precise inverses: copying a conversation's order is O(n)
 
             def undo() -> None:
+                self._arrival.pop()
                 del order[bisect.bisect_left(order, entry)]
                 heads.discard(record.cid)
                 heads.update(dropped)
@@ -158,13 +165,35 @@ class MemoryStore:
                 evicted.append(cid)
             return evicted
 
+    def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        with self._lock:
+            fresh = self._arrival[cursor:]
+            found = [(c, self._data[c]) for c in fresh if self._meta[c].conv == conv and self._data[c]]
+            return found, len(self._arrival)
+
+    def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
+        covered = list(covered)
+        with self.transaction():
+            for cid in covered:  # all checked before any is touched, as SQLite does
+                meta = self._meta.get(cid)
+                if meta is None or meta.conv != conv:
+                    raise StoreError("compaction names a record this conversation does not hold", cid=cid)
+            self._version += 1
+            for cid in covered:
+                self._set(self._data, cid, b"")
+            self._set(self._snapshots, conv, (checkpoint, snapshot))
+
+    def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
+        with self._lock:
+            return self._snapshots.get(conv)
+
     def has(self, cid: CID) -> bool:
         with self._lock:
             return cid in self._data
 
     def get(self, cid: CID) -> bytes | None:
         with self._lock:
-            return self._data.get(cid)
+            return self._data.get(cid) or None
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         with self._lock:
@@ -186,7 +215,10 @@ class MemoryStore:
         with self._lock:
             order = self._order.get(conv, [])
             chosen = order if last is None else order[max(0, len(order) - last) :]
-            return [(cid, self._data[cid]) for _, cid in chosen]
+            if last is not None and any(not self._data[c] for _, c in chosen):
+                chosen = [s for s in order if self._data[s[1]]]
+                chosen = chosen[max(0, len(chosen) - last) :]
+            return [(cid, self._data[cid]) for _, cid in chosen if self._data[cid]]
 
     def conversations(self) -> list[str]:
         with self._lock:
@@ -198,7 +230,7 @@ class MemoryStore:
 
     def iter_all(self) -> Iterator[tuple[CID, bytes]]:
         with self._lock:
-            items = list(self._data.items())
+            items = [(c, d) for c, d in self._data.items() if d]
         yield from items
 
     def max_hlc(self) -> Hlc:

@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS pending (
 CREATE INDEX IF NOT EXISTS pending_due ON pending (reason, wall);
 CREATE TABLE IF NOT EXISTS pending_missing (missing BLOB NOT NULL, cid BLOB NOT NULL,
     PRIMARY KEY (missing, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (conv TEXT PRIMARY KEY, checkpoint BLOB NOT NULL,
+    data BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS equivocations (a BLOB NOT NULL, b BLOB NOT NULL, conv TEXT NOT NULL,
     PRIMARY KEY (a, b)) WITHOUT ROWID;
 """
@@ -191,6 +193,9 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                 raise
 
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
     def change_token(self) -> object:
         return (self._query("PRAGMA data_version")[0][0], self._commits)
 
@@ -286,7 +291,7 @@ class SqliteStore:
 
     def get(self, cid: CID) -> bytes | None:
         rows = self._query("SELECT CAST(data AS BLOB) FROM records WHERE cid = ?", (bytes(cid),))
-        return rows[0][0] if rows else None
+        return rows[0][0] or None if rows else None
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         metas = (_meta(row) for row in self._rows_for(f"SELECT {_META_COLS} FROM records", cids))
@@ -314,12 +319,13 @@ class SqliteStore:
     def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
         if last is None:
             rows = self._query(
-                "SELECT cid, data FROM records WHERE conv = ? ORDER BY wall, counter, actor, cid",
+                "SELECT cid, data FROM records WHERE conv = ? AND length(data) > 0"
+                " ORDER BY wall, counter, actor, cid",
                 (conv,),
             )
         else:
             rows = self._query(
-                "SELECT cid, data FROM records WHERE conv = ?"
+                "SELECT cid, data FROM records WHERE conv = ? AND length(data) > 0"
                 " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?",
                 (conv, max(0, last)),
             )
@@ -346,8 +352,32 @@ class SqliteStore:
             if not rows:
                 return
             for _, cid, data in rows:
-                yield CID(cid), data
+                if data:  # compacted: only the header is kept
+                    yield CID(cid), data
             after = rows[-1][0]
+
+    def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        rows = self._query(
+            "SELECT id, cid, data FROM records WHERE id > ? AND +conv = ? ORDER BY id", (cursor, conv)
+        )
+        found = [(CID._trusted(c), d) for _, c, d in rows if d]
+        return found, rows[-1][0] if rows else cursor
+
+    def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
+        with self.transaction(), _translated():
+            self._commits += 1
+            wanted = {bytes(c) for c in covered}
+            found = {bytes(m.cid) for m in self.metas(map(CID._trusted, wanted)).values() if m.conv == conv}
+            if found != wanted:
+                raise StoreError("compaction names a record this conversation does not hold")
+            self._db.executemany("UPDATE records SET data = x'' WHERE cid = ?", [(c,) for c in wanted])
+            self._db.execute(
+                "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (conv, bytes(checkpoint), snapshot)
+            )
+
+    def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
+        rows = self._query("SELECT checkpoint, data FROM snapshots WHERE conv = ?", (conv,))
+        return (CID(rows[0][0]), rows[0][1]) if rows else None
 
     def max_hlc(self) -> Hlc:
         rows = self._query("SELECT wall, counter FROM records ORDER BY wall DESC, counter DESC LIMIT 1")
