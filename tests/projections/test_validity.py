@@ -1,0 +1,366 @@
+"""projections.validity: one accepted and at least one refused history per rule, per provider.
+
+Every accepted history is also accepted by the provider's official SDK request types (strictly:
+no unknown keys, every iterable consumed, see `sdk.py`); every refused one breaks exactly the
+rule it is named for, and says whether the SDK types alone would have caught it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+from sdk import sdk_errors
+
+from convgraph.errors import ProjectionError
+from convgraph.projections import validity
+from convgraph.projections.validity import PROVIDERS, Provider, Violation, check
+
+Wire = list[dict[str, Any]]
+
+# ---- Anthropic Messages API -------------------------------------------------------------
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+def use(tool_id: str, name: str = "get_weather", city: str = "Paris") -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": {"city": city}}
+
+
+def result(tool_id: str, out: Any = "18°C, clear") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": out}
+
+
+def user(*content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": content[0] if len(content) == 1 and isinstance(content[0], str) else list(content)}
+
+
+def assistant(*content: Any) -> dict[str, Any]:
+    return {**user(*content), "role": "assistant"}
+
+
+THINKING = {"type": "thinking", "thinking": "Two cities, two calls.", "signature": "EqQBCkYIBxgCKkA..."}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT..."}
+ASK = user("What's the weather in Paris and in Oslo?")
+
+ANTHROPIC_VALID: dict[str, Wire] = {
+    "plain": [user("Hi"), assistant("Hello! How can I help?")],
+    "consecutive_same_role_is_merged_by_the_api": [user("Hi"), user("Still there?"), assistant("Yes.")],
+    "parallel_tool_calls_with_thinking": [
+        ASK,
+        assistant(THINKING, text("Checking both."), use("toolu_1"), use("toolu_2", city="Oslo")),
+        user(result("toolu_1"), result("toolu_2", [text("4°C, snow")]), text("Thanks!")),
+        assistant("Paris is 18°C and clear; Oslo is 4°C with snow."),
+    ],
+    "redacted_thinking_replayed": [user("Hi"), assistant(REDACTED, text("Hello."))],
+    "final_assistant_may_be_empty_prefill": [user("Write a haiku."), assistant("")],
+    "final_assistant_prefill_without_trailing_space": [user("JSON please."), assistant("{")],
+    "tool_result_with_error_flag": [
+        ASK,
+        assistant(use("toolu_1")),
+        user({**result("toolu_1", "timeout"), "is_error": True}),
+        assistant("The weather service timed out."),
+    ],
+}
+
+ANTHROPIC_BAD: list[tuple[str, str, Wire, bool, str]] = [
+    # (id, rule, wire, accepted by the SDK types, text the message must contain)
+    ("system_role_not_portable", "invalid_role", [user("Hi"), {"role": "system", "content": "Be brief."}, assistant("Hi.")], True, "'user' or 'assistant'"),
+    ("tool_role_from_openai", "invalid_role", [user("Hi"), {"role": "tool", "content": "x"}], False, "'user' or 'assistant'"),
+    ("assistant_first", "first_not_user", [assistant("Hi, how can I help?"), user("Weather?")], True, 'first message must use the "user" role'),
+    ("empty_string_content", "empty_content", [user(""), assistant("?")], True, "non-empty content"),
+    ("empty_list_content_not_final", "empty_content", [user("Hi"), assistant(), user("Hello?")], True, "optional final assistant"),
+    ("empty_text_block", "empty_text_block", [user(text(""), text("Hi")), assistant("Hello.")], True, "must be non-empty"),
+    ("empty_text_in_tool_result", "empty_text_block", [ASK, assistant(use("toolu_1")), user(result("toolu_1", [text("")]))], True, "must be non-empty"),
+    ("whitespace_text_block", "whitespace_text_block", [user(text("\n\n"), text("Hi")), assistant("Hello.")], True, "non-whitespace"),
+    ("whitespace_string_content", "whitespace_text_block", [user("   "), assistant("?")], True, "non-whitespace"),
+    ("final_prefill_trailing_space", "final_assistant_trailing_whitespace", [user("JSON please."), assistant("Here it is: ")], True, "trailing whitespace"),
+    ("thinking_signature_missing", "thinking_without_signature", [user("Hi"), assistant({"type": "thinking", "thinking": "hm"}, text("Hello."))], False, "signature: Field required"),
+    ("thinking_signature_empty", "thinking_without_signature", [user("Hi"), assistant({**THINKING, "signature": ""}, text("Hello."))], True, "Invalid `signature`"),
+    ("redacted_thinking_data_missing", "redacted_thinking_without_data", [user("Hi"), assistant({"type": "redacted_thinking"}, text("Hello."))], False, "data: Field required"),
+    ("tool_use_id_reused", "duplicate_tool_use_id", [ASK, assistant(use("toolu_1")), user(result("toolu_1")), assistant(use("toolu_1", city="Oslo")), user(result("toolu_1")), assistant("Done.")], True, "must be unique"),
+    ("interrupted_call_at_end", "tool_use_without_result", [ASK, assistant(text("Checking."), use("toolu_1"))], True, "immediately after: toolu_1."),
+    ("parallel_call_half_answered", "tool_use_without_result", [ASK, assistant(use("toolu_1"), use("toolu_2", city="Oslo")), user(result("toolu_1")), assistant("Paris is 18°C.")], True, "immediately after: toolu_2."),
+    ("results_split_over_two_user_messages", "tool_use_without_result", [ASK, assistant(use("toolu_1"), use("toolu_2", city="Oslo")), user(result("toolu_1")), user(text("and Oslo?"))], True, "toolu_2"),
+    ("user_interrupted_the_call", "tool_use_without_result", [ASK, assistant(use("toolu_1")), user("Never mind."), assistant("OK.")], True, "toolu_1"),
+    ("window_cut_inside_exchange", "unexpected_tool_result", [user(result("toolu_1"), text("And tomorrow?")), assistant("Tomorrow: rain.")], True, "blocks: toolu_1."),
+    ("result_for_an_older_call", "unexpected_tool_result", [ASK, assistant(use("toolu_1")), user(result("toolu_1")), assistant("18°C."), user(result("toolu_1"))], True, "previous message"),
+    ("text_before_tool_result", "tool_result_not_first", [ASK, assistant(use("toolu_1")), user(text("Here you go:"), result("toolu_1"))], True, "Did not find 1 `tool_result` block(s)"),
+    ("empty_history", "empty_list", [], True, "at least one message"),
+]
+
+# ---- OpenAI Chat Completions ------------------------------------------------------------
+
+
+def call(call_id: str, name: str = "get_weather", args: Any = '{"city": "Paris"}') -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def calls(*tool_calls: dict[str, Any], content: Any = None) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": list(tool_calls)}
+
+
+def tool(call_id: str | None, content: Any = "18°C, clear") -> dict[str, Any]:
+    msg = {"role": "tool", "content": content}
+    return msg if call_id is None else {**msg, "tool_call_id": call_id}
+
+
+def msg(role: str, content: Any) -> dict[str, Any]:
+    return {"role": role, "content": content}
+
+
+Q = msg("user", "What's the weather in Paris and in Oslo?")
+
+OPENAI_VALID: dict[str, Wire] = {
+    "plain_with_system_and_developer": [msg("system", "Be brief."), msg("developer", "Use metric."), Q, msg("assistant", "Which one first?")],
+    "parallel_tool_calls": [Q, calls(call("call_1"), call("call_2", args='{"city": "Oslo"}')), tool("call_1"), tool("call_2", "4°C, snow"), msg("assistant", "Paris 18°C, Oslo 4°C.")],
+    "content_beside_tool_calls_and_text_parts_result": [Q, calls(call("call_1"), content="Checking."), tool("call_1", [{"type": "text", "text": "18°C"}]), msg("assistant", "18°C.")],
+    "user_content_parts": [msg("user", [{"type": "text", "text": "Describe this."}, {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}])],
+    "empty_string_tool_result": [Q, calls(call("call_1")), tool("call_1", ""), msg("assistant", "No data.")],
+}
+
+OPENAI_BAD: list[tuple[str, str, Wire, bool, str]] = [
+    ("gemini_role", "invalid_role", [Q, msg("model", "Hi.")], False, "Invalid value: 'model'"),
+    ("empty_user_string", "empty_content", [msg("user", ""), msg("assistant", "?")], True, "messages[0].content"),
+    ("empty_system_parts", "empty_content", [msg("system", []), Q], True, "empty array"),
+    ("assistant_null_without_calls", "assistant_without_content", [Q, msg("assistant", None), msg("user", "Hello?")], True, "got null"),
+    ("arguments_as_object", "arguments_not_string", [Q, calls(call("call_1", args={"city": "Paris"})), tool("call_1"), msg("assistant", "18°C.")], False, "expected a string, but got an object instead"),
+    ("interrupted_call_at_end", "tool_call_without_result", [Q, calls(call("call_1"))], True, "did not have response messages: call_1"),
+    ("parallel_call_half_answered", "tool_call_without_result", [Q, calls(call("call_1"), call("call_2")), tool("call_1"), msg("assistant", "Paris is 18°C.")], True, "response messages: call_2"),
+    ("window_cut_inside_exchange", "tool_without_call", [tool("call_1"), msg("user", "And tomorrow?")], True, "preceeding message with 'tool_calls'"),
+    ("tool_after_plain_assistant", "tool_without_call", [Q, msg("assistant", "Sure."), tool("call_1")], True, "must be a response to a preceeding"),
+    ("tool_without_id", "missing_tool_call_id", [Q, calls(call("call_1")), tool("call_1"), tool(None)], False, "must have a 'tool_call_id'"),
+    ("answer_to_another_call", "unknown_tool_call_id", [Q, calls(call("call_1")), tool("call_1"), tool("call_9")], True, "'call_9' not found in 'tool_calls'"),
+    ("tool_content_null", "tool_content_missing", [Q, calls(call("call_1")), tool("call_1", None), msg("assistant", "?")], False, "got null"),
+    ("tool_content_image", "tool_content_missing", [Q, calls(call("call_1")), tool("call_1", [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}])], False, "text parts only"),
+    ("empty_history", "empty_list", [], True, "Invalid 'messages': empty array"),
+]
+
+# ---- OpenAI Responses API ---------------------------------------------------------------
+
+
+def fc(call_id: str, name: str = "get_weather", city: str = "Paris") -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": f'{{"city": "{city}"}}'}
+
+
+def fco(call_id: str, output: str = "18°C, clear") -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def reasoning(item_id: str) -> dict[str, Any]:
+    return {"type": "reasoning", "id": item_id, "summary": [], "encrypted_content": "gAAAAABo..."}
+
+
+def said(t: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}
+
+
+RQ = {"role": "user", "content": "What's the weather in Paris and in Oslo?"}
+
+RESPONSES_VALID: dict[str, Wire] = {
+    "plain_easy_messages": [{"role": "developer", "content": "Be brief."}, RQ, {"role": "assistant", "content": "Which first?"}],
+    "input_text_parts": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}, said("Hello.")],
+    "reasoning_then_parallel_calls": [RQ, reasoning("rs_1"), fc("call_1"), fc("call_2", city="Oslo"), fco("call_1"), fco("call_2", "4°C"), reasoning("rs_2"), said("Paris 18°C, Oslo 4°C.")],
+}
+
+RESPONSES_BAD: list[tuple[str, str, Wire, bool, str]] = [
+    ("window_cut_inside_exchange", "output_without_call", [fco("call_1"), {"role": "user", "content": "And tomorrow?"}], True, "No tool call found for function call output with call_id call_1."),
+    ("interrupted_call_at_end", "call_without_output", [RQ, reasoning("rs_1"), fc("call_1")], True, "No tool output found for function call call_1."),
+    ("parallel_call_half_answered", "call_without_output", [RQ, reasoning("rs_1"), fc("call_1"), fc("call_2"), fco("call_1"), said("18°C.")], True, "function call call_2."),
+    ("reasoning_before_user", "reasoning_without_following", [RQ, reasoning("rs_1"), {"role": "user", "content": "Hello?"}], True, "Item 'rs_1' of type 'reasoning'"),
+    ("reasoning_at_end", "reasoning_without_following", [RQ, reasoning("rs_1")], True, "required following item."),
+    ("two_reasoning_items", "reasoning_without_following", [RQ, reasoning("rs_1"), reasoning("rs_2"), said("Hi.")], True, "Item 'rs_1'"),
+    ("empty_user_string", "empty_content", [{"role": "user", "content": ""}], True, "input[0].content"),
+    ("empty_parts", "empty_content", [RQ, {"type": "message", "role": "assistant", "content": []}], True, "empty array"),
+]
+
+# ---- Gemini -----------------------------------------------------------------------------
+
+
+def turn(role: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "parts": list(parts)}
+
+
+def gcall(name: str = "get_weather", call_id: str | None = None, camel: bool = True) -> dict[str, Any]:
+    body = {"name": name, "args": {"city": "Paris"}, **({"id": call_id} if call_id else {})}
+    return {"functionCall" if camel else "function_call": body}
+
+
+def gresp(name: str = "get_weather", call_id: str | None = None, camel: bool = True) -> dict[str, Any]:
+    body = {"name": name, "response": {"output": "18°C"}, **({"id": call_id} if call_id else {})}
+    return {"functionResponse" if camel else "function_response": body}
+
+
+GQ = turn("user", {"text": "What's the weather in Paris and in Oslo?"})
+
+GEMINI_VALID: dict[str, Wire] = {
+    "plain": [turn("user", {"text": "Hi"}), turn("model", {"text": "Hello!"})],
+    "parallel_calls_camel_case_with_ids": [GQ, turn("model", gcall(call_id="a"), gcall(call_id="b")), turn("user", gresp(call_id="a"), gresp(call_id="b")), turn("model", {"text": "Both mild."})],
+    "snake_case_with_thought_signature": [GQ, turn("model", {**gcall(camel=False), "thought_signature": "c2lnbmF0dXJl"}), turn("user", gresp(camel=False)), turn("model", {"text": "18°C."}, {"text": "", "thought_signature": "c2ln"})],
+    "sequential_calls": [GQ, turn("model", gcall()), turn("user", gresp()), turn("model", gcall("get_time")), turn("user", gresp("get_time")), turn("model", {"text": "Done."})],
+}
+
+GEMINI_BAD: list[tuple[str, str, Wire, bool, str]] = [
+    ("assistant_role", "invalid_role", [GQ, turn("assistant", {"text": "Hi."})], True, "valid role: user, model"),
+    ("empty_parts", "empty_parts", [GQ, turn("model")], True, "contents[1].parts: contents.parts must not be empty"),
+    ("part_without_data", "empty_part", [turn("user", {}, {"text": "Hi"})], True, "oneof field 'data'"),
+    ("empty_text", "empty_text", [turn("user", {"text": ""}, {"text": "Hi"})], True, "empty text parameter"),
+    ("window_cut_before_call", "call_turn_misplaced", [turn("model", gcall()), turn("user", gresp()), turn("model", {"text": "18°C."})], True, "comes immediately after a user turn"),
+    ("call_after_model_text", "call_turn_misplaced", [GQ, turn("model", {"text": "Let me check."}), turn("model", gcall()), turn("user", gresp())], True, "function call turn"),
+    ("parallel_call_half_answered", "response_count_mismatch", [GQ, turn("model", gcall(), gcall("get_time")), turn("user", gresp()), turn("model", {"text": "?"})], True, "number of function response parts"),
+    ("interrupted_call_at_end", "response_count_mismatch", [GQ, turn("model", gcall())], True, "equal to the number of function call parts"),
+    ("window_cut_inside_exchange", "response_without_call", [turn("user", gresp()), turn("model", {"text": "18°C."})], True, "response turn comes immediately after a function call turn"),
+    ("response_name_answers_nothing", "response_name_mismatch", [GQ, turn("model", gcall()), turn("user", gresp("get_time")), turn("model", {"text": "?"})], True, "name 'get_time'"),
+    ("response_id_answers_nothing", "response_name_mismatch", [GQ, turn("model", gcall(call_id="a")), turn("user", gresp(call_id="z")), turn("model", {"text": "?"})], True, "id 'z'"),
+    ("empty_history", "empty_list", [], True, "contents is not specified"),
+]
+
+VALID = [
+    pytest.param(provider, wire, id=f"{provider}-{name}")
+    for provider, table in (("anthropic", ANTHROPIC_VALID), ("openai", OPENAI_VALID), ("openai-responses", RESPONSES_VALID), ("gemini", GEMINI_VALID))
+    for name, wire in table.items()
+]
+BAD = [
+    pytest.param(provider, rule, wire, sdk_ok, needle, id=f"{provider}-{name}")
+    for provider, table in (("anthropic", ANTHROPIC_BAD), ("openai", OPENAI_BAD), ("openai-responses", RESPONSES_BAD), ("gemini", GEMINI_BAD))
+    for name, rule, wire, sdk_ok, needle in table
+]
+
+
+@pytest.mark.parametrize(("provider", "wire"), VALID)
+def test_valid_history_has_no_violation_and_the_sdk_accepts_it(provider: Provider, wire: Wire) -> None:
+    assert check(provider, wire) == []
+    assert sdk_errors(provider, wire) == []
+
+
+@pytest.mark.parametrize(("provider", "rule", "wire", "sdk_ok", "needle"), BAD)
+def test_each_detector_fires_alone_on_its_fault(provider: Provider, rule: str, wire: Wire, sdk_ok: bool, needle: str) -> None:
+    found = check(provider, wire)
+    assert {v.rule for v in found} == {rule}, found
+    assert all(v.provider == provider for v in found)
+    assert any(needle in v.message for v in found), [v.message for v in found]
+    # the SDK types alone miss every structural fault: that is why this module exists
+    assert (sdk_errors(provider, wire) == []) is sdk_ok
+
+
+def test_every_rule_in_the_module_has_an_adversarial_case() -> None:
+    source = Path(validity.__file__).read_text()
+    emitted = set(re.findall(r'\((?:i|-1), "([a-z_]+)"', source))
+    tested = {p.values[1] for p in BAD}
+    assert emitted == tested
+    for provider in PROVIDERS:  # and each provider's detectors are exercised for that provider
+        assert any(p.values[0] == provider for p in BAD)
+
+
+def test_check_returns_all_violations_not_the_first() -> None:
+    wire = [
+        ASK,
+        assistant(text("  "), use("toolu_1")),  # a whitespace-only block before the call
+        user(result("toolu_1"), result("toolu_9")),  # and an answer to a call never made
+        assistant("Paris is 18°C."),
+    ]
+    assert [(v.index, v.rule) for v in check("anthropic", wire)] == [
+        (1, "whitespace_text_block"),
+        (2, "unexpected_tool_result"),
+    ]
+    chat = [Q, calls(call("call_1")), msg("user", "Stop."), tool("call_1"), msg("assistant", "")]
+    assert [(v.index, v.rule) for v in check("openai", chat)] == [
+        (1, "tool_call_without_result"),
+        (3, "tool_without_call"),
+        (4, "assistant_without_content"),
+    ]
+
+
+def test_a_whole_list_violation_has_index_minus_one() -> None:
+    assert check("gemini", []) == [
+        Violation("gemini", -1, "empty_list", "* GenerateContentRequest.contents: contents is not specified")
+    ]
+
+
+def test_messages_are_the_providers_own_texts() -> None:
+    [v] = check("anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2"))])
+    assert v.message == (
+        "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1, toolu_2. "
+        "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+    )
+    [v] = check("openai", [tool("call_1")])
+    assert v.message == (
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    "wire",
+    [
+        [{}],
+        [{"role": "user", "content": None, "parts": None}],
+        [{"role": "assistant", "content": [1, "x", None], "tool_calls": "x", "parts": "x"}],
+        [{"role": "user", "content": {"a": 1}, "parts": [{"text": None}, 3]}],
+        [{"type": "function_call"}, {"type": "reasoning"}, {"type": "function_call_output", "call_id": None}],
+        ["not a message", None, 7],
+    ],
+)
+def test_check_is_total_on_malformed_lists(provider: Provider, wire: Any) -> None:
+    # shapes the SDK types refuse anyway: check must still answer, not raise
+    assert all(isinstance(v, Violation) for v in check(provider, wire))
+
+
+def test_unknown_provider_is_refused() -> None:
+    with pytest.raises(ProjectionError, match="unknown provider 'mistral'"):
+        check("mistral", [])  # type: ignore[arg-type]
+
+
+def test_violation_is_frozen() -> None:
+    v = Violation("openai", 0, "empty_content", "x")
+    with pytest.raises(AttributeError):
+        v.rule = "other"  # type: ignore[misc]
+
+
+# ---- the strict SDK helper itself -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "wire", "stray"),
+    [
+        ("anthropic", [{"role": "user", "content": "Hi", "name": "bob"}], "name"),
+        ("anthropic", [user({"type": "image", "source": {"type": "url", "url": "https://x/a.png", "alt": "a"}})], "alt"),
+        ("openai", [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": {}}]}], "cache_control"),
+        ("openai-responses", [{"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "x", "ts": 1}]}], "ts"),
+        ("gemini", [{"role": "user", "parts": [{"text": "Hi", "cacheControl": {}}]}], "cacheControl"),
+    ],
+)
+def test_sdk_helper_reports_a_stray_key_at_any_depth(provider: str, wire: Wire, stray: str) -> None:
+    errors = sdk_errors(provider, wire)
+    assert any(e.split(":")[0].endswith(stray) and "[extra_forbidden]" in e for e in errors), errors
+
+
+def test_plain_sdk_validation_would_miss_what_the_helper_catches() -> None:
+    from anthropic.types import MessageParam
+
+    stray = [user({"type": "image", "source": {"type": "url", "url": "https://x/a.png", "alt": "a"}})]
+    lazy = [user(result("toolu_1", [{"type": "text", "text": 42}]))]  # bad block, two iterables deep
+    plain = TypeAdapter(list[MessageParam])
+    plain.validate_python(stray)  # nested TypedDicts drop the unknown key silently
+    validated = plain.validate_python(lazy)  # `content` is a ValidatorIterator: nothing checked yet
+    assert type(validated[0]["content"]).__name__ == "ValidatorIterator"
+    assert any("[extra_forbidden]" in e for e in sdk_errors("anthropic", stray))
+    assert any("content.0.TextBlockParam.text" in e and "[string_type]" in e for e in sdk_errors("anthropic", lazy))
+
+
+@pytest.mark.parametrize(
+    ("provider", "wire", "where"),
+    [  # an invalid element inside an `Iterable[...]` field is caught, not deferred
+        ("openai", [{"role": "user", "content": [{"type": "text", "text": None}]}], "content.0"),
+        ("openai", [calls({"id": "c", "type": "function", "function": {"name": "f"}})], "tool_calls.0"),
+        ("openai-responses", [{"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text"}]}], "summary.0"),
+    ],
+)
+def test_sdk_helper_consumes_lazy_iterables(provider: str, wire: Wire, where: str) -> None:
+    errors = sdk_errors(provider, wire)
+    assert any(where in e for e in errors), errors
