@@ -5,7 +5,7 @@ stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "== setting up .venv (first run only)"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]' 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import convgraph, cbrrr, nacl, pytest" 
   rm -f .venv/.installed-*; touch "$stamp"
 fi
