@@ -28,8 +28,15 @@ from convgraph.core.record import (
     sign_record,
 )
 from convgraph.core.validation import check_causality
-from convgraph.errors import CausalityError, ConvgraphError, NotFoundError
+from convgraph.errors import CausalityError, CompactedError, ConvgraphError, NotFoundError, ProjectionError
 from convgraph.ingest import IngestReport, Item, plan_ingest
+from convgraph.projections import state as state_
+from convgraph.projections.resume import RECORDERS, to_provider
+from convgraph.projections.retention import LastN
+from convgraph.projections.state import ConvState
+from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
+from convgraph.projections.transcript import transcript
+from convgraph.projections.turn import Role, ToolCall, Turn
 from convgraph.store.base import QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
@@ -84,6 +91,8 @@ class Replica:
         # what `write_many` left behind per conversation, valid while the store's change
         # token is the one read at that commit: saves three look-ups per local write
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
+        # conv -> (folded state, store cursor, records folded in a transaction not yet seen committed)
+        self._views: dict[str, tuple[ConvState, int, list[CID]]] = {}
 
     @classmethod
     def open(
@@ -188,8 +197,129 @@ class Replica:
         """The stored record named `cid`."""
         data = self.store.get(cid)
         if data is None:
+            if self.store.metas([cid]):
+                raise CompactedError(f"record {cid} was compacted into a checkpoint snapshot", cid=str(cid))
             raise NotFoundError(f"no record {cid}", cid=str(cid))
         return load_trusted(data, cid)
+
+    # ------------------------------------------------------------ conversation views
+
+    def say(
+        self,
+        conv: str,
+        role: Role | str,
+        content: str | list[dict[str, Any]],
+        *,
+        tool_calls: Sequence[ToolCall] = (),
+        tool_use_id: str | None = None,
+        is_error: bool = False,
+        branch: str | None = None,
+    ) -> Record:
+        """Append one turn to `conv` as `role` (user, assistant or tool)."""
+        role = Role(role)
+        payload: dict[str, Any] = {"conversation_id": conv, "role": role.value, "content": content}
+        if role is Role.ASSISTANT:
+            if tool_calls:
+                payload["tool_calls"] = [
+                    {"id": c.id, "name": c.name, "input": c.input, **({"meta": c.meta} if c.meta else {})}
+                    for c in tool_calls
+                ]
+            kind = "agent_message"
+        elif role is Role.TOOL:
+            if tool_use_id is None:
+                raise ProjectionError("a tool turn must name the tool_use_id it answers")
+            payload.update(tool_use_id=tool_use_id, **({"is_error": True} if is_error else {}))
+            kind = "tool_result"
+        else:
+            kind = "user_message"
+        return self.write_many(conv, [Draft(kind, payload, branch=branch)])[0]
+
+    def record_response(
+        self, conv: str, response: Any, *, provider: str | None = None, branch: str | None = None
+    ) -> list[Record]:
+        """Append a provider's response (an SDK object, or its dict with `provider` named)
+        as turns, keeping thinking / reasoning blocks and their signatures byte for byte."""
+        name = provider or _provider_of(response)
+        recorder = RECORDERS.get(name)
+        if recorder is None:
+            raise ProjectionError(f"cannot tell which provider made this {type(response).__name__}")
+        drafts = [Draft(kind, {"conversation_id": conv, **payload}, branch=branch)
+                  for kind, payload in recorder(response)]
+        return self.write_many(conv, drafts) if drafts else []
+
+    def branch(self, conv: str, name: str, at: CID, *, purpose: str | None = None) -> Record:
+        """Fork `conv` at record `at`: turns written with `branch=name` continue from there."""
+        payload: dict[str, Any] = {"name": name, "from": at, **({"purpose": purpose} if purpose else {})}
+        return self.write(conv, "branch", payload)
+
+    def merge(
+        self,
+        conv: str,
+        branch: str,
+        *,
+        accepted: Iterable[CID] = (),
+        summary: str | None = None,
+        content: str | list[dict[str, Any]] | None = None,
+    ) -> Record:
+        """Join every current head of `conv` on main, saying what of `branch` was accepted."""
+        payload: dict[str, Any] = {
+            "branch": branch, "heads": self.heads(conv), "accepted": sorted(set(accepted)),
+        }
+        if summary is not None:
+            payload["summary"] = summary
+        if content is not None:
+            payload["content"] = content
+        return self.write(conv, "merge", payload)
+
+    def state(self, conv: str) -> ConvState:
+        """The folded state of `conv`, brought up to date incrementally from the store."""
+        cached = self._views.get(conv)
+        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
+            cached = None  # folded inside a transaction that rolled back: start again
+        if cached is None:
+            snap = self.store.snapshot(conv)
+            cached = (state_.restore(snap[1]) if snap else ConvState(), 0, [])
+        folded, cursor, unconfirmed = cached
+        fresh, cursor = self.store.since(cursor, conv)
+        for cid, data in fresh:
+            state_.apply(folded, load_trusted(data, cid))
+        pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
+        self._views[conv] = (folded, cursor, pending)
+        return folded
+
+    def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
+        """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
+        return transcript(self.state(conv), branch=branch, last=last)
+
+    def resume(
+        self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The provider-valid message list to continue `conv` with (the final `last` turns)."""
+        return to_provider(self.transcript(conv, branch=branch, last=last), provider)
+
+    def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
+        """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""
+        folded = self.state(conv)
+        observations = [folded.entries[c].payload for _, c in folded.replay]
+        if retention is not None:
+            observations = retention.keep(observations, Surface.REPLAY)
+        return routing_stats(observations)
+
+    def checkpoint(self, conv: str, *, compact: bool = False) -> Record:
+        """Sign a checkpoint of `conv` (heads, count, snapshot CID); with `compact`, drop the
+        raw records it covers and keep the snapshot, in one transaction."""
+        # the snapshot holds every surface whole (replay streams included), so compaction
+        # trims no history: it only stops keeping the raw records beside their fold
+        with self.store.transaction():
+            folded = self.state(conv)
+            covered, data = list(folded.entries), state_.snapshot(folded)
+            payload = {
+                "heads": self.heads(conv), "count": len(covered), "snapshot": state_.snapshot_cid(data),
+            }
+            record = self.write(conv, "checkpoint", payload)
+            if compact:
+                self.store.compact(conv, covered, record.cid, data)
+        return record
 
     def heads(self, conv: str) -> list[CID]:
         """The conversation's current heads, sorted by binary CID."""
@@ -238,3 +368,24 @@ class Replica:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def resume(
+    replica: Replica, conv: str, provider: str = "anthropic", *, last: int | None = None,
+    branch: str | None = None,
+) -> list[dict[str, Any]]:
+    """`replica.resume(…)` as a function: the provider-valid messages to continue `conv`."""
+    return replica.resume(conv, provider, last=last, branch=branch)
+
+
+_SDK_MODULES: Final = (
+    ("anthropic.", "anthropic"),
+    ("openai.types.chat.", "openai"),
+    ("openai.types.responses.", "openai-responses"),
+    ("google.genai.", "gemini"),
+)
+
+
+def _provider_of(response: Any) -> str:
+    module = type(response).__module__ + "."
+    return next((name for prefix, name in _SDK_MODULES if module.startswith(prefix)), "")

@@ -226,3 +226,12 @@ def demo(where: Path | None) -> None:
 def main() -> None:
     """Entry point of the `convgraph` console script."""
     cli(obj={})
+
+
+def _register() -> None:
+    from convgraph.cli import conversation  # noqa: PLC0415 - it reads this module's helpers
+
+    conversation.register(cli)
+
+
+_register()

@@ -1,0 +1,147 @@
+"""The conversation commands: `say`, `transcript`, `branch`, `merge`, `checkpoint`.
+
+A thin shell over `Replica.say/transcript/resume/branch/merge/checkpoint`; registered on
+the main group by `register`. Provider formats print the exact JSON list a request would
+carry (`messages`, `input` or `contents`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from convgraph.core.cid import CID
+from convgraph.core.codec import from_json, to_json
+from convgraph.core.keys import fingerprint
+from convgraph.projections.resume import PROVIDERS
+from convgraph.projections.turn import Role, ToolCall, Turn
+
+
+def _turn_json(t: Turn) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "op": str(t.op), "role": t.role.value, "content": to_json(list(t.content)),
+        "author": fingerprint(t.author), "hlc": [t.hlc.wall_ms, t.hlc.counter],
+        "conversation": t.conversation,
+    }
+    if t.tool_calls:
+        body["tool_calls"] = [{"id": c.id, "name": c.name, "input": to_json(c.input)} for c in t.tool_calls]
+    if t.tool_use_id is not None:
+        body["tool_use_id"] = t.tool_use_id
+    if t.branch is not None:
+        body["branch"] = t.branch
+    return body
+
+
+def _tool_call(text: str) -> ToolCall:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"--tool-call is not JSON: {exc}") from exc
+    shaped = isinstance(raw, dict) and {"id", "name"} <= raw.keys()
+    if not (shaped and isinstance(raw.get("input", {}), dict)):
+        raise click.BadParameter('--tool-call must be {"id": …, "name": …, "input": {…}}')
+    return ToolCall(str(raw["id"]), str(raw["name"]), from_json(raw.get("input", {})))
+
+
+def register(cli: click.Group) -> None:
+    """Add the conversation commands to `cli`."""
+    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+
+    @cli.command()
+    @click.argument("text")
+    @click.option("--role", type=click.Choice([r.value for r in Role]), default="user", show_default=True)
+    @click.option("--tool-call", "tool_calls", multiple=True, help='Assistant only: {"id","name","input"}.')
+    @click.option("--tool-use-id", default=None, help="Tool only: the call this result answers.")
+    @click.option("--error", "is_error", is_flag=True, help="Tool only: the call failed.")
+    @click.option("--branch", default=None, help="Say it on this branch.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def say(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, text: str, role: str, tool_calls: tuple[str, ...], tool_use_id: str | None,
+        is_error: bool, branch: str | None, conv: str, as_json: bool,
+    ) -> None:
+        """Append one turn (TEXT) to the conversation as --role."""
+        calls = [_tool_call(c) for c in tool_calls]
+        with _replica(ctx) as r:
+            rec = r.say(conv, role, text, tool_calls=calls, tool_use_id=tool_use_id, is_error=is_error,
+                        branch=branch)
+        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+
+    @cli.command()
+    @click.option("--format", "fmt", type=click.Choice(["text", "json", *PROVIDERS]), default="text",
+                  show_default=True, help="Plain text, turns as JSON, or a provider's request messages.")
+    @click.option("--last", type=click.IntRange(min=0), default=None, help="Only the final N turns.")
+    @click.option("--branch", default=None, help="The branch's transcript (main when absent).")
+    @conv_option
+    @click.pass_context
+    @_errors
+    def transcript(ctx: click.Context, fmt: str, last: int | None, branch: str | None, conv: str) -> None:
+        """The conversation's transcript: turns in canonical order, repaired for a provider."""
+        with _replica(ctx) as r:
+            if fmt in PROVIDERS:
+                _emit(to_json(r.resume(conv, fmt, last=last, branch=branch)))
+                return
+            turns = r.transcript(conv, branch=branch, last=last)
+        if fmt == "json":
+            _emit({"conv": conv, "branch": branch, "turns": [_turn_json(t) for t in turns]})
+            return
+        table = Table("op", "author", "role", "content", box=None)
+        for t in turns:
+            calls = "".join(f" → {c.name}({json.dumps(to_json(c.input))})" for c in t.tool_calls)
+            answer = f"[{t.tool_use_id}] " if t.tool_use_id else ""
+            line = escape(answer + t.text + calls)
+            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, line)
+        out.print(table)
+        out.print(f"{len(turns)} turns")
+
+    @cli.command()
+    @click.argument("name")
+    @click.option("--at", "at", required=True, help="CID of the record the branch forks from.")
+    @click.option("--purpose", default=None)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def branch(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, name: str, at: str, purpose: str | None, conv: str, as_json: bool
+    ) -> None:
+        """Fork the conversation at record --at as branch NAME (then `say --branch NAME`)."""
+        with _replica(ctx) as r:
+            rec = r.branch(conv, name, CID.parse(at), purpose=purpose)
+        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+
+    @cli.command()
+    @click.argument("name")
+    @click.option("--accept", "accepted", multiple=True, help="CID of a branch turn main accepts.")
+    @click.option("--summary", default=None, help="The synthesis main shows, as text.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def merge(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, name: str, accepted: tuple[str, ...], summary: str | None, conv: str,
+        as_json: bool,
+    ) -> None:
+        """Merge branch NAME into main: join every head, recording what was accepted."""
+        with _replica(ctx) as r:
+            rec = r.merge(conv, name, accepted=[CID.parse(c) for c in accepted], content=summary)
+        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+
+    @cli.command()
+    @click.option("--compact", is_flag=True, help="Also drop the raw records the checkpoint covers.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def checkpoint(ctx: click.Context, compact: bool, conv: str, as_json: bool) -> None:
+        """Sign a checkpoint of the conversation's folded state (and compact behind it)."""
+        with _replica(ctx) as r:
+            rec = r.checkpoint(conv, compact=compact)
+        body = {"cid": str(rec.cid), "count": rec.payload["count"], "snapshot": str(rec.payload["snapshot"])}
+        _emit(body) if as_json else out.print(f"{body['cid']}  ({body['count']} records)")

@@ -1,0 +1,1 @@
+"""Pure folds over records: transcript, surfaces, resume to provider formats, retention."""

@@ -1,0 +1,142 @@
+"""Repair: any sequence of neutral messages → one that every provider accepts.
+
+The rules, in the order they apply (each is why some provider answers 400 otherwise):
+opaque blocks (thinking, redacted thinking, reasoning) of another provider are dropped,
+since only their own provider can verify them; empty and whitespace-only text blocks are
+dropped, and messages left empty; a tool result is moved up to the assistant message
+whose call it answers when only assistant or tool messages lie between them (two
+devices answering around one tool exchange), and dropped when it answers no call of
+the current agent step (a window that cut inside an exchange, a duplicate answer); a
+call no result answers is stripped (an interrupted run); a call id an earlier exchange
+used is suffixed, with its results, so ids stay unique; the results of one assistant
+message follow it at once, in call order; adjacent user messages and adjacent assistant
+messages are coalesced; history starts at the first user message; a final assistant
+message loses trailing whitespace. Opaque blocks of the target provider are kept byte for
+byte and in order. Invariant: `repair` is pure, idempotent, and its output satisfies
+every rule `projections.validity` checks, for each provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Final
+
+from convgraph.projections.message import OPAQUE_BLOCKS, Message
+from convgraph.projections.turn import Block, Role
+
+EMPTY_RESULT: Final = "(no output)"
+"""Text a tool result with no content is given: every provider refuses empty content."""
+
+
+def repair(messages: Sequence[Message], provider: str) -> list[Message]:
+    """A provider-valid version of `messages` for `provider`, losing as little as possible."""
+    cleaned = [m for m in (_clean(m, provider) for m in messages) if m is not None]
+    steps = _pair_results(cleaned)
+    out: list[Message] = []
+    for m in steps:
+        if out and out[-1].role is m.role and m.role is not Role.TOOL and not out[-1].tool_calls:
+            out[-1] = _coalesce(out[-1], m, provider)
+        else:
+            out.append(m)
+    while out and out[0].role is not Role.USER:
+        out.pop(0)
+    if out and out[-1].role is Role.ASSISTANT and not out[-1].tool_calls:
+        out[-1] = _rstrip_final(out[-1])
+    return out
+
+
+def _clean(m: Message, provider: str) -> Message | None:
+    blocks = tuple(b for b in m.content if _keep(b, m.provider, provider))
+    if m.role is Role.TOOL:
+        if not m.tool_use_id:
+            return None
+        return replace(m, content=blocks or ({"type": "text", "text": EMPTY_RESULT},))
+    calls, seen = [], set()
+    for call in m.tool_calls:  # a repeated id could never be answered unambiguously
+        if call.id not in seen:
+            seen.add(call.id)
+            calls.append(call)
+    if not blocks and not calls:
+        return None
+    return replace(m, content=blocks, tool_calls=tuple(calls))
+
+
+def _keep(block: Block, owner: str | None, provider: str) -> bool:
+    kind = block.get("type")
+    if kind in OPAQUE_BLOCKS:
+        return owner == provider == OPAQUE_BLOCKS[kind]
+    if kind == "text":
+        text = block.get("text")
+        return isinstance(text, str) and text.strip() != ""
+    return True
+
+
+def _pair_results(messages: list[Message]) -> list[Message]:
+    """Give each assistant message exactly the results of its calls, right after it."""
+    out: list[Message] = []
+    used: set[int] = set()
+    taken: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role is Role.TOOL or i in used:
+            continue  # a result is placed with its call below, or it answers none
+        if m.role is Role.USER or not m.tool_calls:
+            out.append(m)
+            continue
+        wanted = {c.id for c in m.tool_calls}
+        answers: dict[str, Message] = {}
+        for j in range(i + 1, len(messages)):  # the agent step: up to the next user message
+            other = messages[j]
+            if other.role is Role.USER:
+                break
+            answered = other.tool_use_id
+            fits = other.role is Role.TOOL and j not in used and answered in wanted
+            if fits and answered is not None and answered not in answers:
+                answers[answered] = other
+                used.add(j)
+        calls = tuple(c for c in m.tool_calls if c.id in answers)
+        if calls:
+            renamed = {c.id: _fresh_id(c.id, taken) for c in calls}
+            out.append(replace(m, tool_calls=tuple(replace(c, id=renamed[c.id]) for c in calls)))
+            out.extend(replace(answers[c.id], tool_use_id=renamed[c.id]) for c in calls)
+        elif m.content:
+            out.append(replace(m, tool_calls=()))
+    return out
+
+
+def _fresh_id(call_id: str, taken: set[str]) -> str:
+    """`call_id`, or a suffixed variant when an earlier exchange already used it.
+
+    Providers want every call id unique across the request ("tool_use ids must be
+    unique"); a runtime that reuses ids across steps would otherwise be refused.
+    """
+    fresh, n = call_id, 1
+    while fresh in taken:
+        n += 1
+        fresh = f"{call_id}_{n}"
+    taken.add(fresh)
+    return fresh
+
+
+def _coalesce(a: Message, b: Message, provider: str) -> Message:
+    # opaque blocks left are all the target's (see _keep); provider-specific call details
+    # (e.g. Gemini thought signatures) ride on `b`, whose calls the result keeps
+    owner = provider if provider in (a.provider, b.provider) and not b.tool_calls else b.provider
+    content, ops = a.content + b.content, a.ops + b.ops
+    return replace(a, content=content, tool_calls=b.tool_calls, provider=owner, ops=ops)
+
+
+def _rstrip_final(m: Message) -> Message:
+    # Anthropic: "final assistant content cannot end with trailing whitespace"
+    content = list(m.content)
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
+        if block.get("type") != "text":
+            continue
+        text = str(block["text"]).rstrip()
+        if text:
+            content[i] = {**block, "text": text}
+        else:
+            del content[i]
+        break
+    return replace(m, content=tuple(content)) if content else m

@@ -1,0 +1,97 @@
+"""Repair: each rule on the smallest sequence that needs it, and idempotence."""
+
+from __future__ import annotations
+
+from convgraph.core.cid import CID
+from convgraph.projections.message import Message
+from convgraph.projections.repair import EMPTY_RESULT, repair
+from convgraph.projections.turn import Role, ToolCall
+
+U, A, T = Role.USER, Role.ASSISTANT, Role.TOOL
+
+
+def text(s: str) -> tuple[dict[str, str], ...]:
+    return ({"type": "text", "text": s},)
+
+
+def user(s: str = "hi") -> Message:
+    return Message(U, text(s), ops=(CID.of_record(s.encode()),))
+
+
+def asst(s: str = "ok", *calls: str, provider: str | None = None, extra: tuple[dict[str, str], ...] = ()) -> Message:
+    return Message(A, extra + (text(s) if s else ()), tuple(ToolCall(c, "f", {}) for c in calls), provider=provider)
+
+
+def tool(call: str, s: str = "out") -> Message:
+    return Message(T, text(s) if s else (), tool_use_id=call)
+
+
+def shape(ms: list[Message]) -> list[str]:
+    return [m.role.value + "".join(f"+{c.id}" for c in m.tool_calls) + (f"<{m.tool_use_id}" if m.tool_use_id else "")
+            for m in ms]
+
+
+def test_a_valid_exchange_is_left_alone() -> None:
+    ms = [user(), asst("look", "c1", "c2"), tool("c1"), tool("c2"), asst("done")]
+    assert repair(ms, "anthropic") == ms
+
+
+def test_adjacent_same_role_messages_coalesce_in_order() -> None:
+    out = repair([user("a"), user("b"), asst("x"), asst("y")], "openai")
+    assert shape(out) == ["user", "assistant"]
+    assert [b["text"] for b in out[0].content] == ["a", "b"]
+    assert [b["text"] for b in out[1].content] == ["x", "y"]
+
+
+def test_orphan_and_duplicate_results_are_dropped() -> None:
+    out = repair([user(), tool("ghost"), asst("a", "c1"), tool("c1"), tool("c1", "again"), user("next"),
+                  tool("c1", "late")], "openai")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "user"]
+
+
+def test_unanswered_calls_are_stripped_and_empty_messages_vanish() -> None:
+    out = repair([user(), asst("", "c1"), asst("partial", "c2", "c3"), tool("c3")], "anthropic")
+    assert shape(out) == ["user", "assistant+c3", "tool<c3"]
+
+
+def test_results_move_up_to_their_call_and_follow_in_call_order() -> None:
+    # another device answered in between: the result arrives after a second assistant message
+    out = repair([user(), asst("a", "c1", "c2"), asst("b"), tool("c2"), tool("c1")], "gemini")
+    assert shape(out) == ["user", "assistant+c1+c2", "tool<c1", "tool<c2", "assistant"]
+
+
+def test_history_starts_with_a_user_message() -> None:
+    out = repair([tool("c0"), asst("a", "c1"), tool("c1"), user(), asst("b")], "openai")
+    assert shape(out) == ["user", "assistant"]
+
+
+def test_no_empty_or_whitespace_content_and_empty_results_get_a_placeholder() -> None:
+    out = repair([user("  "), user("q"), asst(" \n"), asst("a", "c1"), tool("c1", ""), asst("end  \n")], "anthropic")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "assistant"]
+    assert out[2].content == text(EMPTY_RESULT)
+    assert out[-1].content == text("end")  # a final assistant message: no trailing whitespace
+
+
+def test_opaque_blocks_are_kept_byte_for_byte_only_for_their_provider() -> None:
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "c2lnbmVk"}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
+    ms = [user(), asst("a", provider="anthropic", extra=(thinking,))]
+    assert repair(ms, "anthropic")[1].content == (thinking, *text("a"))
+    assert repair(ms, "openai")[1].content == text("a")
+    ms = [user(), asst("a", provider="openai-responses", extra=(reasoning,))]
+    assert repair(ms, "openai-responses")[1].content[0] is reasoning
+    assert repair(ms, "anthropic")[1].content == text("a")
+    # a block of the right type but recorded from another provider is not trusted either
+    assert repair([user(), asst("a", provider="openai", extra=(thinking,))], "anthropic")[1].content == text("a")
+
+
+def test_repeated_call_ids_in_one_message_keep_the_first() -> None:
+    out = repair([user(), asst("a", "c1", "c1"), tool("c1")], "openai")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1"]
+
+
+def test_repair_is_idempotent() -> None:
+    ms = [tool("x"), user(" "), user("q"), asst("a", "c1", "c2"), asst("b"), tool("c2"), user("r"), tool("c1")]
+    for provider in ("anthropic", "openai", "openai-responses", "gemini"):
+        once = repair(ms, provider)
+        assert repair(once, provider) == once
