@@ -47,11 +47,14 @@ def repair(messages: Sequence[Message], provider: str) -> list[Message]:
 
 
 def _clean(m: Message, provider: str) -> Message | None:
+    # messages come back unchanged (no copy) when nothing in them needs repair: the common case
     blocks = tuple(b for b in m.content if _keep(b, m.provider, provider))
     if m.role is Role.TOOL:
         if not m.tool_use_id:
             return None
-        return replace(m, content=blocks or ({"type": "text", "text": EMPTY_RESULT},))
+        if not blocks:
+            return replace(m, content=({"type": "text", "text": EMPTY_RESULT},))
+        return m if len(blocks) == len(m.content) else replace(m, content=blocks)
     calls, seen = [], set()
     for call in m.tool_calls:  # a repeated id could never be answered unambiguously
         if call.id not in seen:
@@ -59,6 +62,8 @@ def _clean(m: Message, provider: str) -> Message | None:
             calls.append(call)
     if not blocks and not calls:
         return None
+    if len(blocks) == len(m.content) and len(calls) == len(m.tool_calls):
+        return m
     return replace(m, content=blocks, tool_calls=tuple(calls))
 
 
@@ -97,6 +102,10 @@ def _pair_results(messages: list[Message]) -> list[Message]:
         calls = tuple(c for c in m.tool_calls if c.id in answers)
         if calls:
             renamed = {c.id: _fresh_id(c.id, taken) for c in calls}
+            if all(old == new for old, new in renamed.items()):
+                out.append(m if len(calls) == len(m.tool_calls) else replace(m, tool_calls=calls))
+                out.extend(answers[c.id] for c in calls)
+                continue
             out.append(replace(m, tool_calls=tuple(replace(c, id=renamed[c.id]) for c in calls)))
             out.extend(replace(answers[c.id], tool_use_id=renamed[c.id]) for c in calls)
         elif m.content:

@@ -23,7 +23,7 @@ from convgraph.core.kinds import check_payload
 from convgraph.core.record import Record
 from convgraph.errors import ConvgraphError, SnapshotError
 from convgraph.projections.surfaces import ENTITY_KEYS, SURFACES, Surface
-from convgraph.projections.turn import TURN_KINDS
+from convgraph.projections.turn import TURN_KINDS, Turn
 
 SNAPSHOT_VERSION: Final = 1
 OrderKey = tuple[int, int, bytes, bytes]
@@ -67,6 +67,8 @@ class ConvState:
     branches: defaultdict[str, list[Slot]] = field(default_factory=lambda: defaultdict(list))
     replay: list[Slot] = field(default_factory=list)
     entities: defaultdict[tuple[str, Any], list[Slot]] = field(default_factory=lambda: defaultdict(list))
+    # the Turn each turn entry projects to, made on first view: entries never change
+    turns: dict[CID, Turn] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def count(self) -> int:

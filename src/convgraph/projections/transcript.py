@@ -91,7 +91,9 @@ def _turns(state: ConvState, entry: Entry, *, main: bool) -> Iterator[Turn]:
 def _shown(state: ConvState, entry: Entry) -> Turn | None:
     if any(state.entries[c].actor == entry.actor for _, c in state.retractions.get(entry.cid, ())):
         return None
-    turn = turn_from(entry)
+    turn = state.turns.get(entry.cid)
+    if turn is None:
+        turn = state.turns[entry.cid] = turn_from(entry)
     for _, cid in reversed(state.supersessions.get(entry.cid, ())):
         newer = state.entries[cid]
         if newer.actor == entry.actor:
