@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import IN_CI
-from convgraph import ManualClock, Record, Replica, SigningKey
+from convgraph import ManualClock, ProjectionError, Record, Replica, SigningKey
 from convgraph.projections import state as state_
 from convgraph.projections.transcript import transcript, transcript_bytes, transcript_cid
 from convgraph.projections.turn import ToolCall
@@ -200,3 +201,59 @@ def test_a_view_read_inside_a_transaction_that_rolls_back_is_rebuilt(tmp_path: P
         assert [t.text for t in r.transcript(CONV)] == ["one", "two"]
         assert state_.snapshot(r.state(CONV)) == state_.snapshot(state_.fold(r.records(CONV)))
         r.close()
+
+
+def test_verify_checks_the_kept_snapshot_against_its_checkpoint(tmp_path: Path) -> None:
+    import sqlite3
+
+    with Replica.open(tmp_path / "r", clock=ManualClock(T0)) as r:
+        r.say(CONV, "user", "one")
+        r.checkpoint(CONV, compact=True)
+        assert r.verify().ok
+    db = sqlite3.connect(tmp_path / "r" / "replica.sqlite")
+    data = db.execute("SELECT data FROM snapshots").fetchone()[0]
+    db.execute("UPDATE snapshots SET data = ?", (data.replace(b"one", b"0ne"),))
+    db.commit()
+    db.close()
+    with Replica.open(tmp_path / "r", clock=ManualClock(T0)) as r:
+        report = r.verify()
+        assert not report.ok and [e.rule for _, e in report.failures] == ["snapshot"]
+
+
+def test_record_response_then_resume_gives_the_provider_blocks_back() -> None:
+    import anthropic.types
+    import openai.types.chat
+
+    r = Replica.in_memory(clock=ManualClock(T0))
+    r.say(CONV, "user", "weather in Oslo?")
+    message = anthropic.types.Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "stop_reason": "tool_use",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+        "content": [
+            {"type": "thinking", "thinking": "call the tool", "signature": "U2lnbmVkQnlBbnRocm9waWM="},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo", "unit": None}},
+        ],
+    })
+    (rec,) = r.record_response(CONV, message)
+    assert rec.payload["provider"] == "anthropic" and rec.payload["conversation_id"] == CONV
+    r.say(CONV, "tool", "rain", tool_use_id="toolu_1")
+    wire = r.resume(CONV, "anthropic")
+    thinking, text = message.model_dump(mode="json", exclude_none=True)["content"][:2]
+    call = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo", "unit": None}}
+    assert wire[1] == {"role": "assistant", "content": [thinking, text, call]}
+    assert all(b["type"] != "thinking" for m in r.resume(CONV, "openai") for b in (m.get("content") or [])
+               if isinstance(b, dict))
+    chat = openai.types.chat.ChatCompletion.model_validate({
+        "id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-x",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "f", "arguments": '{"a": 1 }'}}]}}],
+    })
+    r.say(CONV, "user", "and again")
+    r.record_response(CONV, chat)
+    r.say(CONV, "tool", "ok", tool_use_id="call_9")
+    wire = r.resume(CONV, "openai")
+    assert wire[-2]["tool_calls"][0]["function"]["arguments"] == '{"a": 1 }'  # the provider's own bytes
+    with pytest.raises(ProjectionError):
+        r.record_response(CONV, {"role": "assistant"})

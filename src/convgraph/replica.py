@@ -28,7 +28,14 @@ from convgraph.core.record import (
     sign_record,
 )
 from convgraph.core.validation import check_causality
-from convgraph.errors import CausalityError, CompactedError, ConvgraphError, NotFoundError, ProjectionError
+from convgraph.errors import (
+    CausalityError,
+    CompactedError,
+    ConvgraphError,
+    NotFoundError,
+    ProjectionError,
+    SnapshotError,
+)
 from convgraph.ingest import IngestReport, Item, plan_ingest
 from convgraph.projections import state as state_
 from convgraph.projections.resume import RECORDERS, to_provider
@@ -350,7 +357,24 @@ class Replica:
                 check_causality(record, parents)
             except ConvgraphError as exc:
                 report.failures.append((cid, exc))
+        for conv in self.conversations():
+            self._verify_snapshot(conv, report)
         return report
+
+    def _verify_snapshot(self, conv: str, report: VerifyReport) -> None:
+        """A compacted conversation's snapshot must be the one its signed checkpoint names."""
+        snap = self.store.snapshot(conv)
+        if snap is None:
+            return
+        checkpoint, data = snap
+        report.checked += 1
+        try:
+            record = self.get(checkpoint)
+            state_.restore(data)
+            if record.kind != "checkpoint" or record.payload["snapshot"] != state_.snapshot_cid(data):
+                raise SnapshotError("the kept snapshot is not the one its checkpoint names", cid=checkpoint)
+        except ConvgraphError as exc:
+            report.failures.append((checkpoint, exc))
 
     def iter_records(self) -> Iterator[Record]:
         """Every stored record, streamed (no whole-store load)."""
