@@ -257,3 +257,26 @@ def test_record_response_then_resume_gives_the_provider_blocks_back() -> None:
     assert wire[-2]["tool_calls"][0]["function"]["arguments"] == '{"a": 1 }'  # the provider's own bytes
     with pytest.raises(ProjectionError):
         r.record_response(CONV, {"role": "assistant"})
+
+
+def test_say_refuses_an_unknown_role_and_a_tool_turn_without_its_call() -> None:
+    r = Replica.in_memory(clock=ManualClock(T0))
+    with pytest.raises(ProjectionError):
+        r.say(CONV, "robot", "beep")
+    with pytest.raises(ProjectionError):
+        r.say(CONV, "tool", "42")
+    assert r.store.count() == 0
+
+
+def test_a_merge_names_exactly_the_heads_it_has_as_parents() -> None:
+    r = Replica.in_memory(clock=ManualClock(T0))
+    q = r.say(CONV, "user", "q")
+    r.branch(CONV, "alt", q.cid)
+    r.say(CONV, "assistant", "alt", branch="alt")
+    other = Replica.in_memory(clock=ManualClock(T0))
+    other.ingest([x.data for x in r.iter_records()])
+    concurrent = other.say(CONV, "assistant", "concurrent")
+    r.ingest([concurrent.data])
+    merge = r.merge(CONV, "alt", summary="took alt")
+    assert merge.payload["heads"] == [concurrent.cid] and concurrent.cid in merge.parents
+    assert r.heads(CONV) == [merge.cid]

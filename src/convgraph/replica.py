@@ -223,7 +223,10 @@ class Replica:
         branch: str | None = None,
     ) -> Record:
         """Append one turn to `conv` as `role` (user, assistant or tool)."""
-        role = Role(role)
+        try:
+            role = Role(role)
+        except ValueError:
+            raise ProjectionError(f"role must be user, assistant or tool, not {role!r}") from None
         payload: dict[str, Any] = {"conversation_id": conv, "role": role.value, "content": content}
         if role is Role.ASSISTANT:
             if tool_calls:
@@ -269,14 +272,15 @@ class Replica:
         content: str | list[dict[str, Any]] | None = None,
     ) -> Record:
         """Join every current head of `conv` on main, saying what of `branch` was accepted."""
-        payload: dict[str, Any] = {
-            "branch": branch, "heads": self.heads(conv), "accepted": sorted(set(accepted)),
-        }
-        if summary is not None:
-            payload["summary"] = summary
-        if content is not None:
-            payload["content"] = content
-        return self.write(conv, "merge", payload)
+        with self.store.transaction():  # the heads it names are exactly the parents it gets
+            payload: dict[str, Any] = {
+                "branch": branch, "heads": self.heads(conv), "accepted": sorted(set(accepted)),
+            }
+            if summary is not None:
+                payload["summary"] = summary
+            if content is not None:
+                payload["content"] = content
+            return self.write(conv, "merge", payload)
 
     def state(self, conv: str) -> ConvState:
         """The folded state of `conv`, brought up to date incrementally from the store."""
