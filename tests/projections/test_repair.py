@@ -49,6 +49,19 @@ def test_orphan_and_duplicate_results_are_dropped() -> None:
     assert shape(out) == ["user", "assistant+c1", "tool<c1", "user"]
 
 
+def test_a_result_that_arrives_after_a_concurrent_user_turn_moves_up_to_its_call() -> None:
+    # the demo's case: the phone's user turn sorts between the laptop's call and its result
+    out = repair([user("plan"), asst("day 1", "c1"), user("budget"), tool("c1", "sunny"), asst("revised")],
+                 "anthropic")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "user", "assistant"]
+    assert out[2].content == text("sunny")
+
+
+def test_a_later_call_reusing_an_id_keeps_its_own_result() -> None:
+    out = repair([user(), asst("a", "c1"), user("q"), asst("b", "c1"), tool("c1", "second")], "openai")
+    assert shape(out) == ["user", "assistant", "user", "assistant+c1", "tool<c1"]
+
+
 def test_unanswered_calls_are_stripped_and_empty_messages_vanish() -> None:
     out = repair([user(), asst("", "c1"), asst("partial", "c2", "c3"), tool("c3")], "anthropic")
     assert shape(out) == ["user", "assistant+c3", "tool<c3"]

@@ -2,7 +2,8 @@
 
 Two devices of one user hold SQLite replicas of one conversation. They write at the same
 moment without seeing each other, exchange their records, join the two lines with the
-next write, refuse a tampered copy, verify everything and agree on one history.
+next write, refuse a tampered copy, verify everything and agree on one history; then
+both fold the same transcript and resume it, valid, for each provider.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from convgraph.cli import graph_view
 from convgraph.cli.main import _label
 from convgraph.core.keys import fingerprint
 from convgraph.ingest import IngestReport
+from convgraph.projections import validity
+from convgraph.projections.resume import PROVIDERS
+from convgraph.projections.transcript import transcript_cid
 from convgraph.replica import Replica
 
 CONV = "trip-planning"
@@ -106,3 +111,21 @@ def run(out: Console, where: Path | None) -> None:
             )
             if not same:
                 raise SystemExit(1)
+            _resume(out, laptop, phone)
+
+
+def _resume(out: Console, laptop: Replica, phone: Replica) -> None:
+    """The transcript both replicas fold, and the provider requests it resumes to."""
+    mine, theirs = laptop.transcript(CONV), phone.transcript(CONV)
+    same = transcript_cid(mine) == transcript_cid(theirs)
+    out.print(f"[bold]The transcript[/bold] ({len(mine)} turns, same on both: {'yes' if same else 'NO'}):")
+    for t in mine:
+        calls = "".join(f" -> {c.name}({c.input})" for c in t.tool_calls)
+        out.print(f"  {t.role.value:9} {escape(t.text + calls)}")
+    out.print("[bold]Resumed for each provider[/bold] (repaired, then checked against its rules):")
+    for provider in PROVIDERS:
+        wire = laptop.resume(CONV, provider)
+        faults = validity.check(provider, wire)
+        out.print(f"  {provider:17} {len(wire)} entries, {len(faults)} violations")
+        if faults or not same:
+            raise SystemExit(1)

@@ -1,19 +1,20 @@
 """Repair: any sequence of neutral messages → one that every provider accepts.
 
 The rules, in the order they apply (each is why some provider answers 400 otherwise):
-opaque blocks (thinking, redacted thinking, reasoning) of another provider are dropped,
-since only their own provider can verify them; empty and whitespace-only text blocks are
-dropped, and messages left empty; a tool result is moved up to the assistant message
-whose call it answers when only assistant or tool messages lie between them (two
-devices answering around one tool exchange), and dropped when it answers no call of
-the current agent step (a window that cut inside an exchange, a duplicate answer); a
-call no result answers is stripped (an interrupted run); a call id an earlier exchange
-used is suffixed, with its results, so ids stay unique; the results of one assistant
-message follow it at once, in call order; adjacent user messages and adjacent assistant
-messages are coalesced; history starts at the first user message; a final assistant
-message loses trailing whitespace. Opaque blocks of the target provider are kept byte for
-byte and in order. Invariant: `repair` is pure, idempotent, and its output satisfies
-every rule `projections.validity` checks, for each provider.
+opaque blocks (thinking, redacted thinking, reasoning, thoughts) of another provider are
+dropped, since only their own provider can verify them; empty and whitespace-only text
+blocks are dropped, and messages left empty; a tool result is moved up to right after
+the assistant message whose call it answers, across whatever lies between (a concurrent
+turn from another device, a user who spoke before the tool returned), up to a later
+call that reuses the id; a result that answers no such call is dropped (a window that
+cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
+interrupted run); a call id an earlier exchange used is suffixed, with its results, so
+ids stay unique; the results of one assistant message follow it at once, in call order;
+adjacent user messages and adjacent assistant messages are coalesced; history starts at
+the first user message; a final assistant message loses trailing whitespace. Opaque
+blocks of the target provider are kept byte for byte and in order. Invariant: `repair`
+is pure, idempotent, and its output satisfies every rule `projections.validity` checks,
+for each provider.
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ def _pair_results(messages: list[Message]) -> list[Message]:
             continue
         wanted = {c.id for c in m.tool_calls}
         answers: dict[str, Message] = {}
-        for j in range(i + 1, len(messages)):  # the agent step: up to the next user message
+        for j in range(i + 1, len(messages)):  # until a later call reuses one of these ids
             other = messages[j]
-            if other.role is Role.USER:
+            if other.role is Role.ASSISTANT and wanted.intersection(c.id for c in other.tool_calls):
                 break
             answered = other.tool_use_id
             fits = other.role is Role.TOOL and j not in used and answered in wanted
