@@ -293,7 +293,7 @@ class Replica:
         folded, cursor, unconfirmed = cached
         fresh, cursor = self.store.since(cursor, conv)
         for cid, data in fresh:
-            state_.apply(folded, load_trusted(data, cid))
+            state_.apply(folded, state_.entry_from_bytes(cid, data))
         pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
         self._views[conv] = (folded, cursor, pending)
         return folded

@@ -32,7 +32,7 @@ _ENTRY_FIELDS: Final = _ENTRY_REQUIRED | {"branch"}
 Slot = tuple[OrderKey, CID]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """What the views need of one record: its header fields and its payload."""
 
@@ -79,6 +79,13 @@ class ConvState:
 def entry_of(record: Record) -> Entry:
     """The entry a record folds to."""
     return Entry(record.cid, record.kind, record.actor, record.hlc, record.branch, record.payload)
+
+
+def entry_from_bytes(cid: CID, data: bytes) -> Entry:
+    """The entry of a stored record's bytes (verified on ingest), without building a `Record`."""
+    m = codec.decode_trusted(data)
+    wall, counter = m["hlc"]
+    return Entry(cid, m["kind"], m["actor"], Hlc(wall, counter), m.get("branch"), m["payload"])
 
 
 def fold(records: Iterable[Record]) -> ConvState:
