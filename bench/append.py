@@ -32,26 +32,24 @@ import inspect
 import json
 import multiprocessing as mp
 import os
-import platform
 import queue
 import random
 import resource
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import cbrrr
 import nacl.bindings
+from _common import environment, machine_busy_s, ok_mark, on_snapshot, own_cpu_s, status_kib, tree_digest
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -148,23 +146,6 @@ def now_ms() -> int:
 
 
 # --------------------------------------------------------------------------- measuring
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all processes on this machine have used (from /proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = f.readline().split()
-    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
-    return (user + nice + system + irq + softirq) / HZ
-
-
-def own_cpu_s() -> float:
-    """CPU seconds of this process and of its waited-for descendants."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
 
 @dataclass
 class Sample:
@@ -364,15 +345,6 @@ def generate(n: int, convs: int, out: Any) -> None:
     out.put(None)
 
 
-def status_kib(field: str = "VmRSS") -> int:
-    """A memory figure of this process from /proc/self/status, in KiB."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def vmrss_kib() -> int:
     return status_kib("VmRSS")
 
@@ -518,32 +490,6 @@ class Row:
         }  # fmt: skip
 
 
-def environment() -> dict[str, str]:
-    cpu = "?"
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    try:
-        git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
-        head = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        )
-        dirty = subprocess.run(
-            [*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=False
-        )
-        rev = head.stdout.strip() + (" + uncommitted src changes" if dirty.stdout.strip() else "")
-    except OSError:
-        rev = "?"
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu": cpu, "cores": str(os.cpu_count()),
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "cbrrr": metadata.version("cbrrr"), "pynacl": metadata.version("pynacl"), "convgraph": rev,
-        "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-    }  # fmt: skip
-
-
 def run_rounds(progress: Progress, sizes: Sizes, tmp: Path) -> list[Row]:
     """The repeated phases: floor and replica alternate, `sizes.rounds` times, fresh stores each."""
     items = turn_items(max(sizes.n, sizes.single_normal, sizes.single_full))
@@ -621,41 +567,8 @@ def run_rounds(progress: Progress, sizes: Sizes, tmp: Path) -> list[Row]:
     return [batched_floor, batched, *each, ingest_floor, ingest]
 
 
-SNAPSHOT_ENV = "CONVGRAPH_BENCH_SNAPSHOT"
-
-
-def reexec_on_snapshot(argv: Sequence[str]) -> None:
-    """Copy src/convgraph aside and re-run this script on the copy (children inherit it).
-
-    Others may edit src/ while a ten-minute run goes on; without a snapshot the child
-    processes of the big phases could import different code from the parent's.
-    """
-    src = Path(__file__).resolve().parent.parent / "src" / "convgraph"
-    dest = Path(tempfile.mkdtemp(prefix="convgraph-bench-src-"))
-    shutil.copytree(src, dest / "convgraph", ignore=shutil.ignore_patterns("__pycache__"))
-    path = os.pathsep.join(filter(None, (str(dest), os.environ.get("PYTHONPATH"))))
-    env = {**os.environ, SNAPSHOT_ENV: str(dest), "PYTHONPATH": path}
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
-
-
-def tree_digest(root: Path) -> str:
-    """sha256 over the relative paths and contents of the .py files under `root`."""
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--no-snapshot" not in argv and not os.environ.get(SNAPSHOT_ENV):
-        reexec_on_snapshot(argv)
-    try:
-        return run(argv)
-    finally:
-        if os.environ.get(SNAPSHOT_ENV):
-            shutil.rmtree(os.environ[SNAPSHOT_ENV], ignore_errors=True)
+    return on_snapshot(__file__, run, argv)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -672,7 +585,7 @@ def run(argv: Sequence[str]) -> int:
         raise SystemExit("the floor's signing domain differs from convgraph's")
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     console = Console(width=None if sys.stdout.isatty() else 170)
-    env = environment()
+    env = environment(("cbrrr", "pynacl"))
     env["convgraph_imported_from"] = str(Path(convgraph.__file__).parent)
     env["convgraph_src_sha256"] = tree_digest(Path(convgraph.__file__).parent)
     env["replica_open_default_synchronous"] = DEFAULT_SYNC
@@ -721,10 +634,6 @@ def _flat(rss: Sequence[Sequence[int]]) -> tuple[bool, float]:
     return growth <= max(16.0, 0.10 * tail[0] / 1024), growth
 
 
-def _ok(flag: bool) -> str:
-    return "[green]met[/]" if flag else "[red]MISSED[/]"
-
-
 def render(
     console: Console, rows: list[Row], big: dict[str, dict[str, Any]], sizes: Sizes
 ) -> list[dict[str, Any]]:
@@ -745,13 +654,13 @@ def render(
             verdicts.append(
                 {"target": f"{r.path} ({r.phase}) {r.target}", "value": f"{r.ratio:.0%}", "met": met}
             )
-            verdict = _ok(met)
+            verdict = ok_mark(met)
         elif r.target == ">= 5,000/s":
             met = r.rate >= 5000
             verdicts.append(
                 {"target": f"{r.path} ({r.phase}) {r.target}", "value": f"{r.rate:,.0f}/s", "met": met}
             )
-            verdict = _ok(met)
+            verdict = ok_mark(met)
         table.add_row(
             r.phase, r.path, f"{r.n:,}", f"{r.rate:,.0f}", f"{min(rates):,.0f}-{max(rates):,.0f}",
             f"{1e6 / r.rate:.1f}", f"{cpu:.0%}", f"{others:.2f}",
@@ -775,7 +684,7 @@ def render(
     for col in ("target", "measured", ""):
         summary.add_column(col)
     for v in verdicts:
-        summary.add_row(v["target"], v["value"], _ok(v["met"]))
+        summary.add_row(v["target"], v["value"], ok_mark(v["met"]))
     console.print(summary)
     return verdicts
 
@@ -800,7 +709,7 @@ def render_big(console: Console, big: dict[str, dict[str, Any]], sizes: Sizes) -
             reads.add_row(
                 where, f"{b['read_conv']} ({b['read_conv_records']:,})", call, f"{t['median_ms']:.3f}",
                 f"{t['p95_ms']:.3f}", f"{t['min_ms']:.3f}", f"{t['cpu_median_ms']:.3f}",
-                f"{b['first_read_ms']:.3f}" if key == "replica_read" else "", "< 2 ms", _ok(met),
+                f"{b['first_read_ms']:.3f}" if key == "replica_read" else "", "< 2 ms", ok_mark(met),
             )  # fmt: skip
     console.print(reads)
 
@@ -821,7 +730,7 @@ def render_big(console: Console, big: dict[str, dict[str, Any]], sizes: Sizes) -
             f"{b['hwm_kib'] / 1024:.0f}",
             f"{b['maxrss_kib'] / 1024:.0f}",
             f"+{growth:.1f}",
-            _ok(flat),
+            ok_mark(flat),
         )
     console.print(mem)
     console.print(

@@ -60,33 +60,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import importlib.util
 import json
 import multiprocessing as mp
 import os
-import platform
 import queue
 import random
-import resource
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _common import environment, machine_busy_s, ok_mark, on_snapshot, own_cpu_s, status_kib, tree_digest
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+_DISTS = (
+    "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langchain-core",
+    "openai-agents", "openai", "cbrrr", "pynacl",
+)
 SEED = 20261202
 CONV = "bench-resume"
 LAST = 200  # messages a resume hands to the provider
@@ -145,23 +145,6 @@ def steps(count: int, seed: int = SEED) -> Any:
 
 
 # --------------------------------------------------------------------------- measuring
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all processes on this machine have used (from /proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = f.readline().split()
-    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
-    return (user + nice + system + irq + softirq) / HZ
-
-
-def own_cpu_s() -> float:
-    """CPU seconds of this process and of its waited-for descendants."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
 
 def time_resume(call: Callable[[], tuple[int, Any]], calls: int) -> dict[str, Any]:
     """First call, then 5 warm-ups, then `calls` timed calls; `call` times itself (ns)."""
@@ -466,19 +449,11 @@ def worker(peer: str, variant: str, milestones: Sequence[int], home: str, calls:
         p.close()
         report.put(("result", {
             "peer": peer, "name": p.name, "variant": variant, "milestones": results, "info": info,
-            "wall_s": wall, "curve": curve(times), "hwm_kib": _status_kib("VmHWM"),
+            "wall_s": wall, "curve": curve(times), "hwm_kib": status_kib("VmHWM"),
         }))  # fmt: skip
     except BaseException:
         report.put(("error", traceback.format_exc()))
         raise
-
-
-def _status_kib(field_name: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 # --------------------------------------------------------------------------- orchestration (parent side)
@@ -552,71 +527,8 @@ def plan(sizes: Sizes, langgraph_max: int | None, langgraph_exit: bool = False) 
     ]
 
 
-def environment() -> dict[str, str]:
-    cpu = "?"
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    try:
-        git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
-        head = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        )
-        dirty = subprocess.run(
-            [*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=False
-        )
-        rev = head.stdout.strip() + (" + uncommitted src changes" if dirty.stdout.strip() else "")
-    except OSError:
-        rev = "?"
-    env = {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu": cpu, "cores": str(os.cpu_count()),
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "convgraph": rev,
-        "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-    }  # fmt: skip
-    for dist in (
-        "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langchain-core",
-        "openai-agents", "openai", "cbrrr", "pynacl",
-    ):  # fmt: skip
-        try:
-            env[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            env[dist] = "missing"
-    return env
-
-
-SNAPSHOT_ENV = "CONVGRAPH_BENCH_SNAPSHOT"
-
-
-def reexec_on_snapshot(argv: Sequence[str]) -> None:
-    """Copy src/convgraph aside and re-run this script on the copy (children inherit it)."""
-    src = Path(__file__).resolve().parent.parent / "src" / "convgraph"
-    dest = Path(tempfile.mkdtemp(prefix="convgraph-bench-src-"))
-    shutil.copytree(src, dest / "convgraph", ignore=shutil.ignore_patterns("__pycache__"))
-    path = os.pathsep.join(filter(None, (str(dest), os.environ.get("PYTHONPATH"))))
-    env = {**os.environ, SNAPSHOT_ENV: str(dest), "PYTHONPATH": path}
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
-
-
-def tree_digest(root: Path) -> str:
-    """sha256 over the relative paths and contents of the .py files under `root`."""
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--no-snapshot" not in argv and not os.environ.get(SNAPSHOT_ENV):
-        reexec_on_snapshot(argv)
-    try:
-        return run(argv)
-    finally:
-        if os.environ.get(SNAPSHOT_ENV):
-            shutil.rmtree(os.environ[SNAPSHOT_ENV], ignore_errors=True)
+    return on_snapshot(__file__, run, argv)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -646,7 +558,7 @@ def run(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     console = Console(width=None if sys.stdout.isatty() else 180)
-    env = environment()
+    env = environment(_DISTS)
     spec = importlib.util.find_spec("convgraph")
     where = Path(spec.origin).parent if spec and spec.origin else None
     env["convgraph_imported_from"] = str(where)
@@ -684,10 +596,6 @@ def run(argv: Sequence[str]) -> int:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def _ok(flag: bool) -> str:
-    return "[green]met[/]" if flag else "[red]MISSED[/]"
 
 
 def _find(runs: Sequence[Run], peer: str, variant: str) -> dict[str, Any] | None:
@@ -757,7 +665,7 @@ def render(console: Console, runs: Sequence[Run], sizes: Sizes) -> list[dict[str
     for col in ("target", "measured", ""):
         summary.add_column(col)
     for v in verdicts:
-        summary.add_row(v["target"], v["value"], _ok(v["met"]))
+        summary.add_row(v["target"], v["value"], ok_mark(v["met"]))
     console.print(summary)
     return verdicts
 

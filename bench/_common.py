@@ -1,0 +1,115 @@
+"""What every benchmark here shares: CPU accounting, memory readings, the environment
+record and the snapshot of src/ a long run imports from.
+
+Imported by the scripts in this directory (`python bench/<script>.py` puts it on the path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+SNAPSHOT_ENV = "CONVGRAPH_BENCH_SNAPSHOT"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes on this machine have used (from /proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = f.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
+    return (user + nice + system + irq + softirq) / HZ
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and of its waited-for descendants."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def status_kib(field: str = "VmRSS") -> int:
+    """A memory figure of this process from /proc/self/status, in KiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def environment(dists: Iterable[str]) -> dict[str, str]:
+    """Machine, versions of `dists`, the convgraph revision and the load at the start."""
+    cpu = "?"
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        git = ["git", "-C", str(ROOT)]
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        )
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=False
+        )
+        rev = head.stdout.strip() + (" + uncommitted src changes" if dirty.stdout.strip() else "")
+    except OSError:
+        rev = "?"
+    env = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu": cpu, "cores": str(os.cpu_count()),
+        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "convgraph": rev,
+        "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }  # fmt: skip
+    for dist in dists:
+        try:
+            env[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            env[dist] = "missing"
+    return env
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over the relative paths and contents of the .py files under `root`."""
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def on_snapshot(script: str, run: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -> int:
+    """Run `run(argv)` on a copy of src/convgraph taken now (re-executing `script` on it).
+
+    Others may edit src/ while a long run goes on; without a snapshot the child processes
+    of later phases could import different code from the parent's.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--no-snapshot" not in args and not os.environ.get(SNAPSHOT_ENV):
+        dest = Path(tempfile.mkdtemp(prefix="convgraph-bench-src-"))
+        shutil.copytree(ROOT / "src" / "convgraph", dest / "convgraph",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        path = os.pathsep.join(filter(None, (str(dest), os.environ.get("PYTHONPATH"))))
+        env = {**os.environ, SNAPSHOT_ENV: str(dest), "PYTHONPATH": path}
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, str(Path(script).resolve()), *args], env)
+    try:
+        return run(args)
+    finally:
+        if os.environ.get(SNAPSHOT_ENV):
+            shutil.rmtree(os.environ[SNAPSHOT_ENV], ignore_errors=True)
+
+
+def ok_mark(flag: bool) -> str:
+    """A target's verdict, in rich markup."""
+    return "[green]met[/]" if flag else "[red]MISSED[/]"
