@@ -176,3 +176,20 @@ def append_merged(out: list[dict[str, Any]], entry: dict[str, Any], lists: tuple
                 out[-1].setdefault(key, []).extend(entry[key])
     else:
         out.append(entry)
+
+
+def agent_draft(
+    provider: str, blocks: list[Block], calls: list[dict[str, Any]], *,
+    model: Any, stop: Any, response_id: Any,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The one `agent_message` draft a response makes; optional fields only when they are text."""
+    payload: dict[str, Any] = {"role": "assistant", "content": blocks, "provider": provider}
+    if calls:
+        payload["tool_calls"] = calls
+    if isinstance(model, str):
+        payload["model"] = model
+    if isinstance(stop, str):
+        payload["stop_reason"] = stop
+    if isinstance(response_id, str):
+        payload["meta"] = {"response_id": response_id}
+    return [("agent_message", payload)]

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from convgraph.projections.message import OPAQUE_BLOCKS, Message
-from convgraph.projections.providers._common import FOREIGN, OMITTED, append_merged, dump, keeps_opaque
+from convgraph.projections.providers._common import (
+    FOREIGN,
+    OMITTED,
+    agent_draft,
+    append_merged,
+    dump,
+    keeps_opaque,
+)
 from convgraph.projections.turn import Block, Role, ToolCall
 
 PROVIDER: Final = "anthropic"
@@ -86,15 +93,8 @@ def record(response: Any) -> list[tuple[str, dict[str, Any]]]:
             calls.append(_call(b))
         else:
             blocks.append(b)
-    payload: dict[str, Any] = {"role": "assistant", "content": blocks, "provider": PROVIDER}
-    if calls:
-        payload["tool_calls"] = calls
-    for key in ("model", "stop_reason"):
-        if isinstance(r.get(key), str):
-            payload[key] = r[key]
-    if isinstance(r.get("id"), str):
-        payload["meta"] = {"response_id": r["id"]}
-    return [("agent_message", payload)]
+    return agent_draft(PROVIDER, blocks, calls, model=r.get("model"), stop=r.get("stop_reason"),
+                       response_id=r.get("id"))
 
 
 def _call(block: Block) -> dict[str, Any]:

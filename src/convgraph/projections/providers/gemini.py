@@ -24,6 +24,7 @@ from convgraph.projections.message import Message
 from convgraph.projections.providers._common import (
     GEMINI_KINDS,
     OMITTED,
+    agent_draft,
     append_merged,
     dump,
     image_blob,
@@ -116,16 +117,8 @@ def record(response: Any) -> list[tuple[str, dict[str, Any]]]:
             calls.append(_call(part, f"{seed}-{i}"))
         else:
             blocks.append({"type": _kind(part), **part})
-    payload: dict[str, Any] = {"role": "assistant", "content": blocks, "provider": PROVIDER}
-    if calls:
-        payload["tool_calls"] = calls
-    if isinstance(r.get("model_version"), str):
-        payload["model"] = r["model_version"]
-    if isinstance(candidate.get("finish_reason"), str):
-        payload["stop_reason"] = candidate["finish_reason"]
-    if isinstance(r.get("response_id"), str):
-        payload["meta"] = {"response_id": r["response_id"]}
-    return [("agent_message", payload)]
+    return agent_draft(PROVIDER, blocks, calls, model=r.get("model_version"),
+                       stop=candidate.get("finish_reason"), response_id=r.get("response_id"))
 
 
 def _decoded(part: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Final
 from convgraph.projections.message import Message
 from convgraph.projections.providers._common import (
     OMITTED,
+    agent_draft,
     append_merged,
     dump,
     image_url,
@@ -105,17 +106,9 @@ def record(response: Any) -> list[tuple[str, dict[str, Any]]]:
         blocks.append(_text_part(msg["content"]))
     if isinstance(msg.get("refusal"), str):
         blocks.append({"type": "refusal", "refusal": msg["refusal"]})
-    payload: dict[str, Any] = {"role": "assistant", "content": blocks, "provider": PROVIDER}
     calls = [_call(tc) for tc in msg.get("tool_calls") or []]
-    if calls:
-        payload["tool_calls"] = calls
-    if isinstance(r.get("model"), str):
-        payload["model"] = r["model"]
-    if isinstance(choice.get("finish_reason"), str):
-        payload["stop_reason"] = choice["finish_reason"]
-    if isinstance(r.get("id"), str):
-        payload["meta"] = {"response_id": r["id"]}
-    return [("agent_message", payload)]
+    return agent_draft(PROVIDER, blocks, calls, model=r.get("model"), stop=choice.get("finish_reason"),
+                       response_id=r.get("id"))
 
 
 def _call(tc: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from convgraph.projections.message import Message
 from convgraph.projections.providers._common import (
     OMITTED,
     RESPONSES_ITEMS,
+    agent_draft,
     append_merged,
     dump,
     image_url,
@@ -159,17 +160,8 @@ def record(response: Any) -> list[tuple[str, dict[str, Any]]]:
             calls.append(_call(item))
         else:
             blocks.append(item)  # reasoning and server-side items, whole and in order
-    payload: dict[str, Any] = {"role": "assistant", "content": blocks, "provider": PROVIDER}
-    if calls:
-        payload["tool_calls"] = calls
-    if isinstance(r.get("model"), str):
-        payload["model"] = r["model"]
     stop = (r.get("incomplete_details") or {}).get("reason") or r.get("status")
-    if isinstance(stop, str):
-        payload["stop_reason"] = stop
-    if isinstance(r.get("id"), str):
-        payload["meta"] = {"response_id": r["id"]}
-    return [("agent_message", payload)]
+    return agent_draft(PROVIDER, blocks, calls, model=r.get("model"), stop=stop, response_id=r.get("id"))
 
 
 def _message_blocks(item: dict[str, Any]) -> list[Block]:
