@@ -23,6 +23,15 @@ from pathlib import Path
 HZ = os.sysconf("SC_CLK_TCK")
 SNAPSHOT_ENV = "CONVGRAPH_BENCH_SNAPSHOT"
 ROOT = Path(__file__).resolve().parent.parent
+# the vocabulary synthetic turns are drawn from
+_VOCABULARY = (
+    "the a of to and in is that for it with as on this be are was by at or from file code "
+    "function test error result call tool patch review diff branch merge commit value return "
+    "python module import class method string list map record signature replica conversation "
+    "assistant user output input line path config build run check fix update because should "
+    "would could will need here there which when then also only just more than into about"
+)
+WORDS = _VOCABULARY.split()
 
 
 def machine_busy_s() -> float:

@@ -78,7 +78,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import environment, machine_busy_s, ok_mark, on_snapshot, own_cpu_s, status_kib, tree_digest
+from _common import (
+    WORDS,
+    environment,
+    machine_busy_s,
+    ok_mark,
+    on_snapshot,
+    own_cpu_s,
+    status_kib,
+    tree_digest,
+)
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -91,14 +100,6 @@ SEED = 20261202
 CONV = "bench-resume"
 LAST = 200  # messages a resume hands to the provider
 SAME_WINDOW_ITEMS = 267  # Agents SDK items holding the last 200 messages (4 items = 3 messages a step)
-_TEXT = (
-    "the a of to and in is that for it with as on this be are was by at or from file code "
-    "function test error result call tool patch review diff branch merge commit value return "
-    "python module import class method string list map record signature replica conversation "
-    "assistant user output input line path config build run check fix update because should "
-    "would could will need here there which when then also only just more than into about"
-)
-WORDS = _TEXT.split()
 
 
 @dataclass(frozen=True)
