@@ -26,11 +26,14 @@ from convgraph.core.record import (
 )
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
+    AuthError,
+    CarError,
     CausalityError,
     CidMismatchError,
     CompactedError,
     ConvgraphError,
     DecodeError,
+    ForbiddenError,
     HlcOrderError,
     KeyFileError,
     NonCanonicalError,
@@ -38,6 +41,7 @@ from convgraph.errors import (
     ParentConversationError,
     ParentRejectedError,
     ProjectionError,
+    ProtocolError,
     RetentionRefusedError,
     SchemaError,
     SeqChainError,
@@ -48,6 +52,9 @@ from convgraph.errors import (
     StoreCorruptError,
     StoreError,
     StoreSchemaError,
+    SyncError,
+    TransportError,
+    UnauthenticatedError,
     UnknownKindError,
     VerificationError,
 )
@@ -76,7 +83,9 @@ from convgraph.store.sqlite import SqliteStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthError",
     "CID",
+    "CarError",
     "CausalityError",
     "CidMismatchError",
     "Clock",
@@ -87,6 +96,7 @@ __all__ = [
     "DEFAULT_CONVERSATION",
     "DecodeError",
     "Draft",
+    "ForbiddenError",
     "Hlc",
     "HlcOrderError",
     "IngestReport",
@@ -104,6 +114,7 @@ __all__ = [
     "ParentRejectedError",
     "Pending",
     "ProjectionError",
+    "ProtocolError",
     "QuarantineBounds",
     "Record",
     "RecordMeta",
@@ -127,8 +138,11 @@ __all__ = [
     "StoreError",
     "StoreSchemaError",
     "Surface",
+    "SyncError",
     "ToolCall",
+    "TransportError",
     "Turn",
+    "UnauthenticatedError",
     "UnknownKindError",
     "VerificationError",
     "VerifyReport",

@@ -20,10 +20,17 @@
     │   ├── StoreCorruptError       the database file is damaged or not ours
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
-    └── ProjectionError             a view cannot be built as asked
-        ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
-        ├── CompactedError          the raw records asked for were compacted away
-        └── SnapshotError           snapshot bytes that do not restore to a folded state
+    ├── ProjectionError             a view cannot be built as asked
+    │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
+    │   ├── CompactedError          the raw records asked for were compacted away
+    │   └── SnapshotError           snapshot bytes that do not restore to a folded state
+    └── SyncError                   a sync exchange that cannot go on
+        ├── ProtocolError           a message that breaks the sync grammar or its bounds
+        ├── CarError                a CAR file that is malformed or lies about a block
+        ├── TransportError          the peer is unreachable or answered outside the protocol
+        └── AuthError               the server refused the request
+            ├── UnauthenticatedError  no valid signature, or a replay (HTTP 401)
+            └── ForbiddenError      a valid key without access to what it asked (HTTP 403)
 
 Every leaf that concerns one record carries its `cid` (text form) when it is known, so a
 report can say which record broke which rule.
@@ -158,6 +165,44 @@ class SnapshotError(ProjectionError):
     """Snapshot bytes that are not the canonical snapshot of a folded state."""
 
 
+class SyncError(ConvgraphError):
+    """A sync exchange with a peer cannot go on."""
+
+
+class ProtocolError(SyncError):
+    """A sync message that breaks the grammar of `docs/sync.md` or one of its bounds."""
+
+
+class CarError(SyncError):
+    """A CAR file that is malformed, oversized, or holds a block that is not what its CID says."""
+
+
+class TransportError(SyncError):
+    """The peer could not be reached, or it answered outside the protocol."""
+
+
+class AuthError(SyncError):
+    """The sync server refused the request; `reason` says why in the server's words."""
+
+    status = 400
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class UnauthenticatedError(AuthError):
+    """No valid request signature, a stale timestamp or a replayed nonce (HTTP 401)."""
+
+    status = 401
+
+
+class ForbiddenError(AuthError):
+    """The signature is valid but the key has no access to what it asked (HTTP 403)."""
+
+    status = 403
+
+
 _RULES: dict[type[ConvgraphError], str] = {
     DecodeError: "decode",
     NonCanonicalError: "canonical",
@@ -176,4 +221,11 @@ _RULES: dict[type[ConvgraphError], str] = {
     RetentionRefusedError: "retention",
     CompactedError: "compacted",
     SnapshotError: "snapshot",
+    SyncError: "sync",
+    ProtocolError: "protocol",
+    CarError: "car",
+    TransportError: "transport",
+    AuthError: "auth",
+    UnauthenticatedError: "unauthenticated",
+    ForbiddenError: "forbidden",
 }

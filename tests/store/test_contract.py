@@ -165,6 +165,7 @@ def observe(store: Store, universe: Universe) -> dict[str, Any]:
         obs[f"records {conv}"] = full
         obs[f"count {conv}"] = store.count(conv)
         obs[f"heads {conv}"] = store.heads(conv)
+        obs[f"sync_keys {conv}"] = store.sync_keys(conv)
         obs[f"equivocations {conv}"] = store.equivocations(conv)
         for n in range(len(full) + 2):
             obs[f"records {conv} last={n}"] = store.records(conv, last=n)
@@ -807,6 +808,18 @@ def test_since_returns_arrivals_of_one_conv_with_a_cursor_that_continues(store: 
     e = rec("c1", 4, T0 + 4, (c,), text="e")
     commit(store, e)
     assert store.since(cursor, "c1")[0] == pairs(e)
+
+
+def test_sync_keys_are_the_conversations_records_by_wall_then_digest_compacted_included(
+    store: Store,
+) -> None:
+    a, b, c = chain(3)
+    twin = rec("c1", 1, T0, key=1, text="same ms as a")  # a wall_ms tie: the digest decides
+    commit(store, a, b, c, twin, *chain(2, "c2", key=2))
+    want = sorted((r.hlc.wall_ms, r.cid.digest) for r in (a, b, c, twin))
+    assert store.sync_keys("c1") == want and store.sync_keys("absent") == []
+    store.compact("c1", [a.cid], CID.of_record(b"cp"), b"snap")
+    assert store.sync_keys("c1") == want
 
 
 def _two_convs(store: Store) -> tuple[list[Record], list[Record]]:

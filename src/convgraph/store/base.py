@@ -84,6 +84,11 @@ class Store(Protocol):
         order, and the cursor to pass next time. Compacted records are left out."""
         ...
 
+    def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
+        """Every stored record of `conv` as (wall_ms, sha2-256 digest of its CID), sorted:
+        the set sync reconciles. Compacted records stay in it (we hold them, headers only)."""
+        ...
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         """Drop the bytes of `covered` records of `conv` (their headers stay, so causal
         checks and dedup still work) and keep `snapshot` as the conversation's latest."""

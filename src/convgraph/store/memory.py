@@ -171,6 +171,10 @@ class MemoryStore:
             found = [(c, self._data[c]) for c in fresh if self._meta[c].conv == conv and self._data[c]]
             return found, len(self._arrival)
 
+    def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
+        with self._lock:
+            return sorted((key[0], cid.digest) for key, cid in self._order.get(conv, []))
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         covered = list(covered)
         with self.transaction():

@@ -363,6 +363,11 @@ class SqliteStore:
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
         return found, rows[-1][0] if rows else cursor
 
+    def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
+        # an index-only scan of `records_order`, sorted here: no second index to maintain
+        rows = self._query("SELECT wall, cid FROM records WHERE conv = ?", (conv,))
+        return sorted((wall, cid[4:]) for wall, cid in rows)
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), _translated():
             self._commits += 1
