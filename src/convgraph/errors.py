@@ -186,8 +186,8 @@ class AuthError(SyncError):
 
     status = 400
 
-    def __init__(self, message: str, *, reason: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, reason: str = "", cid: object = None) -> None:
+        super().__init__(message, cid=cid)
         self.reason = reason or message
 
 

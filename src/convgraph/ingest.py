@@ -11,7 +11,7 @@ for our clock goes to quarantine and is placed the moment what it waits for arri
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 from convgraph.core.cid import CID
@@ -25,7 +25,7 @@ from convgraph.core.record import (
     load_trusted,
 )
 from convgraph.core.validation import check_causality, missing_parents
-from convgraph.errors import CausalityError, ConvgraphError, ParentRejectedError
+from convgraph.errors import CausalityError, ConvgraphError, ForbiddenError, ParentRejectedError
 from convgraph.store.base import Pending, Store, WriteSet
 
 Item = bytes | tuple[bytes, CID]
@@ -170,8 +170,13 @@ def plan_ingest(
     now_ms: int,
     max_drift_ms: int,
     limits: Limits = DEFAULT_LIMITS,
+    conversations: Container[str] | None = None,
 ) -> tuple[WriteSet, IngestReport]:
-    """Validate `items` and plan their placement against what `store` holds."""
+    """Validate `items` and plan their placement against what `store` holds.
+
+    With `conversations`, a record of any other conversation is rejected (`ForbiddenError`):
+    a sync peer admitted to some conversations cannot smuggle records into others.
+    """
     plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
     plan.writes.fresh = True  # only records found absent below are ever accepted
     fresh: dict[CID, Record] = {}
@@ -182,7 +187,11 @@ def plan_ingest(
         except ConvgraphError as exc:
             plan.report.rejected.append(Rejection(claimed, exc))
             continue
-        if rec.cid in fresh:
+        if conversations is not None and rec.conv not in conversations:
+            error = ForbiddenError(f"record of conversation {rec.conv!r}, which this exchange does not cover",
+                                   cid=rec.cid)
+            plan.report.rejected.append(Rejection(rec.cid, error))
+        elif rec.cid in fresh:
             plan.report.duplicates.append(rec.cid)
         else:
             fresh[rec.cid] = rec

@@ -9,7 +9,7 @@ to each. Invariant: the store only ever holds records that passed every ingest r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -182,13 +182,16 @@ class Replica:
         seen = [m.hlc for m in self.store.metas(parents).values()]
         return parents, 1 if last is None else last.seq + 1, seen
 
-    def ingest(self, items: Iterable[Item]) -> IngestReport:
-        """Validate and store foreign records; a bad one is reported, never fatal to the rest."""
+    def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
+        """Validate and store foreign records; a bad one is reported, never fatal to the rest.
+
+        With `conversations`, records of other conversations are rejected, not stored.
+        """
         with self.store.transaction():
             now = self.clock()
             writes, report = plan_ingest(
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
-                limits=self.config.limits,
+                limits=self.config.limits, conversations=conversations,
             )
             self.store.commit(writes)
             report.evicted = self.store.evict_pending(self.config.quarantine)

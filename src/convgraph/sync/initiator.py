@@ -1,0 +1,215 @@
+"""The client side of a sync session, and the loop that runs sessions until both sides agree.
+
+`Initiator.initiate()` opens a session over the conversations the client names;
+`receive(reply)` ingests what the reply brought and returns the next message, or None when
+nothing is left to ask or send. `converged()` then compares the strong fingerprint of our
+set (as it now is) with the one the peer sent last. `synchronize` repeats sessions, each
+with a fresh salt, until they agree or a session moves nothing. Invariant: the initiator
+never pushes one record twice in a session, and never sends more than `budget` bytes of
+records in one message (plus one record, when that record alone is larger).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from convgraph.errors import ProtocolError
+from convgraph.sync import reconcile, wire
+from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
+from convgraph.sync.reconcile import Step, SyncPeer
+from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Kind, Message, Rejected, Section, WireLimits
+
+Transport = Callable[[bytes], bytes]
+
+
+@dataclass
+class ConvReport:
+    """One conversation's share of a session, from the initiator's side."""
+
+    sent: int = 0
+    sent_bytes: int = 0
+    received: int = 0
+    accepted_here: int = 0
+    quarantined_here: int = 0
+    rejected_here: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
+    accepted_there: int = 0
+    rejected_there: list[Rejected] = field(default_factory=list)
+    gone: list[bytes] = field(default_factory=list)  # digests the peer could no longer serve
+    converged: bool = False
+
+
+@dataclass
+class _Conv:
+    keys: KeySet
+    queue: dict[Key, None] = field(default_factory=dict)  # pushes not yet sent, in arrival order
+    sent: set[bytes] = field(default_factory=set)
+    accepted: list[bytes] = field(default_factory=list)
+    theirs: tuple[int, bytes] | None = None  # the peer's last (count, strong fingerprint)
+    report: ConvReport = field(default_factory=ConvReport)
+
+
+class Initiator:
+    """One sync session, seen from the side that opens it."""
+
+    def __init__(
+        self, peer: SyncPeer, convs: Iterable[str], *, salt: bytes, budget: int = 4 << 20,
+        limits: WireLimits = DEFAULT_LIMITS, max_rounds: int = 10_000, refused: set[bytes] | None = None,
+    ) -> None:
+        if len(salt) != SALT_LEN:
+            raise ValueError(f"salt must be {SALT_LEN} bytes")
+        self.peer, self.salt, self.budget, self.limits = peer, salt, budget, limits
+        self.max_rounds = max_rounds
+        # digests the peer rejected in an earlier session: they would only be rejected again
+        self.refused = refused if refused is not None else set()
+        self.names = sorted(set(convs))
+        self._convs: dict[str, _Conv] = {}
+        self.rounds = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    def initiate(self) -> bytes:
+        """The session's first message: each conversation's summary, tip and tail probes."""
+        sections = []
+        for name in self.names:
+            keys = self.peer.keys(name)
+            self._convs[name] = _Conv(keys)
+            count, strong = reconcile.summary(keys)
+            tip = keys.keys[-1] if keys.keys else None
+            sections.append(Section(name, count, strong, tip, probes=reconcile.probes(keys)))
+        return self._out(Message(Kind.INITIATE, self.salt, tuple(sections)))
+
+    def receive(self, data: bytes) -> bytes | None:
+        """Take in one reply; the next message, or None when the session is over."""
+        self.bytes_received += len(data)
+        self.rounds += 1
+        if self.rounds > self.max_rounds:
+            raise ProtocolError(f"the peer did not finish within {self.max_rounds} round trips")
+        message = wire.decode(data, self.limits)
+        if message.kind is not Kind.REPLY or message.salt != self.salt:
+            raise ProtocolError("expected a reply to this session")
+        answered = {s.conv: s for s in message.sections}
+        if not answered.keys() <= self._convs.keys():
+            extra = sorted(answered.keys() - self._convs.keys())
+            raise ProtocolError(f"reply about conversations not asked for: {extra}")
+        left, sections = [self.budget], []
+        for name in self.names:
+            conv = self._convs[name]
+            s = answered.get(name)
+            step = self._absorb(conv, s, first=self.rounds == 1) if s is not None else Step()
+            fresh = (k for k in step.pushes if k[1] not in conv.sent and k[1] not in self.refused)
+            conv.queue.update((k, None) for k in fresh)
+            records = self._take(conv, left)
+            if step.cover or step.wants or records:
+                sections.append(Section(name, ranges=reconcile.cover(step), wants=tuple(step.wants),
+                                        records=tuple(records)))
+        sections = [s for s in sections if s.ranges is not None or s.wants or s.records]
+        if not sections and not any(c.queue for c in self._convs.values()):
+            for conv in self._convs.values():
+                conv.report.converged = self._agrees(conv)
+            return None
+        return self._out(Message(Kind.CONTINUE, self.salt, tuple(sections)))
+
+    def _absorb(self, conv: _Conv, s: Section, *, first: bool) -> Step:
+        if s.records:
+            conv.report.received += len(s.records)
+            outcome = self.peer.ingest(s.conv, s.records)
+            conv.accepted += outcome.accepted
+            conv.report.accepted_here += len(outcome.accepted)
+            conv.report.quarantined_here += outcome.quarantined
+            conv.report.rejected_here += outcome.rejected
+        if s.count is not None:
+            conv.theirs = (s.count, s.strong)
+        if s.accepted is not None:
+            conv.report.accepted_there += s.accepted
+            conv.report.rejected_there += s.rejected
+            self.refused.update(r.digest for r in s.rejected)
+        conv.report.gone += s.gone
+        keys = conv.keys
+        if first and conv.theirs is not None and conv.theirs[1] != reconcile.summary(keys)[1]:
+            k = bisect_right(keys.keys, s.tip) if s.tip is not None else 0
+            if k < len(keys) and keys.fingerprint(0, k, STRONG_LEN) == conv.theirs[1]:
+                return Step(pushes=list(keys.keys[k:]))  # the peer holds a prefix of ours: send the rest
+        return reconcile.answer(s, keys, self.salt, reconcile.received_hashes(self.salt, s.records))
+
+    def _take(self, conv: _Conv, left: list[int]) -> list[bytes]:
+        records: list[bytes] = []
+        for key in list(conv.queue):
+            data = self.peer.fetch(key[1])
+            if data is not None and len(data) > left[0] and left[0] < self.budget:
+                break
+            del conv.queue[key]
+            conv.sent.add(key[1])
+            if data is None:
+                continue  # compacted here since the session began: nothing to send
+            records.append(data)
+            left[0] -= len(data) + 4
+            conv.report.sent += 1
+            conv.report.sent_bytes += len(data)
+        return records
+
+    def _agrees(self, conv: _Conv) -> bool:
+        return conv.theirs is not None and reconcile.summary(conv.keys, conv.accepted) == conv.theirs
+
+    def _out(self, message: Message) -> bytes:
+        data = wire.encode(message)
+        self.bytes_sent += len(data)
+        return data
+
+    def converged(self) -> bool:
+        """Whether every conversation's set now equals the peer's, as of its last reply."""
+        return all(c.report.converged for c in self._convs.values())
+
+    @property
+    def reports(self) -> dict[str, ConvReport]:
+        return {name: c.report for name, c in self._convs.items()}
+
+
+_COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there")
+
+
+@dataclass
+class SyncReport:
+    """What a run of sessions moved, and whether it ended with both sides in agreement."""
+
+    sessions: int = 0
+    round_trips: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    converged: bool = False
+    convs: dict[str, ConvReport] = field(default_factory=dict)
+
+    def _add(self, session: Initiator) -> None:
+        self.sessions += 1
+        self.round_trips += session.rounds
+        self.bytes_sent += session.bytes_sent
+        self.bytes_received += session.bytes_received
+        for name, r in session.reports.items():
+            total = self.convs.setdefault(name, ConvReport())
+            for f in _COUNTS:
+                setattr(total, f, getattr(total, f) + getattr(r, f))
+            total.rejected_here += r.rejected_here
+            total.rejected_there += r.rejected_there
+            total.gone += r.gone
+            total.converged = r.converged
+
+
+def synchronize(
+    peer: SyncPeer, transport: Transport, convs: Iterable[str], *, salts: Callable[[], bytes],
+    max_sessions: int = 4, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
+) -> SyncReport:
+    """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran."""
+    report, refused = SyncReport(), set[bytes]()
+    names = sorted(set(convs))
+    for _ in range(max_sessions):
+        session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused)
+        message: bytes | None = session.initiate()
+        while message is not None:
+            message = session.receive(transport(message))
+        report._add(session)
+        moved = any(r.accepted_here or r.accepted_there for r in session.reports.values())
+        if session.converged() or not moved:
+            break
+    report.converged = all(r.converged for r in report.convs.values())
+    return report

@@ -1,0 +1,59 @@
+"""A replica as a sync peer: the shell between the state machine and a store.
+
+Key sets are built from `Store.sync_keys` and cached per conversation behind the store's
+change token, so a server answering many messages about an unchanged conversation sorts
+and sums its keys once. Ingest restricts every batch to the conversation its section
+names. Invariant: `keys(conv)` is always the store's current set for `conv`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from convgraph.core.cid import CID
+from convgraph.replica import Replica
+from convgraph.sync.keyset import KeySet
+from convgraph.sync.reconcile import Outcome
+
+_CID_PREFIX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes: every record's
+
+
+def cid_of(digest: bytes) -> CID:
+    """The record CID whose sha2-256 digest is `digest`."""
+    return CID(_CID_PREFIX + digest)
+
+
+class ReplicaPeer:
+    """`SyncPeer` over a `Replica`; safe to share between threads."""
+
+    def __init__(self, replica: Replica, *, cache_size: int = 64) -> None:
+        self.replica = replica
+        self._cache: dict[str, tuple[object, KeySet]] = {}
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def keys(self, conv: str) -> KeySet:
+        store = self.replica.store
+        token = store.change_token()
+        with self._lock:
+            hit = self._cache.get(conv)
+        if hit is not None and hit[0] == token:
+            return hit[1]
+        keys = KeySet(store.sync_keys(conv))
+        with self._lock:
+            if len(self._cache) >= self._cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[conv] = (token, keys)
+        return keys
+
+    def fetch(self, digest: bytes) -> bytes | None:
+        return self.replica.store.get(cid_of(digest))
+
+    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+        report = self.replica.ingest(records, conversations={conv})
+        return Outcome(
+            accepted=[c.digest for c in report.accepted],
+            quarantined=len(report.quarantined) + len(report.held),
+            rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in report.rejected],
+        )

@@ -1,0 +1,162 @@
+"""One reconciliation step, the same on both sides of a sync session: pure, no I/O.
+
+Given the ranges and wants a peer sent for one conversation and our own `KeySet`, `answer`
+returns our next cover (a range whose fingerprints differ is split into `BRANCH` parts, or
+listed when we hold at most `LIST_AT` keys in it), the hashes we lack from the peer's
+lists, and the keys we must push. Invariant: a range is left SKIP only when both sides
+hold the same keys in it (up to a fingerprint collision, which the strong check at the end
+of a session catches), or when this step's pushes and wants make them so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from convgraph.sync.keyset import (
+    INFINITY,
+    MINUS_INFINITY,
+    STRONG_LEN,
+    Bound,
+    Key,
+    KeySet,
+    fingerprint,
+    item_hash,
+    separating,
+)
+from convgraph.sync.wire import Mode, Range, Section, Want
+
+BRANCH: Final = 16
+LIST_AT: Final = 32
+PROBES: Final = (16, 256, 4096, 65536)  # tail sizes whose prefix the first message fingerprints
+
+
+@dataclass
+class Outcome:
+    """What the local replica did with records a peer sent."""
+
+    accepted: list[bytes] = field(default_factory=list)  # digests now in the set
+    quarantined: int = 0
+    rejected: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
+
+
+class SyncPeer(Protocol):
+    """The replica a state machine speaks for; the shell implements it over a store."""
+
+    def keys(self, conv: str) -> KeySet:
+        """The conversation's current key set (empty when we hold none of it)."""
+        ...
+
+    def fetch(self, digest: bytes) -> bytes | None:
+        """The record's bytes, or None when it was compacted away (or is unknown)."""
+        ...
+
+    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+        """Validate and store records a peer sent for `conv`; a bad one never stops the rest."""
+        ...
+
+
+@dataclass
+class Step:
+    """Our answer to one section: a new cover, wants, and keys to push."""
+
+    cover: list[tuple[Bound, Bound, Range]] = field(default_factory=list)  # (lower, upper, range)
+    wants: list[Want] = field(default_factory=list)
+    pushes: list[Key] = field(default_factory=list)
+
+
+def split(keys: KeySet, lo: Bound, hi: Bound, salt: bytes, step: Step) -> None:
+    """Ask about `[lo, hi)`: list our keys there when few, else fingerprint BRANCH parts."""
+    i, j = keys.index(lo), keys.index(hi)
+    if j - i <= LIST_AT:
+        hashes = tuple(item_hash(salt, d) for d in keys.digests(i, j))
+        step.cover.append((lo, hi, Range(hi, Mode.IDS, hashes=hashes)))
+        return
+    cuts = [i + (j - i) * k // BRANCH for k in range(1, BRANCH)]
+    bounds = [separating(keys.keys[c - 1], keys.keys[c]) for c in cuts]
+    for a, b, lower, upper in zip([i, *cuts], [*cuts, j], [lo, *bounds], [*bounds, hi], strict=True):
+        step.cover.append((lower, upper, Range(upper, Mode.FINGERPRINT, fp=keys.fingerprint(a, b))))
+
+
+def answer(section: Section, keys: KeySet, salt: bytes, received: set[bytes]) -> Step:
+    """Reconcile every range and want of `section` against `keys`.
+
+    `received` holds the item hashes of records that came with this very message: they
+    are no longer lacking, whatever the peer's lists say.
+    """
+    step = Step()
+    lo = MINUS_INFINITY
+    for r in section.ranges or ():
+        i, j = keys.index(lo), keys.index(r.upper)
+        if r.mode is Mode.FINGERPRINT and keys.fingerprint(i, j) != r.fp:
+            split(keys, lo, r.upper, salt, step)
+        else:
+            if r.mode is Mode.IDS:
+                theirs = set(r.hashes)
+                mine = {item_hash(salt, k[1]): k for k in keys.keys[i:j]}
+                step.pushes += [k for h, k in mine.items() if h not in theirs]
+                lacking = tuple(h for h in r.hashes if h not in mine and h not in received)
+                if lacking:
+                    step.wants.append(Want(lo, r.upper, lacking))
+            step.cover.append((lo, r.upper, Range(r.upper, Mode.SKIP)))
+        lo = r.upper
+    for w in section.wants:
+        wanted = set(w.hashes)
+        i, j = keys.index(w.lower), keys.index(w.upper)
+        step.pushes += [k for k in keys.keys[i:j] if item_hash(salt, k[1]) in wanted]
+    return step
+
+
+def reopen(step: Step, keys: KeySet, start: Bound) -> None:
+    """Fingerprint every SKIP range at or past `start` again: pushes there did not fit in
+    this message, so the peer must ask for that part once more."""
+    painted: list[tuple[Bound, Bound, Range]] = []
+    for lo, hi, r in step.cover or [(MINUS_INFINITY, INFINITY, Range(INFINITY, Mode.SKIP))]:
+        if r.mode is not Mode.SKIP or hi <= start:
+            painted.append((lo, hi, r))
+            continue
+        if lo < start:
+            painted.append((lo, start, Range(start, Mode.SKIP)))
+        fp = keys.fingerprint(keys.index(max(lo, start)), keys.index(hi))
+        painted.append((max(lo, start), hi, Range(hi, Mode.FINGERPRINT, fp=fp)))
+    step.cover = painted
+
+
+def cover(step: Step) -> tuple[Range, ...] | None:
+    """The step's ranges with neighbouring SKIPs merged; None when all of it is SKIP."""
+    merged: list[Range] = []
+    for _, _, r in step.cover:
+        if merged and r.mode is Mode.SKIP and merged[-1].mode is Mode.SKIP:
+            merged[-1] = r
+        else:
+            merged.append(r)
+    if all(r.mode is Mode.SKIP for r in merged):
+        return None
+    if merged[-1].upper != INFINITY:  # a cover always reaches infinity
+        merged.append(Range(INFINITY, Mode.SKIP))
+    return tuple(merged)
+
+
+def received_hashes(salt: bytes, records: Iterable[bytes]) -> set[bytes]:
+    return {item_hash(salt, hashlib.sha256(data).digest()) for data in records}
+
+
+def summary(keys: KeySet, accepted: Iterable[bytes] = ()) -> tuple[int, bytes]:
+    """(count, strong fingerprint) of `keys` plus the digests in `accepted`."""
+    extra = list(accepted)
+    total = keys.total() + sum(int.from_bytes(d, "little") for d in extra)
+    count = len(keys) + len(extra)
+    return count, fingerprint(total, count, STRONG_LEN)
+
+
+def probes(keys: KeySet) -> tuple[tuple[Bound, bytes], ...]:
+    """Fingerprints of our prefixes that leave out the last 16, 256, ... keys: a peer that
+    shares one of them can skip straight to the tail where we differ."""
+    found = []
+    for size in sorted(PROBES, reverse=True):
+        pos = len(keys) - size
+        if pos > 0:
+            found.append((separating(keys.keys[pos - 1], keys.keys[pos]), keys.fingerprint(0, pos)))
+    return tuple(found)

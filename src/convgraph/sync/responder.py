@@ -1,0 +1,96 @@
+"""The server side of a sync session: answers each message on its own, remembers nothing.
+
+Because every message carries all the responder needs (the session's salt, the ranges in
+question, the wants), any number of server instances over one database can serve the
+same session, one message each. Records a message brings are ingested first, so the
+summary in the reply is the set after them. Invariant: a reply never holds more than
+`budget` bytes of records plus one record; pushes that do not fit are asked about again
+through a fingerprint, never dropped.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from convgraph.errors import ProtocolError
+from convgraph.sync import reconcile, wire
+from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, KeySet, separating
+from convgraph.sync.reconcile import Step, SyncPeer
+from convgraph.sync.wire import DEFAULT_LIMITS, Kind, Message, Mode, Range, Rejected, Section, WireLimits
+
+_MAX_REPORTED = 1000  # rejections named per reply; the count is always exact
+
+
+class Responder:
+    """Answers sync messages for one replica."""
+
+    def __init__(self, peer: SyncPeer, *, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS) -> None:
+        self.peer, self.budget, self.limits = peer, budget, limits
+
+    def receive(self, data: bytes) -> bytes:
+        """The reply to one message; `ProtocolError` when it breaks the grammar."""
+        message = wire.decode(data, self.limits)
+        if message.kind is Kind.REPLY:
+            raise ProtocolError("a responder was sent a reply")
+        left = [self.budget]
+        sections = tuple(self._section(message, s, left) for s in message.sections)
+        return wire.encode(Message(Kind.REPLY, message.salt, sections))
+
+    def _section(self, message: Message, s: Section, left: list[int]) -> Section:
+        accepted: int | None = None
+        rejected: tuple[Rejected, ...] = ()
+        if s.records:
+            outcome = self.peer.ingest(s.conv, s.records)
+            accepted = len(outcome.accepted)
+            named = outcome.rejected[:_MAX_REPORTED]
+            rejected = tuple(Rejected(d or bytes(32), rule) for d, rule, _ in named)
+        keys = self.peer.keys(s.conv)
+        count, strong = reconcile.summary(keys)
+        if message.kind is Kind.INITIATE:
+            step = self._first(s, keys, message.salt)
+        else:
+            step = reconcile.answer(s, keys, message.salt, reconcile.received_hashes(message.salt, s.records))
+        records, gone = self._push(step, keys, left)
+        return Section(
+            s.conv, count, strong,
+            tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
+            ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
+            gone=tuple(gone), accepted=accepted, rejected=rejected,
+        )
+
+    def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:
+        """The opening answer: nothing, the peer's missing tail, or the part past a shared prefix."""
+        step, n = Step(), len(keys)
+        if s.count is None or s.strong == keys.fingerprint(0, n, STRONG_LEN):
+            return step
+        k = bisect_right(keys.keys, s.tip) if s.tip is not None else 0
+        if k < n and keys.fingerprint(0, k, STRONG_LEN) == s.strong:  # the peer holds a prefix of ours
+            step.pushes = list(keys.keys[k:])
+            return step
+        lo = MINUS_INFINITY
+        for bound, fp in reversed(s.probes):  # the shortest tail first
+            if keys.fingerprint(0, keys.index(bound)) == fp:
+                lo = bound
+                step.cover.append((MINUS_INFINITY, lo, Range(lo, Mode.SKIP)))
+                break
+        reconcile.split(keys, lo, INFINITY, salt, step)
+        return step
+
+    def _push(self, step: Step, keys: KeySet, left: list[int]) -> tuple[list[bytes], list[bytes]]:
+        """Records for the pushes that fit in what is `left` of the budget, in key order."""
+        records: list[bytes] = []
+        gone: list[bytes] = []
+        previous = None
+        for key in sorted(set(step.pushes)):
+            data = self.peer.fetch(key[1])
+            if data is None:
+                gone.append(key[1])
+                continue
+            if len(data) > left[0] and left[0] < self.budget:  # one record always fits an empty reply
+                start = MINUS_INFINITY if previous is None else separating(previous, key)
+                reconcile.reopen(step, keys, start)
+                break
+            records.append(data)
+            left[0] -= len(data) + 4
+            previous = key
+        return records, gone

@@ -1,0 +1,359 @@
+"""Sync messages as values, and their one binary form (the grammar is `docs/sync.md`).
+
+Decoding is strict: a version byte first, minimal varints, every length and count within
+`WireLimits`, bounds strictly increasing where the grammar says so, no trailing bytes.
+Anything else raises `ProtocolError` before any of the message is acted on. Invariant:
+`decode(encode(m)) == m` and `encode(decode(b)) == b` for every `b` that decodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Final
+
+from convgraph.errors import ProtocolError
+from convgraph.sync.keyset import (
+    DIGEST_LEN,
+    HASH_LEN,
+    INFINITE_MS,
+    INFINITY,
+    RANGE_LEN,
+    STRONG_LEN,
+    Bound,
+    Key,
+    _varint,
+)
+
+VERSION: Final = 1
+SALT_LEN: Final = 8
+
+
+class Kind(IntEnum):
+    INITIATE = 1  # the first message of a session: summaries, tips, probes
+    REPLY = 2  # the responder's answer to any message
+    CONTINUE = 3  # the initiator's later messages
+
+
+class Mode(IntEnum):
+    SKIP = 0  # nothing to do in this range
+    FINGERPRINT = 1  # compare your fingerprint of this range with mine
+    IDS = 2  # my whole set here: send what I lack, ask for what you lack
+
+
+@dataclass(frozen=True)
+class WireLimits:
+    """What a receiver accepts; a peer that exceeds any of them is refused, not trusted."""
+
+    max_message: int = 16 << 20
+    max_sections: int = 1024
+    max_ranges: int = 1 << 16  # per section
+    max_hashes: int = 1 << 20  # per message, in id lists and wants together
+    max_records: int = 1 << 16  # per message
+    max_name: int = 256
+
+
+DEFAULT_LIMITS: Final = WireLimits()
+
+
+@dataclass(frozen=True)
+class Range:
+    """One piece of a section's cover: from the previous range's upper bound to `upper`."""
+
+    upper: Bound
+    mode: Mode
+    fp: bytes = b""  # FINGERPRINT
+    hashes: tuple[bytes, ...] = ()  # IDS, in key order
+
+
+@dataclass(frozen=True)
+class Want:
+    """Item hashes I lack that you listed for `[lower, upper)`: send me those records."""
+
+    lower: Bound
+    upper: Bound
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    digest: bytes
+    rule: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """Everything one message says about one conversation."""
+
+    conv: str
+    count: int | None = None  # with `strong`: the sender's whole set, after this message's records
+    strong: bytes = b""
+    tip: Key | None = None  # the sender's newest key (INITIATE only)
+    probes: tuple[tuple[Bound, bytes], ...] = ()  # (bound, fingerprint of all keys below it)
+    ranges: tuple[Range, ...] | None = None  # None: no reconciliation step in this message
+    wants: tuple[Want, ...] = ()
+    records: tuple[bytes, ...] = ()
+    gone: tuple[bytes, ...] = ()  # digests asked for that the sender can no longer serve
+    accepted: int | None = None  # with `rejected`: what the sender did with the last records
+    rejected: tuple[Rejected, ...] = ()
+
+
+@dataclass(frozen=True)
+class Message:
+    kind: Kind
+    salt: bytes
+    sections: tuple[Section, ...] = field(default=())
+
+
+_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT = (
+    1 << i for i in range(8)
+)
+
+
+def encode(message: Message) -> bytes:
+    """The message's bytes (`docs/sync.md`)."""
+    out = bytearray((VERSION, message.kind))
+    out += message.salt
+    out += _varint(len(message.sections))
+    for s in message.sections:
+        _section(out, s)
+    return bytes(out)
+
+
+def _section(out: bytearray, s: Section) -> None:
+    flags = (
+        (_F_SUMMARY if s.count is not None else 0) | (_F_TIP if s.tip is not None else 0)
+        | (_F_PROBES if s.probes else 0) | (_F_RANGES if s.ranges is not None else 0)
+        | (_F_WANTS if s.wants else 0) | (_F_RECORDS if s.records else 0)
+        | (_F_GONE if s.gone else 0) | (_F_REPORT if s.accepted is not None else 0)
+    )
+    name = s.conv.encode()
+    out += _varint(len(name)) + name
+    out.append(flags)
+    if s.count is not None:
+        out += _varint(s.count) + s.strong
+    if s.tip is not None:
+        out += _varint(s.tip[0]) + s.tip[1]
+    if s.probes:
+        out += _varint(len(s.probes))
+        prev = [0]
+        for bound, fp in s.probes:
+            _bound(out, bound, prev)
+            out += fp
+    if s.ranges is not None:
+        out += _varint(len(s.ranges))
+        prev = [0]
+        for r in s.ranges:
+            _bound(out, r.upper, prev, r.mode)
+            if r.mode is Mode.FINGERPRINT:
+                out += r.fp
+            elif r.mode is Mode.IDS:
+                out += _varint(len(r.hashes)) + b"".join(r.hashes)
+    if s.wants:
+        out += _varint(len(s.wants))
+        prev = [0]
+        for w in s.wants:
+            _bound(out, w.lower, prev)
+            _bound(out, w.upper, prev)
+            out += _varint(len(w.hashes)) + b"".join(w.hashes)
+    if s.records:
+        out += _varint(len(s.records))
+        for data in s.records:
+            out += _varint(len(data)) + data
+    if s.gone:
+        out += _varint(len(s.gone)) + b"".join(s.gone)
+    if s.accepted is not None:
+        out += _varint(s.accepted) + _varint(len(s.rejected))
+        for rej in s.rejected:
+            rule = rej.rule.encode()
+            out += rej.digest + _varint(len(rule)) + rule
+
+
+def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
+    # walls are delta-coded against the list's previous bound, so most take a byte or two;
+    # a range's mode shares a byte with the prefix length (at most 32: six bits)
+    if b.infinite:
+        out += bytes((0, mode << 6))
+        return
+    out += _varint(b.wall_ms - prev[0] + 1)
+    prev[0] = b.wall_ms
+    out.append(mode << 6 | len(b.prefix))
+    out += b.prefix
+
+
+def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> Message:
+    """Parse and check a message; `ProtocolError` (with the byte offset) on any deviation."""
+    if len(data) > limits.max_message:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of {limits.max_message}")
+    r = _Reader(data, limits)
+    version = r.byte()
+    if version != VERSION:
+        raise ProtocolError(f"unsupported sync protocol version {version} (this side speaks {VERSION})")
+    raw_kind = r.byte()
+    if raw_kind not in Kind._value2member_map_:
+        raise ProtocolError(f"unknown message kind {raw_kind}")
+    salt = r.take(SALT_LEN)
+    n = r.count(limits.max_sections, "sections")
+    sections: list[Section] = []
+    for _ in range(n):
+        s = r.section()
+        if sections and s.conv <= sections[-1].conv:
+            r.fail("sections must be sorted by conversation, each once")
+        sections.append(s)
+    if r.pos != len(data):
+        r.fail(f"{len(data) - r.pos} trailing bytes")
+    return Message(Kind(raw_kind), salt, tuple(sections))
+
+
+class _Reader:
+    def __init__(self, data: bytes, limits: WireLimits) -> None:
+        self.data, self.pos, self.limits = data, 0, limits
+        self.hashes = 0
+
+    def fail(self, why: str) -> None:
+        raise ProtocolError(f"malformed sync message at byte {self.pos}: {why}")
+
+    def byte(self) -> int:
+        if self.pos >= len(self.data):
+            self.fail("truncated")
+        self.pos += 1
+        return self.data[self.pos - 1]
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            self.fail(f"truncated: {n} bytes wanted, {len(self.data) - self.pos} left")
+        self.pos += n
+        return self.data[self.pos - n : self.pos]
+
+    def varint(self) -> int:
+        value, shift = 0, 0
+        while True:
+            b = self.byte()
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                if b == 0 and shift:
+                    self.fail("non-minimal varint")
+                if value >> 64:
+                    self.fail("varint longer than 64 bits")
+                return value
+            shift += 7
+            if shift > 63:
+                self.fail("varint longer than 64 bits")
+
+    def count(self, limit: int, what: str, *, least: int = 0) -> int:
+        n = self.varint()
+        if n < least:
+            self.fail(f"an empty list of {what} (leave the flag unset instead)")
+        if n > limit:
+            self.fail(f"{n} {what} exceed the limit of {limit}")
+        if n > len(self.data) - self.pos:  # each item takes at least a byte: refuse before looping
+            self.fail(f"{n} {what} cannot fit in what is left")
+        return n
+
+    def hash_list(self, n_limit: int) -> tuple[bytes, ...]:
+        n = self.count(n_limit, "hashes")
+        self.hashes += n
+        if self.hashes > self.limits.max_hashes:
+            self.fail(f"more than {self.limits.max_hashes} hashes in one message")
+        blob = self.take(n * HASH_LEN)
+        return tuple(blob[i : i + HASH_LEN] for i in range(0, len(blob), HASH_LEN))
+
+    def bound(self, prev: list[int], *, moded: bool = False) -> tuple[Bound, int]:
+        delta = self.varint()
+        tag = self.byte()
+        mode, n = tag >> 6, tag & 0x3F
+        if mode and not moded:
+            self.fail("a mode on a bound that takes none")
+        if delta == 0:
+            if n:
+                self.fail("a prefix on the infinite bound")
+            return INFINITY, mode
+        wall = prev[0] + delta - 1
+        if wall >= INFINITE_MS:
+            self.fail("bound beyond the largest wall time")
+        prev[0] = wall
+        if n > DIGEST_LEN:
+            self.fail(f"bound prefix of {n} bytes")
+        return Bound(wall, self.take(n)), mode
+
+    def section(self) -> Section:
+        name_len = self.count(self.limits.max_name, "name bytes")
+        try:
+            conv = self.take(name_len).decode()
+        except UnicodeDecodeError:
+            self.fail("conversation name is not UTF-8")
+        flags = self.byte()
+        out: dict[str, object] = {}
+        if flags & _F_SUMMARY:
+            out["count"], out["strong"] = self.varint(), self.take(STRONG_LEN)
+        if flags & _F_TIP:
+            wall = self.varint()
+            out["tip"] = (wall, self.take(DIGEST_LEN))
+        if flags & _F_PROBES:
+            out["probes"] = self.probes()
+        if flags & _F_RANGES:
+            out["ranges"] = self.ranges()
+        if flags & _F_WANTS:
+            out["wants"] = self.wants()
+        if flags & _F_RECORDS:
+            n = self.count(self.limits.max_records, "records", least=1)
+            out["records"] = tuple(self.take(self.count(self.limits.max_message, "record bytes"))
+                                   for _ in range(n))
+            if any(not rec for rec in out["records"]):  # type: ignore[attr-defined]
+                self.fail("empty record")
+        if flags & _F_GONE:
+            n = self.count(self.limits.max_hashes, "gone digests", least=1)
+            blob = self.take(n * DIGEST_LEN)
+            out["gone"] = tuple(blob[i : i + DIGEST_LEN] for i in range(0, len(blob), DIGEST_LEN))
+        if flags & _F_REPORT:
+            out["accepted"] = self.varint()
+            n = self.count(self.limits.max_records, "rejections")
+            out["rejected"] = tuple(self.rejected() for _ in range(n))
+        return Section(conv, **out)  # type: ignore[arg-type]
+
+    def probes(self) -> tuple[tuple[Bound, bytes], ...]:
+        n = self.count(64, "probes", least=1)
+        prev, found = [0], list[tuple[Bound, bytes]]()
+        for _ in range(n):
+            b, _ = self.bound(prev)
+            if b.infinite or (found and b <= found[-1][0]):
+                self.fail("probes must be finite and increasing")
+            found.append((b, self.take(RANGE_LEN)))
+        return tuple(found)
+
+    def ranges(self) -> tuple[Range, ...]:
+        n = self.count(self.limits.max_ranges, "ranges", least=1)
+        prev, found = [0], list[Range]()
+        for i in range(n):
+            upper, mode = self.bound(prev, moded=True)
+            if found and upper <= found[-1].upper:
+                self.fail("range bounds must increase")
+            if upper.infinite != (i == n - 1):
+                self.fail("only the last range may, and it must, end at infinity")
+            if mode == Mode.SKIP:
+                found.append(Range(upper, Mode.SKIP))
+            elif mode == Mode.FINGERPRINT:
+                found.append(Range(upper, Mode.FINGERPRINT, fp=self.take(RANGE_LEN)))
+            elif mode == Mode.IDS:
+                found.append(Range(upper, Mode.IDS, hashes=self.hash_list(self.limits.max_hashes)))
+            else:
+                self.fail(f"unknown range mode {mode}")
+        return tuple(found)
+
+    def wants(self) -> tuple[Want, ...]:
+        n = self.count(self.limits.max_ranges, "wants", least=1)
+        prev, found = [0], list[Want]()
+        for _ in range(n):
+            (lower, _), (upper, _) = self.bound(prev), self.bound(prev)
+            if lower.infinite or upper <= lower or (found and lower < found[-1].upper):
+                self.fail("wants must be non-empty, sorted and disjoint")
+            found.append(Want(lower, upper, self.hash_list(self.limits.max_hashes)))
+        return tuple(found)
+
+    def rejected(self) -> Rejected:
+        digest = self.take(DIGEST_LEN)
+        try:
+            rule = self.take(self.count(64, "rule bytes")).decode()
+        except UnicodeDecodeError:
+            self.fail("rule name is not UTF-8")
+        return Rejected(digest, rule)

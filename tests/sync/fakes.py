@@ -1,0 +1,82 @@
+"""A `SyncPeer` over a plain dict, for testing the state machine without a replica.
+
+A record is any bytes whose first six bytes are its wall time; its digest is its sha256,
+as a real record's CID digest is. `ingest` accepts everything new unless told to refuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Sequence
+
+from convgraph.sync.keyset import KeySet
+from convgraph.sync.reconcile import Outcome
+
+T0 = 1_700_000_000_000
+
+
+def record(wall: int, body: bytes) -> bytes:
+    return wall.to_bytes(6, "big") + body
+
+
+class FakePeer:
+    def __init__(self, records: Sequence[bytes] = (), *, refuse: Callable[[bytes], bool] = lambda _: False) -> None:
+        self.items: dict[bytes, tuple[int, bytes]] = {}
+        self._keys: KeySet | None = None
+        self.refuse = refuse
+        self.gone: set[bytes] = set()  # digests whose bytes were "compacted away"
+        for data in records:
+            self._add(data)
+
+    def _add(self, data: bytes) -> bytes:
+        digest = hashlib.sha256(data).digest()
+        self.items[digest] = (int.from_bytes(data[:6], "big"), data)
+        self._keys = None
+        return digest
+
+    def keys(self, conv: str) -> KeySet:
+        if self._keys is None:
+            self._keys = KeySet(sorted((w, d) for d, (w, _) in self.items.items()))
+        return self._keys
+
+    def fetch(self, digest: bytes) -> bytes | None:
+        found = self.items.get(digest)
+        return None if found is None or digest in self.gone else found[1]
+
+    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+        out = Outcome()
+        for data in records:
+            digest = hashlib.sha256(data).digest()
+            if self.refuse(data):
+                out.rejected.append((digest, "signature", "refused by the test"))
+            elif digest not in self.items:
+                out.accepted.append(self._add(data))
+        return out
+
+    def set(self) -> set[bytes]:
+        return set(self.items)
+
+
+class ManyPeers:
+    """One `FakePeer` per conversation, made on first use."""
+
+    def __init__(self, convs: dict[str, FakePeer]) -> None:
+        self.convs = convs
+
+    def _of(self, conv: str) -> FakePeer:
+        return self.convs.setdefault(conv, FakePeer())
+
+    def keys(self, conv: str) -> KeySet:
+        return self._of(conv).keys(conv)
+
+    def fetch(self, digest: bytes) -> bytes | None:
+        return next((d for p in self.convs.values() if (d := p.fetch(digest)) is not None), None)
+
+    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+        return self._of(conv).ingest(conv, records)
+
+
+def population(rng: random.Random, n: int, *, size: int = 64, spread: int = 3) -> list[bytes]:
+    """n distinct records with increasing, sometimes equal wall times."""
+    return [record(T0 + i * spread // 2 + rng.randrange(2), rng.randbytes(size)) for i in range(n)]

@@ -1,0 +1,193 @@
+"""The sync state machine over in-memory peers: it converges on any pair of sets, cheaply.
+
+The promises: any two sets end equal to their union; d = 0 costs one round trip and
+under 1 KB; one differing record anywhere costs at most 4 round trips and under 4 KB
+beyond the record; a tight budget only adds round trips; a refused record is reported
+and never stops the rest; a hostile responder gets a `ProtocolError`, never a hang.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import IN_CI
+from convgraph.errors import ProtocolError
+from convgraph.sync import wire
+from convgraph.sync.initiator import Initiator, synchronize
+from convgraph.sync.responder import Responder
+from sync.fakes import FakePeer, ManyPeers, population, record
+
+_salts = itertools.count()
+
+
+def salts() -> bytes:
+    return next(_salts).to_bytes(8, "big")
+
+
+def run(a: FakePeer, b: FakePeer, **kw: object) -> object:
+    responder = Responder(b, **{k: v for k, v in kw.items() if k == "budget"})  # type: ignore[arg-type]
+    return synchronize(a, responder.receive, ["c"], salts=salts, **kw)  # type: ignore[arg-type]
+
+
+@st.composite
+def two_sets(draw: st.DrawFn) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    n = draw(st.sampled_from([0, 1, 2, 5, 40, 300, 2000]))
+    spread = draw(st.sampled_from([0, 1, 3, 50]))  # 0: every record at one wall time
+    size = draw(st.sampled_from([8, 100]))
+    universe = population(rng, n, size=size, spread=spread)
+    shape = draw(st.sampled_from(["random", "a-tail", "b-tail", "both-tails", "one-side", "disjoint"]))
+    p = draw(st.sampled_from([0.0, 0.01, 0.3, 0.9]))
+    a, b = [], []
+    for i, r in enumerate(universe):
+        late = i >= n * 0.9
+        if shape == "random":
+            where = rng.choice("ab" * 4 + "a" + "b") if rng.random() < p else "ab"
+        elif shape == "a-tail":
+            where = "a" if late else "ab"
+        elif shape == "b-tail":
+            where = "b" if late else "ab"
+        elif shape == "both-tails":
+            where = rng.choice("ab") if late else "ab"
+        elif shape == "one-side":
+            where = "b" if rng.random() < p else "ab"
+        else:
+            where = rng.choice("ab")
+        (a.append(r) if "a" in where else None), (b.append(r) if "b" in where else None)
+    return universe, a, b
+
+
+@settings(max_examples=300 if IN_CI else 60)
+@given(two_sets(), st.sampled_from([4 << 20, 2000]))
+def test_any_two_sets_end_equal_to_their_union(sets: tuple[list[bytes], list[bytes], list[bytes]], budget: int) -> None:
+    universe, a_records, b_records = sets
+    a, b = FakePeer(a_records), FakePeer(b_records)
+    report = run(a, b, budget=budget, max_sessions=6)
+    union = FakePeer(universe).set()
+    assert a.set() == b.set() == union
+    assert report.converged  # type: ignore[attr-defined]
+    assert report.sessions <= 2 or budget < 4 << 20  # type: ignore[attr-defined]
+
+
+def test_no_difference_costs_one_round_trip_and_under_a_kilobyte() -> None:
+    same = population(random.Random(1), 20_000)
+    report = run(FakePeer(same), FakePeer(same))
+    assert (report.round_trips, report.sessions) == (1, 1)  # type: ignore[attr-defined]
+    assert report.bytes_sent + report.bytes_received < 1024  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+@pytest.mark.parametrize("where", [0.0, 0.37, 0.5, 0.999, 1.0])
+def test_one_differing_record_anywhere_costs_at_most_four_round_trips(side: str, where: float) -> None:
+    records = population(random.Random(2), 20_000, size=1000)
+    odd = records[min(int(where * len(records)), len(records) - 1)]
+    rest = [r for r in records if r is not odd]
+    a, b = (FakePeer(rest), FakePeer(records)) if side == "client" else (FakePeer(records), FakePeer(rest))
+    report = run(a, b)
+    assert a.set() == b.set()
+    assert report.round_trips <= 4  # type: ignore[attr-defined]
+    assert report.bytes_sent + report.bytes_received - len(odd) < 4096  # type: ignore[attr-defined]
+
+
+def test_a_refused_record_is_reported_and_the_rest_still_move() -> None:
+    records = population(random.Random(3), 500)
+    bad = records[100]
+    a = FakePeer(records)
+    b = FakePeer(records[:50], refuse=lambda data: data == bad)
+    report = run(a, b)
+    assert b.set() == FakePeer(records).set() - {FakePeer([bad]).keys("c").keys[0][1]}
+    conv = report.convs["c"]  # type: ignore[attr-defined]
+    assert conv.accepted_there == 449 and [r.rule for r in conv.rejected_there] == ["signature"]
+    assert not report.converged  # type: ignore[attr-defined]
+
+
+def test_records_the_peer_can_no_longer_serve_are_reported_as_gone() -> None:
+    records = population(random.Random(4), 300)
+    b = FakePeer(records)
+    b.gone = set(list(b.items)[:10])
+    a = FakePeer(records[100:])
+    report = run(a, b)
+    assert set(report.convs["c"].gone) >= set(b.gone) - a.set()  # type: ignore[attr-defined]
+    assert a.set() == b.set() - (b.gone - FakePeer(records[100:]).set())
+
+
+def test_many_conversations_in_one_session() -> None:
+    rng = random.Random(5)
+    x, y = population(rng, 100), population(rng, 300)
+    a = ManyPeers({"x": FakePeer(x[:60]), "y": FakePeer(y), "z": FakePeer()})
+    b = ManyPeers({"x": FakePeer(x[40:]), "w": FakePeer(y)})
+    session = Initiator(a, ["x", "y", "z"], salt=salts())
+    responder = Responder(b)
+    message = session.initiate()
+    while message is not None:
+        message = session.receive(responder.receive(message))
+    assert session.converged() and sorted(session.reports) == ["x", "y", "z"]
+    assert a.convs["x"].set() == b.convs["x"].set() == FakePeer(x).set()
+    assert a.convs["y"].set() == b.convs["y"].set() == FakePeer(y).set()
+    assert a.convs["z"].set() == b.convs["z"].set() == set()
+    assert b.convs["w"].set() == FakePeer(y).set()  # not named: untouched
+
+
+def test_a_reply_from_another_session_or_of_the_wrong_kind_is_refused() -> None:
+    a, b = FakePeer(population(random.Random(6), 50)), FakePeer()
+    session = Initiator(a, ["c"], salt=salts())
+    first = session.initiate()
+    reply = wire.decode(Responder(b).receive(first))
+    forged = wire.encode(wire.Message(reply.kind, b"\xff" * 8, reply.sections))
+    with pytest.raises(ProtocolError, match="reply to this session"):
+        session.receive(forged)
+    with pytest.raises(ProtocolError, match="reply to this session"):
+        Initiator(a, ["c"], salt=salts()).receive(first)
+    with pytest.raises(ProtocolError, match="was sent a reply"):
+        Responder(b).receive(Responder(b).receive(first))
+
+
+def test_a_reply_about_a_conversation_not_asked_for_is_refused() -> None:
+    session = Initiator(FakePeer(), ["c"], salt=salts())
+    first = wire.decode(session.initiate())
+    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other"),))
+    with pytest.raises(ProtocolError, match="not asked for"):
+        session.receive(wire.encode(reply))
+
+
+def synchronize_with(session: Initiator, transport: object) -> None:
+    message = session.initiate()
+    while message is not None:
+        message = session.receive(transport(message))  # type: ignore[operator]
+
+
+def test_a_responder_that_never_finishes_is_cut_off() -> None:
+    a = FakePeer(population(random.Random(7), 200))
+    b = FakePeer(population(random.Random(8), 200))
+    honest = Responder(b)
+
+    def stubborn(message: bytes) -> bytes:
+        # always claims the whole range differs, whatever was asked
+        reply = wire.decode(honest.receive(message))
+        flipped = [wire.Section(s.conv, s.count, s.strong, s.tip,
+                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),))
+                   for s in reply.sections]
+        return wire.encode(wire.Message(wire.Kind.REPLY, reply.salt, tuple(flipped)))
+
+    session = Initiator(a, ["c"], salt=salts(), max_rounds=50)
+    with pytest.raises(ProtocolError, match="did not finish within 50"):
+        synchronize_with(session, stubborn)
+
+
+def test_records_before_and_after_a_tie_of_wall_times_are_told_apart() -> None:
+    rng = random.Random(9)
+    tied = [record(1, rng.randbytes(16)) for _ in range(500)]  # one wall time: only digests order them
+    a, b = FakePeer(tied[::2]), FakePeer(tied[1::3])
+    assert run(a, b).converged  # type: ignore[attr-defined]
+    assert a.set() == b.set() == FakePeer(tied[::2] + tied[1::3]).set()
+
+
+def test_salt_must_be_eight_bytes() -> None:
+    with pytest.raises(ValueError, match="8 bytes"):
+        Initiator(FakePeer(), ["c"], salt=os.urandom(4))

@@ -1,0 +1,151 @@
+"""The sync message grammar: one encoding per message, and nothing else gets through.
+
+Round trips both ways (`decode(encode(m)) == m`, and any bytes that decode re-encode to
+themselves), and hostile bytes — random, mutated, truncated, oversized — raise only
+`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import IN_CI
+from convgraph.errors import ProtocolError
+from convgraph.sync import wire
+from convgraph.sync.keyset import HASH_LEN, INFINITY, RANGE_LEN, STRONG_LEN, Bound
+from convgraph.sync.wire import Kind, Message, Mode, Range, Rejected, Section, Want, WireLimits
+
+walls = st.integers(0, 2**48)
+prefixes = st.binary(max_size=32)
+hashes = st.lists(st.binary(min_size=HASH_LEN, max_size=HASH_LEN), max_size=5).map(tuple)
+
+
+def increasing(n: int, draw: st.DrawFn) -> list[Bound]:
+    ws = sorted(draw(st.lists(walls, min_size=n, max_size=n, unique=True)))
+    return [Bound(w, draw(prefixes)) for w in ws]
+
+
+@st.composite
+def sections(draw: st.DrawFn, conv: str) -> Section:
+    kw: dict[str, object] = {}
+    if draw(st.booleans()):
+        kw["count"], kw["strong"] = draw(st.integers(0, 2**40)), draw(st.binary(min_size=STRONG_LEN, max_size=STRONG_LEN))
+    if draw(st.booleans()):
+        kw["tip"] = (draw(walls), draw(st.binary(min_size=32, max_size=32)))
+    if draw(st.booleans()):
+        kw["probes"] = tuple((b, draw(st.binary(min_size=RANGE_LEN, max_size=RANGE_LEN)))
+                             for b in increasing(draw(st.integers(1, 4)), draw))
+    if draw(st.booleans()):
+        uppers = [*increasing(draw(st.integers(0, 6)), draw), INFINITY]
+        ranges = []
+        for u in uppers:
+            mode = draw(st.sampled_from(Mode))
+            fp = draw(st.binary(min_size=RANGE_LEN, max_size=RANGE_LEN)) if mode is Mode.FINGERPRINT else b""
+            ranges.append(Range(u, mode, fp=fp, hashes=draw(hashes) if mode is Mode.IDS else ()))
+        kw["ranges"] = tuple(ranges)
+    if draw(st.booleans()):
+        bounds = increasing(2 * draw(st.integers(1, 3)), draw)
+        kw["wants"] = tuple(Want(bounds[i], bounds[i + 1], draw(hashes)) for i in range(0, len(bounds), 2))
+    if draw(st.booleans()):
+        kw["records"] = tuple(draw(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=3)))
+    if draw(st.booleans()):
+        kw["gone"] = tuple(draw(st.lists(st.binary(min_size=32, max_size=32), min_size=1, max_size=2)))
+    if draw(st.booleans()):
+        kw["accepted"] = draw(st.integers(0, 1000))
+        kw["rejected"] = tuple(Rejected(draw(st.binary(min_size=32, max_size=32)), draw(st.sampled_from(["cid", "signature"])))
+                               for _ in range(draw(st.integers(0, 2))))
+    return Section(conv, **kw)  # type: ignore[arg-type]
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    names = sorted(draw(st.sets(st.text(min_size=1, max_size=8), max_size=3)))
+    return Message(draw(st.sampled_from(Kind)), draw(st.binary(min_size=8, max_size=8)),
+                   tuple(draw(sections(n)) for n in names))
+
+
+@settings(max_examples=2000 if IN_CI else 200)
+@given(messages())
+def test_decode_inverts_encode(message: Message) -> None:
+    data = wire.encode(message)
+    assert wire.decode(data) == message
+    assert data[0] == wire.VERSION
+
+
+@settings(max_examples=4000 if IN_CI else 300)
+@given(messages(), st.data())
+def test_mutated_bytes_are_refused_or_re_encode_to_themselves(message: Message, data: st.DataObject) -> None:
+    good = bytearray(wire.encode(message))
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(good) - 1))
+        good[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(good)))
+    for candidate in (bytes(good), bytes(good[:cut]), bytes(good) + b"\0"):
+        try:
+            decoded = wire.decode(candidate)
+        except ProtocolError:
+            continue
+        assert wire.encode(decoded) == candidate
+
+
+@settings(max_examples=2000 if IN_CI else 200)
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_only_protocol_errors(data: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        wire.decode(data)
+
+
+def _message(*sections: Section) -> bytes:
+    return wire.encode(Message(Kind.CONTINUE, b"s" * 8, sections))
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"", "truncated"),
+    (b"\x02\x01" + b"s" * 8 + b"\x00", "unsupported sync protocol version 2"),
+    (b"\x01\x09" + b"s" * 8 + b"\x00", "unknown message kind 9"),
+    (b"\x01\x01" + b"s" * 8 + b"\x80\x00", "non-minimal varint"),
+    (b"\x01\x01" + b"s" * 8 + b"\x00\x00", "1 trailing bytes"),
+    (b"\x01\x01" + b"s" * 8 + b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", "varint longer than 64 bits"),
+    (b"\x01\x01" + b"s" * 8 + b"\x05", "cannot fit"),
+    (_message(Section("b"), Section("a")), "sorted by conversation"),
+    (_message(Section("a"), Section("a")), "sorted by conversation"),
+])
+def test_malformed_messages_name_what_is_wrong(data: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        wire.decode(data)
+
+
+def test_section_rules() -> None:
+    bad_cover = Section("c", ranges=(Range(Bound(5, b"\x09"), Mode.SKIP), Range(Bound(5, b"\x01"), Mode.SKIP),
+                                     Range(INFINITY, Mode.SKIP)))
+    with pytest.raises(ProtocolError, match="must increase"):
+        wire.decode(_message(bad_cover))
+    open_cover = wire.encode(Message(Kind.CONTINUE, b"s" * 8, (Section("c", ranges=(Range(Bound(5), Mode.SKIP),)),)))
+    with pytest.raises(ProtocolError, match="end at infinity"):
+        wire.decode(open_cover)
+    overlapping = Section("c", wants=(Want(Bound(1), Bound(9, b"\x05"), ()), Want(Bound(9), Bound(12), ())))
+    with pytest.raises(ProtocolError, match="sorted and disjoint"):
+        wire.decode(_message(overlapping))
+    with pytest.raises(ProtocolError, match="empty record"):
+        wire.decode(_message(Section("c", records=(b"",))))
+    not_utf8 = bytearray(_message(Section("é")))
+    not_utf8[12] = 0xFF  # the name's first byte: after version, kind, salt, count, length
+    with pytest.raises(ProtocolError, match="not UTF-8"):
+        wire.decode(bytes(not_utf8))
+
+
+def test_limits_are_enforced_before_reading_the_body() -> None:
+    limits = WireLimits(max_message=100, max_sections=2, max_records=1, max_hashes=4)
+    with pytest.raises(ProtocolError, match="exceeds the limit of 100"):
+        wire.decode(b"\x01" * 101, limits)
+    with pytest.raises(ProtocolError, match="3 sections exceed the limit of 2"):
+        wire.decode(_message(Section("a"), Section("b"), Section("c")), limits)
+    with pytest.raises(ProtocolError, match="2 records exceed the limit of 1"):
+        wire.decode(_message(Section("a", records=(b"x", b"y"))), limits)
+    many = Section("a", ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 5),))
+    with pytest.raises(ProtocolError, match="limit of 4"):
+        wire.decode(_message(many), limits)
