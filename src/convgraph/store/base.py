@@ -89,6 +89,10 @@ class Store(Protocol):
         the set sync reconciles. Compacted records stay in it (we hold them, headers only)."""
         ...
 
+    def cursor(self) -> int:
+        """The `since` cursor as of now: passing it on yields only records that arrive later."""
+        ...
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         """Drop the bytes of `covered` records of `conv` (their headers stay, so causal
         checks and dedup still work) and keep `snapshot` as the conversation's latest."""

@@ -175,6 +175,10 @@ class MemoryStore:
         with self._lock:
             return sorted((key[0], cid.digest) for key, cid in self._order.get(conv, []))
 
+    def cursor(self) -> int:
+        with self._lock:
+            return len(self._arrival)
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         covered = list(covered)
         with self.transaction():

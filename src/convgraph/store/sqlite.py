@@ -368,6 +368,9 @@ class SqliteStore:
         rows = self._query("SELECT wall, cid FROM records WHERE conv = ?", (conv,))
         return sorted((wall, cid[4:]) for wall, cid in rows)
 
+    def cursor(self) -> int:
+        return int(self._query("SELECT coalesce(max(id), 0) FROM records")[0][0])
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), _translated():
             self._commits += 1

@@ -33,6 +33,10 @@ class ReplicaPeer:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    def share_cache(self, other: ReplicaPeer) -> None:
+        """Use `other`'s key-set cache (one per server, not one per request)."""
+        self._cache, self._lock = other._cache, other._lock
+
     def keys(self, conv: str) -> KeySet:
         store = self.replica.store
         token = store.change_token()

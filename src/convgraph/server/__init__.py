@@ -1,0 +1,1 @@
+"""The sync server: signed HTTP access to a replica (`app`, `auth`, `access`, `live`, `openapi`)."""

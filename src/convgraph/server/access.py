@@ -1,0 +1,94 @@
+"""Who may read or write which conversation on a sync server, from its configuration.
+
+The configuration is JSON: `{"conversations": {"<conv>" | "*": {"write": [actor, ...],
+"read": [actor, ...]}}}`, where `*` stands for every conversation and a writer may also
+read. Grant records take over in a later version; until then this file is the authority.
+Invariant: an actor has no access unless a line of the configuration names it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from convgraph.core.keys import actor_text, parse_actor
+from convgraph.errors import ConvgraphError, ForbiddenError
+
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Per-conversation sets of actor keys that may write, and that may only read."""
+
+    writers: Mapping[str, frozenset[bytes]] = field(default_factory=dict)
+    readers: Mapping[str, frozenset[bytes]] = field(default_factory=dict)
+
+    def can_write(self, actor: bytes, conv: str) -> bool:
+        return any(actor in self.writers.get(c, ()) for c in (conv, ANY))
+
+    def can_read(self, actor: bytes, conv: str) -> bool:
+        return self.can_write(actor, conv) or any(actor in self.readers.get(c, ()) for c in (conv, ANY))
+
+    def check_read(self, actor: bytes, convs: Iterable[str]) -> None:
+        """Raise `ForbiddenError` naming every conversation `actor` may not read."""
+        denied = sorted(c for c in set(convs) if not self.can_read(actor, c))
+        if denied:
+            raise ForbiddenError(
+                "no access",
+                reason=f"key {actor_text(actor)} may not read conversation(s) {', '.join(denied)}",
+            )
+
+    def writable(self, actor: bytes, convs: Iterable[str]) -> set[str]:
+        return {c for c in convs if self.can_write(actor, c)}
+
+    @classmethod
+    def load(cls, path: Path) -> Access:
+        try:
+            raw = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ConvgraphError(f"cannot read access configuration {path}: {exc}") from exc
+        return cls.from_json(raw, source=str(path))
+
+    @classmethod
+    def from_json(cls, raw: object, *, source: str = "configuration") -> Access:
+        convs = raw.get("conversations") if isinstance(raw, dict) else None
+        if not isinstance(convs, dict):
+            raise ConvgraphError(f"{source}: expected an object with a 'conversations' object")
+        writers: dict[str, set[bytes]] = {}
+        readers: dict[str, set[bytes]] = {}
+        for conv, grant in convs.items():
+            if not isinstance(grant, dict) or not set(grant) <= {"read", "write"}:
+                raise ConvgraphError(
+                    f"{source}: conversation {conv!r} needs {{'read': [...], 'write': [...]}}"
+                )
+            for mode, table in (("write", writers), ("read", readers)):
+                actors = grant.get(mode, [])
+                if not isinstance(actors, list) or not all(isinstance(a, str) for a in actors):
+                    raise ConvgraphError(f"{source}: {conv!r}.{mode} must be a list of actor ids")
+                table.setdefault(conv, set()).update(parse_actor(a) for a in actors)
+        return cls(
+            {c: frozenset(v) for c, v in writers.items()}, {c: frozenset(v) for c, v in readers.items()}
+        )
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[str]) -> Access:
+        """From `ACTOR=CONV` (write) and `ACTOR=CONV:read` lines; CONV may be `*`."""
+        grants: dict[str, dict[str, list[str]]] = {}
+        for rule in rules:
+            actor, sep, target = rule.partition("=")
+            if not sep or not target:
+                raise ConvgraphError(f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read")
+            conv, _, mode = target.rpartition(":") if target.endswith(":read") else (target, "", "write")
+            grants.setdefault(conv, {}).setdefault(mode, []).append(actor)
+        return cls.from_json({"conversations": grants}, source="--allow")
+
+    def merged(self, other: Access) -> Access:
+        def union(
+            a: Mapping[str, frozenset[bytes]], b: Mapping[str, frozenset[bytes]]
+        ) -> dict[str, frozenset[bytes]]:
+            return {c: a.get(c, frozenset()) | b.get(c, frozenset()) for c in {*a, *b}}
+
+        return Access(union(self.writers, other.writers), union(self.readers, other.readers))

@@ -1,0 +1,246 @@
+"""The sync server: an ASGI app (Starlette) over one replica's store, SQLite or PostgreSQL.
+
+Every route but `/v1/health` and `/openapi.json` wants a signed request (`auth.py`) from a
+key the access configuration admits for the conversations concerned: no signature is a
+401, a key without access a 403, each with a JSON reason. The sync route runs the
+stateless `Responder`, so instances sharing one PostgreSQL database are interchangeable;
+the events route streams a conversation's new records as server-sent events.
+Invariant: a request is refused whole before anything of it is stored, or its records
+each go through full validation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Clock, system_clock
+from convgraph.core.keys import actor_text
+from convgraph.errors import AuthError, ConvgraphError, ProtocolError, StoreBusyError, StoreError
+from convgraph.replica import Replica
+from convgraph.server import openapi
+from convgraph.server.access import Access
+from convgraph.server.auth import MemoryNonces, NonceLog, Verifier
+from convgraph.server.live import Hub, poll
+from convgraph.sync import wire
+from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.reconcile import Outcome
+from convgraph.sync.responder import Responder
+
+RECORD_TYPE = "application/vnd.ipld.dag-cbor"
+SYNC_TYPE = "application/vnd.convgraph.sync"
+
+
+@dataclass
+class ServerConfig:
+    """What the server admits and how much it takes from any one request."""
+
+    access: Access = field(default_factory=Access)
+    window_ms: int = 60_000
+    max_body: int = 16 << 20
+    body_timeout_s: float = 30.0
+    budget: int = 4 << 20
+    heartbeat_s: float = 15.0
+    poll_s: float = 0.5
+
+
+class _Peer(ReplicaPeer):
+    """The replica seen by one request: it may only write the conversations its key may write."""
+
+    def __init__(
+        self, replica: Replica, writable: set[str], lock: threading.Lock, ring: Callable[[str], None]
+    ) -> None:
+        super().__init__(replica)
+        self.writable, self.lock, self.ring = writable, lock, ring
+
+    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+        if conv not in self.writable:
+            why = "this key may read but not write the conversation"
+            return Outcome(rejected=[(None, "forbidden", why)] * len(records))
+        with self.lock:  # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
+            outcome = super().ingest(conv, records)
+        if outcome.accepted:
+            self.ring(conv)
+        return outcome
+
+
+def _error(status: int, rule: str, detail: str, reason: str = "") -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Convgraph-Signature realm="convgraph"'} if status == 401 else None
+    body = {"error": rule, "detail": detail, "reason": reason or detail}
+    return JSONResponse(body, status, headers=headers)
+
+
+Handler = Callable[[Request, bytes], Awaitable[Response]]
+
+
+class _Server:
+    """The routes' shared state: the replica, who may do what, and the live hub."""
+
+    def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog) -> None:
+        self.replica, self.cfg, self.clock = replica, cfg, clock
+        self.verifier = Verifier(nonces, cfg.window_ms)
+        self.hub, self.lock, self.keys = Hub(), threading.Lock(), ReplicaPeer(replica)
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.cfg.max_body:
+            raise _TooLargeError
+        chunks, size = [], 0
+        async with asyncio.timeout(self.cfg.body_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.cfg.max_body:
+                    raise _TooLargeError
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _actor(self, request: Request, body: bytes) -> bytes:
+        raw, query = request.scope.get("raw_path") or request.url.path.encode(), request.scope["query_string"]
+        target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return self.verifier.verify(request.method, target, body, headers, now_ms=self.clock())
+
+    def guarded(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """Read the body within bounds, run `handler`, turn typed errors into HTTP answers."""
+
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request, await self._body(request))
+            except _TooLargeError:
+                return _error(413, "size", f"request body over {self.cfg.max_body} bytes")
+            except TimeoutError:
+                return _error(408, "timeout", f"request body not received within {self.cfg.body_timeout_s} s")
+            except AuthError as exc:
+                return _error(exc.status, exc.rule, exc.message, exc.reason)
+            except ProtocolError as exc:
+                return _error(400, exc.rule, str(exc))
+            except StoreBusyError as exc:
+                return _error(503, "busy", str(exc))
+            except StoreError as exc:
+                return _error(500, "store", str(exc))
+            except ConvgraphError as exc:
+                return _error(400, exc.rule, str(exc))
+
+        return run
+
+    async def sync(self, request: Request, body: bytes) -> Response:
+        actor = self._actor(request, body)
+        message = wire.decode(body)  # parsed here for its conversations: access comes first
+        convs = [s.conv for s in message.sections]
+        self.cfg.access.check_read(actor, convs)
+        peer = _Peer(self.replica, self.cfg.access.writable(actor, convs), self.lock, self.hub.ring)
+        peer.share_cache(self.keys)
+        reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).receive, body)
+        return Response(reply, media_type=SYNC_TYPE)
+
+    async def record(self, request: Request, body: bytes) -> Response:
+        actor = self._actor(request, body)
+        try:
+            cid = CID.parse(request.path_params["cid"])
+        except ConvgraphError as exc:
+            return _error(400, "cid", str(exc))
+        metas = await run_in_threadpool(self.replica.store.metas, [cid])
+        if cid not in metas:
+            return _error(404, "not_found", f"no record {cid}")
+        self.cfg.access.check_read(actor, [metas[cid].conv])
+        data = await run_in_threadpool(self.replica.store.get, cid)
+        if data is None:
+            return _error(410, "compacted", f"record {cid} was compacted away; only its header is kept")
+        return Response(data, media_type=RECORD_TYPE, headers={"Cache-Control": "immutable"})
+
+    async def heads(self, request: Request, body: bytes) -> Response:
+        actor = self._actor(request, body)
+        conv = request.path_params["conv"]
+        self.cfg.access.check_read(actor, [conv])
+        found = await run_in_threadpool(self.replica.store.heads, conv)
+        count = await run_in_threadpool(self.replica.store.count, conv)
+        return JSONResponse({"conversation": conv, "heads": [str(c) for c in found], "count": count})
+
+    async def events(self, request: Request, body: bytes) -> Response:
+        actor = self._actor(request, body)
+        conv = request.path_params["conv"]
+        self.cfg.access.check_read(actor, [conv])
+        after = request.query_params.get("after") or request.headers.get("last-event-id")
+        if after is not None and not after.isdigit():
+            return _error(400, "cursor", f"cursor {after!r} is not a non-negative integer")
+        start = int(after) if after is not None else await run_in_threadpool(self.replica.store.cursor)
+        return StreamingResponse(self._stream(request, conv, start), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def _stream(self, request: Request, conv: str, cursor: int) -> AsyncIterator[bytes]:
+        yield f"event: ready\nid: {cursor}\ndata: {json.dumps({'cursor': cursor})}\n\n".encode()
+        while not await request.is_disconnected():
+            found, cursor = await run_in_threadpool(self.replica.store.since, cursor, conv)
+            for i, (cid, data) in enumerate(found):
+                payload = json.dumps({"cid": str(cid), "record": base64.b64encode(data).decode()})
+                ident = f"id: {cursor}\n" if i == len(found) - 1 else ""
+                yield f"event: record\n{ident}data: {payload}\n\n".encode()
+            if not found:
+                await self.hub.wait(conv, self.cfg.heartbeat_s)
+                yield b": keep-alive\n\n"
+
+    async def health(self, _: Request) -> Response:
+        return JSONResponse({"ok": True, "actor": actor_text(self.replica.actor), "protocol": wire.VERSION})
+
+
+def create_app(
+    replica: Replica, config: ServerConfig | None = None, *, clock: Clock = system_clock,
+    nonces: NonceLog | None = None, listen: Callable[[], AsyncIterator[str]] | None = None,
+) -> Starlette:
+    """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY)."""
+    server = _Server(replica, config or ServerConfig(), clock, nonces or MemoryNonces())
+
+    async def spec(_: Request) -> Response:
+        return JSONResponse(openapi.SPEC)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        server.hub.bind(asyncio.get_running_loop())
+        tasks = [asyncio.create_task(poll(server.hub, replica.store.change_token, server.cfg.poll_s))]
+        if listen is not None:
+            tasks.append(asyncio.create_task(_relay(listen, server.hub)))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    routes = [
+        Route("/v1/health", server.health, methods=["GET"]),
+        Route("/openapi.json", spec, methods=["GET"]),
+        Route("/v1/sync", server.guarded(server.sync), methods=["POST"]),
+        Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
+        Route("/v1/conversations/{conv}/heads", server.guarded(server.heads), methods=["GET"]),
+        Route("/v1/conversations/{conv}/events", server.guarded(server.events), methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+class _TooLargeError(Exception):
+    pass
+
+
+async def _relay(listen: Callable[[], AsyncIterator[str]], hub: Hub) -> None:
+    """Forward NOTIFYs to the hub, reconnecting after a failure (a subscriber polls meanwhile)."""
+    while True:
+        try:
+            async for conv in listen():
+                hub.ring(conv)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a dropped listener connection must not take the server down
+            hub.ring(None)
+            await asyncio.sleep(1.0)

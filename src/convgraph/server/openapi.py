@@ -1,0 +1,196 @@
+"""The OpenAPI 3.1 description of the sync server's HTTP API, served at `/openapi.json`.
+
+Kept by hand beside `app.py`: `tests/server/test_openapi.py` checks every route against it
+and runs schemathesis against a live server, so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+_SIGNED: Final[list[dict[str, list[str]]]] = [{"convgraphSignature": []}]
+_ERROR: Final = {"$ref": "#/components/schemas/Error"}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    why = {
+        400: "Malformed request: the sync grammar, a CID, a cursor",
+        401: "No valid signature, a stale timestamp or a replayed nonce",
+        403: "The key may not read (or write) the conversation named",
+        404: "No such record",
+        408: "The body did not arrive in time",
+        410: "The record was compacted away; its header is kept",
+        413: "Body over the server's limit",
+        503: "The store is busy; retry",
+    }
+    return {
+        str(c): {"description": why[c], "content": {"application/json": {"schema": _ERROR}}} for c in codes
+    }
+
+
+_SIGNATURE_HEADERS: Final = [
+    {"name": n, "in": "header", "required": True, "schema": {"type": "string"}, "description": d}
+    for n, d in [
+        ("X-Convgraph-Actor", "the signing actor id (base32, 52 characters)"),
+        ("X-Convgraph-Timestamp", "milliseconds since the epoch; within the server's window"),
+        ("X-Convgraph-Nonce", "16 to 64 random ASCII characters, never reused"),
+        ("X-Convgraph-Signature", "hex Ed25519 signature of docs/sync.md's signing input"),
+    ]
+]
+
+SPEC: Final[dict[str, Any]] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "convgraph sync server",
+        "version": "1",
+        "description": "Range-based set reconciliation of signed conversation records (docs/sync.md).",
+    },
+    "paths": {
+        "/v1/health": {
+            "get": {
+                "operationId": "health",
+                "summary": "Liveness, the server's actor id and protocol version",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "up",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["ok", "actor", "protocol"],
+                                    "properties": {
+                                        "ok": {"type": "boolean"},
+                                        "actor": {"type": "string"},
+                                        "protocol": {"type": "integer"},
+                                    },
+                                }
+                            }
+                        },
+                    }
+                },
+            }
+        },
+        "/v1/sync": {
+            "post": {
+                "operationId": "sync",
+                "summary": "One sync message in, the reply out",
+                "security": _SIGNED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/vnd.convgraph.sync": {"schema": {"type": "string", "format": "binary"}}
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "the reply message",
+                        "content": {
+                            "application/vnd.convgraph.sync": {
+                                "schema": {"type": "string", "format": "binary"}
+                            }
+                        },
+                    },
+                    **_errors(400, 401, 403, 408, 413, 503),
+                },
+            }
+        },
+        "/v1/records/{cid}": {
+            "get": {
+                "operationId": "record",
+                "summary": "One record's DAG-CBOR bytes by CID",
+                "security": _SIGNED,
+                "parameters": [{"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {
+                        "description": "the record",
+                        "content": {
+                            "application/vnd.ipld.dag-cbor": {
+                                "schema": {"type": "string", "format": "binary"}
+                            }
+                        },
+                    },
+                    **_errors(400, 401, 403, 404, 410),
+                },
+            }
+        },
+        "/v1/conversations/{conv}/heads": {
+            "get": {
+                "operationId": "heads",
+                "summary": "The conversation's current heads and record count",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "heads",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["conversation", "heads", "count"],
+                                    "properties": {
+                                        "conversation": {"type": "string"},
+                                        "heads": {"type": "array", "items": {"type": "string"}},
+                                        "count": {"type": "integer", "minimum": 0},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    **_errors(401, 403),
+                },
+            }
+        },
+        "/v1/conversations/{conv}/events": {
+            "get": {
+                "operationId": "events",
+                "summary": "Server-sent events: every new record of the conversation",
+                "description": "Events `ready` (data {cursor}) then `record` (data {cid, record: base64}); "
+                "each batch's last record carries the cursor as its id. Resume with `after` "
+                "or Last-Event-ID.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(400, 401, 403),
+                },
+            }
+        },
+    },
+    "components": {
+        "securitySchemes": {
+            "convgraphSignature": {
+                "type": "apiKey",
+                "in": "header",
+                "name": "X-Convgraph-Signature",
+                "description": "With X-Convgraph-Actor, -Timestamp and -Nonce; see docs/sync.md",
+            }
+        },
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error", "detail", "reason"],
+                "properties": {
+                    "error": {"type": "string"},
+                    "detail": {"type": "string"},
+                    "reason": {"type": "string"},
+                },
+            }
+        },
+    },
+}
+
+SIGNATURE_HEADERS: Final = _SIGNATURE_HEADERS
