@@ -1,0 +1,183 @@
+"""CARv1 files (https://ipld.io/specs/transport/car/carv1/): a strict, streaming codec.
+
+A file is `varint(len(header)) header` then, per block, `varint(len(cid) + len(data)) cid
+data`; the header is the canonical DAG-CBOR map `{"roots": [links], "version": 1}` and the
+varints are unsigned LEB128. Only CIDv1 / dag-cbor / sha2-256 blocks are read, each one
+re-hashed, and every fault is a `CarError` naming its byte offset. Invariant: `read_car`
+yields a block only if its CID is the hash of its data, and reads back exactly what
+`write_car` wrote under the same bounds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import BinaryIO, Final
+
+from convgraph.core.cid import CID
+from convgraph.core.codec import decode, encode
+from convgraph.errors import CarError, ConvgraphError
+
+MAX_BLOCK: Final = (1 << 20) + 4096  # a record is at most 1 MiB; a CID and headroom on top
+MAX_HEADER: Final = 1 << 16
+_CID_LEN: Final = 36
+_PREFIX: Final = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32-byte digest
+_MAX_VARINT: Final = 9  # 63 bits: far past any bound, short enough to refuse a runaway
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def write_car(
+    out: BinaryIO,
+    roots: Sequence[CID],
+    blocks: Iterable[tuple[CID, bytes]],
+    *,
+    max_block: int = MAX_BLOCK,
+    max_header: int = MAX_HEADER,
+) -> int:
+    """Stream a CARv1 of `blocks` under `roots` to `out`; returns the bytes written.
+
+    The caller vouches that each CID names its data. A header or block over the bounds
+    raises `CarError` rather than write a file `read_car` with those bounds would refuse.
+    """
+    header = encode({"roots": list(roots), "version": 1})
+    if len(header) > max_header:
+        raise CarError(
+            f"CAR header of {len(header)} bytes ({len(roots)} roots) exceeds max_header={max_header}"
+        )
+    written = 0
+    for chunk in (_varint(len(header)), header):
+        out.write(chunk)
+        written += len(chunk)
+    for cid, data in blocks:
+        raw = bytes(cid)
+        size = len(raw) + len(data)
+        if size > max_block:
+            raise CarError(f"block {cid} of {size} bytes exceeds max_block={max_block}")
+        for chunk in (_varint(size), raw, data):  # no concatenation: a block is copied once
+            out.write(chunk)
+            written += len(chunk)
+    return written
+
+
+class _Source:
+    """A byte stream that knows its offset, so every error can say where it happened."""
+
+    def __init__(self, src: BinaryIO) -> None:
+        self.src = src
+        self.pos = 0
+
+    def read(self, n: int, what: str) -> bytes:
+        start, parts, got = self.pos, [], 0
+        while got < n:  # a pipe or socket may hand back less than asked
+            part = self.src.read(n - got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        self.pos += got
+        if got < n:
+            raise CarError(
+                f"truncated CAR: {what} needs {n} bytes at byte {start}, file ends at byte {self.pos}"
+            )
+        return b"".join(parts)
+
+    def varint(self, what: str, *, eof_ok: bool = False) -> int | None:
+        start, value = self.pos, 0
+        for i in range(_MAX_VARINT):
+            byte = self.src.read(1)
+            if not byte:
+                if i == 0 and eof_ok:
+                    return None
+                raise CarError(f"truncated CAR: {what} varint at byte {start} ends at byte {self.pos}")
+            self.pos += 1
+            b = byte[0]
+            value |= (b & 0x7F) << (7 * i)
+            if not b & 0x80:
+                if b == 0 and i > 0:  # a trailing zero group: the same number, longer
+                    raise CarError(f"non-minimal {what} varint at byte {start}")
+                return value
+        raise CarError(f"{what} varint at byte {start} is longer than {_MAX_VARINT} bytes")
+
+
+def _read_header(src: _Source, max_header: int) -> list[CID]:
+    size = src.varint("header length")
+    assert size is not None  # eof_ok is False: end of file raised
+    if size == 0:
+        raise CarError("empty CAR header at byte 0")
+    if size > max_header:
+        raise CarError(f"CAR header of {size} bytes at byte {src.pos} exceeds max_header={max_header}")
+    at = src.pos
+    try:
+        header = decode(src.read(size, "header"))
+    except CarError:
+        raise
+    except ConvgraphError as exc:
+        raise CarError(f"CAR header at byte {at} is not canonical DAG-CBOR: {exc}") from exc
+    if not isinstance(header, dict):
+        raise CarError(f"CAR header at byte {at} is not a map")
+    version = header.get("version")
+    if "version" in header and (type(version) is not int or version != 1):  # not True, not 1.0
+        # a CARv2 file opens with the pragma {"version": 2} in this very position
+        raise CarError(
+            f"CAR version {version!r} at byte {at} is not supported: only CARv1 (CARv2 is not supported)"
+        )
+    roots = header.get("roots")
+    if set(header) != {"roots", "version"} or not isinstance(roots, list):
+        raise CarError(
+            f"CAR header at byte {at} must hold exactly roots (a list) and version, not {sorted(header)}"
+        )
+    for root in roots:
+        if not isinstance(root, CID) or bytes(root)[:4] != _PREFIX:
+            raise CarError(f"CAR root {root!r} at byte {at} is not a CIDv1 dag-cbor sha2-256 link")
+    return roots
+
+
+def _check_prefix(raw: bytes, at: int) -> None:
+    if raw[:2] == b"\x12\x20":
+        raise CarError(f"block at byte {at} has a CIDv0: only CIDv1 is supported")
+    if raw[0] != 0x01:
+        raise CarError(f"block at byte {at} has CID version {raw[0]}: only CIDv1 is supported")
+    if raw[1] != 0x71:
+        raise CarError(f"block at byte {at} has codec 0x{raw[1]:02x}: only dag-cbor (0x71) is supported")
+    if raw[:4] != _PREFIX:
+        raise CarError(f"block at byte {at} is not hashed with sha2-256 (32 bytes): prefix {raw[:4].hex()}")
+
+
+def _blocks(src: _Source, max_block: int) -> Iterator[tuple[CID, bytes]]:
+    while True:
+        at = src.pos
+        size = src.varint("block length", eof_ok=True)
+        if size is None:
+            return
+        if size > max_block:  # refused before a byte of the body is read
+            raise CarError(f"block at byte {at} of {size} bytes exceeds max_block={max_block}")
+        if size < _CID_LEN:
+            raise CarError(f"block at byte {at} of {size} bytes is shorter than a {_CID_LEN}-byte CIDv1")
+        raw = src.read(_CID_LEN, "block CID")
+        _check_prefix(raw, at)
+        data = src.read(size - _CID_LEN, "block data")
+        cid = CID(raw)
+        if hashlib.sha256(data).digest() != cid.digest:
+            raise CarError(f"block at byte {at}: its data does not hash to its CID", cid=cid)
+        yield cid, data
+
+
+def read_car(
+    src: BinaryIO, *, max_block: int = MAX_BLOCK, max_header: int = MAX_HEADER
+) -> tuple[list[CID], Iterator[tuple[CID, bytes]]]:
+    """Read the header of a CARv1 now and return its roots and a lazy iterator of blocks.
+
+    The iterator raises `CarError` at the first fault, after yielding every block before it,
+    so a caller can keep what was good; `max_block` bounds `len(cid) + len(data)`.
+    """
+    source = _Source(src)
+    roots = _read_header(source, max_header)
+    return roots, _blocks(source, max_block)

@@ -1,0 +1,227 @@
+"""`convgraph export` / `convgraph import`, run as real subprocesses against SQLite replicas."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convgraph import Draft, ManualClock, Replica
+from convgraph.cli import car as car_cli
+from convgraph.core.cid import CID
+from convgraph.core.codec import encode
+from convgraph.errors import StoreError
+from convgraph.sync.car import write_car
+
+
+def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60,
+        check=False,
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_json(home: Path, *args: str, ok: bool = True) -> tuple[int, dict[str, Any]]:
+    proc = run(home, *args, "--json", ok=ok)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A replica with three conversations: two authors (two heads) in x, a branch in y."""
+    home = tmp_path_factory.mktemp("car") / "a"
+    clock = ManualClock()
+    other = Replica.in_memory(clock=clock)
+    with Replica.open(home, clock=clock) as r:
+        r.write_many("x", [Draft("user_message", {"content": f"x{i}"}) for i in range(6)])
+        other.ingest([d for _, d in r.store.records("x")])
+        clock.advance(10)
+        r.ingest([other.say("x", "assistant", "a concurrent reply").data])
+        r.write("x", "user_message", {"content": "and mine"})  # joins both heads
+        r.ingest([other.say("x", "assistant", "another concurrent reply").data])
+        first = r.say("y", "user", "hello")
+        r.say("y", "assistant", "hi")
+        r.branch("y", "alt", first.cid)
+        r.say("y", "user", "on the branch", branch="alt")
+        r.write_many("z", [Draft("user_message", {"content": f"z{i}"}) for i in range(3)])
+        assert len(r.heads("x")) == 2
+    return home
+
+
+def held(home: Path) -> dict[str, list[tuple[CID, bytes]]]:
+    with Replica.open(home) as r:
+        return {c: r.store.records(c) for c in r.conversations()}
+
+
+def heads(home: Path, *convs: str) -> list[str]:
+    with Replica.open(home) as r:
+        return [str(c) for c in sorted({h for c in convs for h in r.heads(c)})]
+
+
+def test_export_then_import_into_a_fresh_replica_gives_identical_records(source: Path, tmp_path: Path) -> None:
+    file = tmp_path / "all.car"
+    before = held(source)
+    total = sum(len(v) for v in before.values())
+    _, exported = run_json(source, "export", str(file))
+    assert exported == {
+        "file": str(file), "records": total, "roots": heads(source, "x", "y", "z"),
+        "bytes": file.stat().st_size, "skipped_compacted": 0,
+    }
+    assert len(exported["roots"]) == 4
+    fresh = tmp_path / "b"
+    _, report = run_json(fresh, "import", str(file))
+    assert report["accepted"] == report["blocks"] == total
+    assert report["rejected"] == [] and report["rejected_total"] == 0 and report["error"] is None
+    assert report["roots_held"] and report["missing_roots"] == [] and report["roots"] == exported["roots"]
+    assert held(fresh) == before
+    for conv in before:
+        assert heads(fresh, conv) == heads(source, conv)
+    again = run(fresh, "import", str(file)).stdout
+    assert f"duplicates   {total}" in again and "accepted     0" in again and "roots: 4/4 held (all)" in again
+    assert json.loads(run(fresh, "verify", "--json").stdout)["ok"]
+
+
+def test_export_human_output_and_chosen_conversations(source: Path, tmp_path: Path) -> None:
+    file = tmp_path / "xz.car"
+    out = run(source, "export", str(file), "--conv", "z", "--conv", "x", "--conv", "x").stdout
+    before = held(source)
+    n = len(before["x"]) + len(before["z"])
+    assert f"wrote {n} records, 3 root(s)" in out
+    fresh = tmp_path / "b"
+    _, report = run_json(fresh, "import", str(file))
+    assert report["accepted"] == n and report["roots"] == heads(source, "x", "z")
+    after = held(fresh)
+    assert sorted(after) == ["x", "z"] and after["x"] == before["x"] and after["z"] == before["z"]
+
+
+def test_export_of_an_unknown_conversation_fails_and_writes_nothing(source: Path, tmp_path: Path) -> None:
+    proc = run(source, "export", str(tmp_path / "none.car"), "--conv", "nope", ok=False)
+    assert proc.returncode == 2 and "no conversation 'nope'" in proc.stderr
+    proc = run(source, "export", str(tmp_path / "missing" / "dir.car"), ok=False)
+    assert proc.returncode == 2 and "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_export_leaves_no_half_file(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "keep.car"
+    target.write_bytes(b"the previous export")
+
+    def broken(out: io.BufferedWriter, *_: object, **__: object) -> int:
+        out.write(b"half a file")
+        raise StoreError("the store went away mid-export")
+
+    monkeypatch.setattr(car_cli, "write_car", broken)
+    with Replica.open(source) as r, pytest.raises(StoreError):
+        car_cli.export_car(r, target)
+    assert target.read_bytes() == b"the previous export"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_tampered_block_is_reported_and_what_came_before_stays(source: Path, tmp_path: Path) -> None:
+    file = tmp_path / "t.car"
+    run(source, "export", str(file))
+    data = bytearray(file.read_bytes())
+    order = [pair for recs in held(source).values() for pair in recs]  # the file's block order
+    victim = 7
+    cid, body = order[victim]
+    at = data.find(body)
+    assert at > 0
+    data[at + len(body) // 2] ^= 0x01
+    file.write_bytes(bytes(data))
+    fresh = tmp_path / "b"
+    code, report = run_json(fresh, "import", str(file), ok=False)
+    assert code == 2
+    assert str(cid) in report["error"] and "does not hash" in report["error"] and "byte" in report["error"]
+    assert report["blocks"] == report["accepted"] == victim
+    with Replica.open(fresh) as r:
+        assert all(r.store.has(c) for c, _ in order[:victim])
+        assert not any(r.store.has(c) for c, _ in order[victim:])
+    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    assert proc.returncode == 2 and str(cid) in proc.stderr and f"the {victim} valid block(s)" in proc.stderr
+    assert f"accepted     {victim}" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_records_that_break_a_rule_are_rejected_by_cid_and_rule(source: Path, tmp_path: Path) -> None:
+    good_cid, good = held(source)["z"][0]
+    alien = encode({"hello": "not a record"})
+    unsigned = encode({"conv": "z", "kind": "user_message"})
+    blocks = [(CID.of_record(alien), alien), (good_cid, good), (CID.of_record(unsigned), unsigned)]
+    file = tmp_path / "mixed.car"
+    with file.open("wb") as fh:
+        write_car(fh, [good_cid], blocks)
+    code, report = run_json(tmp_path / "b", "import", str(file), ok=False)
+    assert code == 1 and report["accepted"] == 1 and report["roots_held"]
+    assert [(r["cid"], r["rule"]) for r in report["rejected"]] == [
+        (str(CID.of_record(alien)), "schema"), (str(CID.of_record(unsigned)), "schema"),
+    ]
+    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    assert proc.returncode == 1 and "REJECT" in proc.stderr and str(CID.of_record(alien)) in proc.stderr
+
+
+def test_a_file_that_is_no_car_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.car"
+    junk.write_bytes(b"PK\x03\x04 this is a zip file")
+    code, report = run_json(tmp_path / "b", "import", str(junk), ok=False)
+    assert code == 2 and report["blocks"] == 0 and "byte" in report["error"]
+    carv2 = tmp_path / "v2.car"
+    carv2.write_bytes(bytes.fromhex("0aa16776657273696f6e02") + bytes(40))
+    proc = run(tmp_path / "b", "import", str(carv2), ok=False)
+    assert proc.returncode == 2 and "CARv2 is not supported" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compacted_records_are_skipped_and_counted(tmp_path: Path) -> None:
+    home = tmp_path / "a"
+    with Replica.open(home) as r:
+        r.write_many("c", [Draft("user_message", {"content": str(i)}) for i in range(3)])
+        r.checkpoint("c", compact=True)
+        last = r.say("c", "user", "after the checkpoint")
+    file = tmp_path / "c.car"
+    _, exported = run_json(home, "export", str(file))
+    assert exported["skipped_compacted"] == 3 and exported["records"] == 2 and exported["roots"] == [str(last.cid)]
+    assert "skipped 3 compacted record(s)" in run(home, "export", str(file)).stdout
+
+
+def test_a_big_import_shows_progress_on_a_terminal(tmp_path: Path) -> None:
+    home = tmp_path / "a"
+    with Replica.open(home) as r:
+        r.write_many("big", [Draft("user_message", {"content": f"{i} " + "x" * 200_000}) for i in range(25)])
+        car_cli.export_car(r, tmp_path / "big.car")
+    assert (tmp_path / "big.car").stat().st_size > 4 << 20
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "b"), "TERM": "xterm"}
+        proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "import", str(tmp_path / "big.car")],
+                              stdout=subprocess.PIPE, stderr=slave, text=True, env=env, timeout=60, check=False)
+    finally:
+        os.close(slave)
+        reader.join(5)
+        os.close(master)
+    assert proc.returncode == 0 and "accepted     25" in proc.stdout
+    assert b"importing" in seen
+    assert "importing" not in run(tmp_path / "c", "import", str(tmp_path / "big.car")).stderr  # not a TTY
