@@ -229,9 +229,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from convgraph.cli import conversation  # noqa: PLC0415 - it reads this module's helpers
+    from convgraph.cli import car, conversation, sync  # noqa: PLC0415 - they read this module's helpers
 
     conversation.register(cli)
+    car.register(cli)
+    sync.register(cli)
 
 
 _register()

@@ -198,8 +198,12 @@ class SyncReport:
 def synchronize(
     peer: SyncPeer, transport: Transport, convs: Iterable[str], *, salts: Callable[[], bytes],
     max_sessions: int = 4, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
+    on_round: Callable[[Initiator], None] | None = None,
 ) -> SyncReport:
-    """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran."""
+    """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.
+
+    `on_round` sees the session after each reply it took in (for progress displays).
+    """
     report, refused = SyncReport(), set[bytes]()
     names = sorted(set(convs))
     for _ in range(max_sessions):
@@ -207,6 +211,8 @@ def synchronize(
         message: bytes | None = session.initiate()
         while message is not None:
             message = session.receive(transport(message))
+            if on_round is not None:
+                on_round(session)
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there for r in session.reports.values())
         if session.converged() or not moved:

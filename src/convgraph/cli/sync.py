@@ -1,0 +1,159 @@
+"""The replication commands: `serve` runs the sync server, `sync` reconciles with a peer.
+
+`serve` serves the replica at `--home` (SQLite) or, with `--db postgresql://…`, a schema of
+a PostgreSQL database that any number of instances may share. `sync TARGET` reconciles
+the named conversations with a server URL or another replica's directory and prints what
+moved; it exits 1 when a record was rejected or the two sides still differ.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
+from convgraph.errors import ConvgraphError
+from convgraph.replica import DB_FILE, KEY_FILE, Replica
+from convgraph.server.access import Access
+from convgraph.sync.initiator import Initiator, SyncReport, synchronize
+from convgraph.sync.peer import ReplicaPeer, cid_of
+from convgraph.sync.responder import Responder
+
+Listen = Callable[[], AsyncIterator[str]]
+
+
+def _server_replica(home: Path, db: str | None, schema: str) -> tuple[Replica, Listen | None]:
+    if db is None:
+        return Replica.open(home), None
+    if not db.startswith(("postgresql://", "postgres://")):
+        raise ConvgraphError(f"--db takes a postgresql:// URL, not {db!r}")
+    from convgraph.store.postgres import PostgresStore, listen  # noqa: PLC0415 - only the server needs it
+
+    home.mkdir(parents=True, exist_ok=True)
+    key_path = home / KEY_FILE
+    if not key_path.exists():
+        save_key(SigningKey.generate(), key_path)
+    replica = Replica(PostgresStore(db, schema=schema), load_key(key_path))
+    return replica, lambda: listen(db, schema)
+
+
+def register(cli: click.Group) -> None:
+    """Add `serve` and `sync` to the main command group."""
+    from convgraph.cli.main import _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
+
+    @cli.command()
+    @click.option("--host", default="127.0.0.1", show_default=True)
+    @click.option("--port", default=8750, show_default=True, type=int)
+    @click.option("--db", default=None, help="postgresql://… to serve a shared PostgreSQL schema.")
+    @click.option("--schema", default="convgraph", show_default=True, help="PostgreSQL schema.")
+    @click.option("--access", "access_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                  help="JSON access configuration (docs/sync.md).")
+    @click.option("--allow", "rules", multiple=True, metavar="ACTOR=CONV[:read]",
+                  help="Admit ACTOR to CONV (* for all); repeatable.")
+    @click.pass_context
+    @_errors
+    def serve(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
+        rules: tuple[str, ...],
+    ) -> None:
+        """Run the sync server over HTTP until interrupted."""
+        import uvicorn  # noqa: PLC0415 - only the server needs it
+
+        from convgraph.server.app import ServerConfig, create_app  # noqa: PLC0415
+
+        access = Access.from_rules(rules)
+        if access_file is not None:
+            access = access.merged(Access.load(access_file))
+        replica, listen = _server_replica(ctx.obj["home"], db, schema)
+        where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
+        err.print(f"serving {where} on http://{host}:{port} as {actor_text(replica.actor)}")
+        if not access.writers and not access.readers:
+            err.print("[yellow]no key is admitted yet: every request will get 403 (see --allow)[/yellow]")
+        app = create_app(replica, ServerConfig(access=access), listen=listen)
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        finally:
+            replica.close()
+
+    @cli.command("sync")
+    @click.argument("target")
+    @click.option("--conv", "convs", multiple=True, help="Conversation to sync (repeatable; default: all).")
+    @json_option
+    @click.pass_context
+    @_errors
+    def sync_cmd(ctx: click.Context, target: str, convs: tuple[str, ...], as_json: bool) -> None:
+        """Reconcile with TARGET: a sync server URL or another replica's directory."""
+        with Replica.open(ctx.obj["home"]) as replica:
+            report = _run(replica, target, convs, show=not as_json and sys.stderr.isatty())
+        summary = _summary(report, target)
+        if as_json:
+            _emit(summary)
+        else:
+            for name, conv in summary["conversations"].items():
+                out.print(f"{name}: received {conv['accepted_here']} (of {conv['received']}), "
+                          f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
+                          f"{'in sync' if conv['converged'] else 'still differs'}")
+                for rejection in conv["rejected_here"] + conv["rejected_there"]:
+                    out.print(f"  rejected {rejection['cid']}: {rejection['rule']}")
+            out.print(f"{report.round_trips} round trips, {report.bytes_sent} bytes sent, "
+                      f"{report.bytes_received} received")
+        if not summary["ok"]:
+            sys.exit(1)
+
+
+def _run(replica: Replica, target: str, convs: tuple[str, ...], *, show: bool) -> SyncReport:
+    if target.startswith(("http://", "https://")):
+        from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
+
+        with HttpRemote(target, replica.key) as remote:
+            names = list(convs) or replica.conversations()
+            if not names:
+                raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
+            return _with_progress(replica, remote.exchange, names, show)
+    path = Path(target)
+    if not (path / DB_FILE).exists():
+        raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
+    with Replica.open(path) as other:
+        names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
+        return _with_progress(replica, Responder(ReplicaPeer(other)).receive, names, show)
+
+
+def _with_progress(
+    replica: Replica, transport: Callable[[bytes], bytes], names: list[str], show: bool
+) -> SyncReport:
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  transient=True, disable=not show) as progress:
+        task = progress.add_task("syncing", total=None)
+
+        def tick(session: Initiator) -> None:
+            got = sum(r.received for r in session.reports.values())
+            sent = sum(r.sent for r in session.reports.values())
+            progress.update(task, description=f"round {session.rounds}: {got} records in, {sent} out")
+
+        return synchronize(ReplicaPeer(replica), transport, names, salts=lambda: os.urandom(8), on_round=tick)
+
+
+def _summary(report: SyncReport, target: str) -> dict[str, Any]:
+    def rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, str]]:
+        return [{"cid": str(cid_of(d)) if d else "?", "rule": rule} for d, rule in items]
+
+    convs = {
+        name: {
+            "received": r.received, "accepted_here": r.accepted_here, "quarantined_here": r.quarantined_here,
+            "sent": r.sent, "sent_bytes": r.sent_bytes, "accepted_there": r.accepted_there,
+            "rejected_here": rejections([(d, rule) for d, rule, _ in r.rejected_here]),
+            "rejected_there": rejections([(x.digest, x.rule) for x in r.rejected_there]),
+            "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged,
+        }
+        for name, r in sorted(report.convs.items())
+    }
+    ok = report.converged and not any(c["rejected_here"] or c["rejected_there"] for c in convs.values())
+    return {"target": target, "sessions": report.sessions, "round_trips": report.round_trips,
+            "bytes_sent": report.bytes_sent, "bytes_received": report.bytes_received,
+            "conversations": convs, "ok": ok}

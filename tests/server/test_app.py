@@ -1,0 +1,239 @@
+"""The sync server over real HTTP on 127.0.0.1: sync, records, heads, live events, refusals.
+
+Every test runs a uvicorn server in a thread (`live.py`) in front of a SQLite replica and
+talks to it with the real client or with raw httpx requests.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from convgraph import Draft, ManualClock, Replica, SigningKey, transcript_bytes
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.keys import actor_text
+from convgraph.core.record import sign_record
+from convgraph.errors import ForbiddenError, ProtocolError, UnauthenticatedError
+from convgraph.server import auth
+from convgraph.server.access import Access
+from convgraph.server.app import ServerConfig, create_app
+from convgraph.sync import wire
+from convgraph.sync.http import HttpRemote
+from convgraph.sync.initiator import synchronize
+from convgraph.sync.peer import ReplicaPeer
+from server.live import LiveServer
+
+WRITER, READER, STRANGER = (SigningKey(bytes([i]) * 32) for i in (1, 2, 3))
+
+
+def salts() -> bytes:
+    return os.urandom(8)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Replica, str]]:
+    replica = Replica.open(tmp_path / "server")
+    access = Access.from_rules([f"{actor_text(WRITER.public)}=c", f"{actor_text(WRITER.public)}=d",
+                                f"{actor_text(READER.public)}=c:read"])
+    config = ServerConfig(access=access, max_body=1 << 20, body_timeout_s=1.0, heartbeat_s=0.2, poll_s=0.1)
+    with LiveServer(create_app(replica, config)) as live:
+        yield replica, live.url
+    replica.close()
+
+
+def client(key: SigningKey = WRITER) -> Replica:
+    return Replica.in_memory(key)
+
+
+def sync(replica: Replica, url: str, convs: list[str], key: SigningKey | None = None) -> object:
+    with HttpRemote(url, key or replica.key) as remote:
+        return synchronize(ReplicaPeer(replica), remote.exchange, convs, salts=salts)
+
+
+def test_two_clients_converge_through_the_server(served: tuple[Replica, str]) -> None:
+    server, url = served
+    a, b = client(), client()
+    for i in range(40):
+        a.say("c", "user", f"a {i}")
+        b.say("c", "assistant", f"b {i}")
+    assert sync(a, url, ["c"]).converged  # type: ignore[attr-defined]
+    assert sync(b, url, ["c"]).converged  # type: ignore[attr-defined]
+    report = sync(a, url, ["c"])
+    assert report.converged and report.convs["c"].accepted_here == 40  # type: ignore[attr-defined]
+    assert transcript_bytes(a.transcript("c")) == transcript_bytes(b.transcript("c")) \
+        == transcript_bytes(server.transcript("c"))
+    assert server.verify().ok
+
+
+def test_unsigned_stale_or_replayed_requests_get_401_with_a_reason(served: tuple[Replica, str]) -> None:
+    _, url = served
+    message = wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8, ()))
+    bare = httpx.post(url + "/v1/sync", content=message)
+    assert bare.status_code == 401 and "missing header" in bare.json()["reason"]
+    assert bare.headers["www-authenticate"].startswith("Convgraph-Signature")
+    stale = auth.sign(WRITER, "POST", "/v1/sync", message, now_ms=int(time.time() * 1000) - 600_000, nonce="n" * 16)
+    answer = httpx.post(url + "/v1/sync", content=message, headers=stale)
+    assert answer.status_code == 401 and "window" in answer.json()["reason"]
+    fresh = auth.sign(WRITER, "POST", "/v1/sync", message, now_ms=int(time.time() * 1000), nonce="r" * 16)
+    assert httpx.post(url + "/v1/sync", content=message, headers=fresh).status_code == 200
+    again = httpx.post(url + "/v1/sync", content=message, headers=fresh)
+    assert again.status_code == 401 and "already used" in again.json()["reason"]
+    tampered = httpx.post(url + "/v1/sync", content=message + b"x", headers={**fresh, auth.NONCE: "t" * 16})
+    assert tampered.status_code == 401 and "does not verify" in tampered.json()["reason"]
+
+
+def test_a_key_without_access_gets_403_never_an_empty_answer(served: tuple[Replica, str]) -> None:
+    server, url = served
+    server.say("c", "user", "secret")
+    stranger = client(STRANGER)
+    with pytest.raises(ForbiddenError) as caught:
+        sync(stranger, url, ["c"])
+    assert "may not read conversation(s) c" in caught.value.reason
+    with pytest.raises(ForbiddenError), HttpRemote(url, STRANGER) as remote:
+        remote.heads("c")
+    with pytest.raises(ForbiddenError), HttpRemote(url, READER) as remote:
+        remote.heads("d")
+    assert stranger.records("c") == []
+
+
+def test_a_read_only_key_reads_but_its_records_are_refused(served: tuple[Replica, str]) -> None:
+    server, url = served
+    server.say("c", "user", "from the server")
+    reader = client(READER)
+    reader.say("c", "user", "pushed by a reader")
+    report = sync(reader, url, ["c"])
+    conv = report.convs["c"]  # type: ignore[attr-defined]
+    assert conv.accepted_here == 1 and {r.rule for r in conv.rejected_there} == {"forbidden"}
+    assert [t.text for t in server.transcript("c")] == ["from the server"]
+
+
+def test_records_and_heads(served: tuple[Replica, str]) -> None:
+    server, url = served
+    written = server.write_many("c", [Draft("user_message", {"content": f"m{i}"}) for i in range(3)])
+    with HttpRemote(url, READER) as remote:
+        assert remote.record(written[0].cid) == written[0].data
+        assert remote.heads("c") == {"conversation": "c", "heads": [str(written[-1].cid)], "count": 3}
+        server.checkpoint("c", compact=True)
+        with pytest.raises(Exception, match="410"):
+            remote.record(written[0].cid)
+        with pytest.raises(Exception, match="404"):
+            remote.record(sign_record(STRANGER, conv="c", seq=1, hlc=Hlc(1, 0), parents=[],
+                                      kind="user_message", payload={"content": "x"}).cid)
+        with pytest.raises(ProtocolError, match="400"):
+            remote._request("GET", "/v1/records/not-a-cid")
+    other = server.write("d", "user_message", {"content": "d"})
+    with pytest.raises(ForbiddenError), HttpRemote(url, READER) as remote:
+        remote.record(other.cid)
+
+
+def test_live_events_push_new_records_as_they_land(served: tuple[Replica, str]) -> None:
+    server, url = served
+    server.say("c", "user", "before")
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def listen() -> None:
+        with HttpRemote(url, READER) as remote:
+            for cursor, cid, data in remote.events("c"):
+                if cid is None:
+                    assert cursor is not None
+                    ready.set()
+                    continue
+                assert CID.of_record(data) == cid
+                seen.append(str(cid))
+                if len(seen) == 2:
+                    return
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    assert ready.wait(5)
+    writer = client()
+    first = writer.say("c", "user", "pushed through sync")
+    sync(writer, url, ["c"])
+    second = server.say("c", "assistant", "written on the server")
+    thread.join(10)
+    assert seen == [str(first.cid), str(second.cid)]
+    with HttpRemote(url, READER) as remote:  # a cursor replays from where it was
+        replay = [cid for _, cid, _ in _take(remote.events("c", after=0), 4)]
+    assert replay[1:] == [c for c in (server.records("c")[0].cid, first.cid, second.cid)][: len(replay) - 1]
+
+
+def _take(events: Iterator[tuple[int | None, object, bytes]], n: int) -> list[tuple[int | None, object, bytes]]:
+    found = []
+    for item in events:
+        found.append(item)
+        if len(found) == n:
+            break
+    return found
+
+
+def test_hostile_bytes_get_typed_refusals_and_the_server_keeps_serving(served: tuple[Replica, str]) -> None:
+    server, url = served
+    server.say("c", "user", "still here")
+    with HttpRemote(url, WRITER) as remote:
+        for garbage in (b"", b"\x00" * 50, os.urandom(300), b"\x01\x01" + b"s" * 8 + b"\x05"):
+            with pytest.raises(ProtocolError, match="400"):
+                remote.exchange(garbage)
+        with pytest.raises(ProtocolError, match="413"):
+            remote.exchange(b"\x01" * ((1 << 20) + 1))
+    honest = client()
+    assert sync(honest, url, ["c"]).converged  # type: ignore[attr-defined]
+    assert [t.text for t in honest.transcript("c")] == ["still here"]
+
+
+def test_a_body_that_never_finishes_times_out(served: tuple[Replica, str]) -> None:
+    _, url = served
+
+    def trickle() -> Iterator[bytes]:
+        yield b"\x01"
+        time.sleep(3)
+        yield b"\x01"
+
+    headers = auth.sign(WRITER, "POST", "/v1/sync", b"\x01\x01", now_ms=int(time.time() * 1000), nonce="z" * 16)
+    answer = httpx.post(url + "/v1/sync", content=trickle(), headers=headers, timeout=10)
+    assert answer.status_code == 408
+
+
+def test_a_flood_of_orphans_is_bounded_by_the_quarantine(tmp_path: Path) -> None:
+    from convgraph.replica import Config
+    from convgraph.store.base import QuarantineBounds
+
+    replica = Replica.open(tmp_path / "s", config=Config(quarantine=QuarantineBounds(max_count=50)))
+    config = ServerConfig(access=Access.from_rules([f"{actor_text(WRITER.public)}=c"]))
+    clock = ManualClock()
+    hostile = SigningKey.generate()
+    ghost = sign_record(hostile, conv="c", seq=1, hlc=Hlc(clock(), 0), parents=[], kind="user_message",
+                        payload={"content": "never sent"})
+    orphans = [sign_record(hostile, conv="c", seq=2 + i, hlc=Hlc(clock() + 1 + i, 0), parents=[ghost.cid],
+                           kind="user_message", payload={"content": f"orphan {i}"}) for i in range(300)]
+    with LiveServer(create_app(replica, config)) as live, HttpRemote(live.url, WRITER) as remote:
+        message = wire.Message(wire.Kind.CONTINUE, b"s" * 8, (wire.Section("c", records=tuple(o.data for o in orphans)),))
+        reply = wire.decode(remote.exchange(wire.encode(message)))
+        assert reply.sections[0].accepted == 0
+        assert replica.store.pending_stats()[0] <= 50 and replica.store.count() == 0
+        honest = client()
+        honest.say("c", "user", "fine")
+        assert sync(honest, live.url, ["c"]).converged  # type: ignore[attr-defined]
+    replica.close()
+
+
+def test_client_errors_for_an_unreachable_server() -> None:
+    from convgraph.errors import TransportError
+
+    with pytest.raises(TransportError), HttpRemote("http://127.0.0.1:9", WRITER, timeout_s=2) as remote:
+        remote.exchange(b"")
+
+
+def test_unauthenticated_error_is_raised_by_the_client(served: tuple[Replica, str]) -> None:
+    _, url = served
+    with HttpRemote(url, WRITER, nonce=lambda: "same-nonce-every-time") as remote:
+        remote.heads("c")
+        with pytest.raises(UnauthenticatedError, match="401"):
+            remote.heads("c")
