@@ -15,7 +15,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from convgraph.errors import ProtocolError
+from convgraph.errors import ProtocolError, TransportError
 from convgraph.sync import reconcile, wire
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
 from convgraph.sync.reconcile import Step, SyncPeer
@@ -174,6 +174,7 @@ class SyncReport:
     """What a run of sessions moved, and whether it ended with both sides in agreement."""
 
     sessions: int = 0
+    failed_sessions: int = 0  # broken off by the network or a bad reply, then started over
     round_trips: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -198,21 +199,33 @@ class SyncReport:
 def synchronize(
     peer: SyncPeer, transport: Transport, convs: Iterable[str], *, salts: Callable[[], bytes],
     max_sessions: int = 4, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
-    on_round: Callable[[Initiator], None] | None = None,
+    on_round: Callable[[Initiator], None] | None = None, retries: int = 2,
 ) -> SyncReport:
     """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.
 
-    `on_round` sees the session after each reply it took in (for progress displays).
+    A session broken by the network or by a reply that breaks the protocol is started over
+    with a fresh salt, at most `retries` times in all; what it had ingested stays. Then the
+    error propagates. `on_round` sees the session after each reply (for progress displays).
     """
     report, refused = SyncReport(), set[bytes]()
     names = sorted(set(convs))
-    for _ in range(max_sessions):
+    failures = 0
+    for _ in range(max_sessions + retries):
+        if report.sessions >= max_sessions:
+            break
         session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused)
-        message: bytes | None = session.initiate()
-        while message is not None:
-            message = session.receive(transport(message))
-            if on_round is not None:
-                on_round(session)
+        try:
+            message: bytes | None = session.initiate()
+            while message is not None:
+                message = session.receive(transport(message))
+                if on_round is not None:
+                    on_round(session)
+        except (TransportError, ProtocolError):
+            failures += 1
+            report.failed_sessions += 1
+            if failures > retries:
+                raise
+            continue
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there for r in session.reports.values())
         if session.converged() or not moved:

@@ -1,0 +1,151 @@
+"""Convergence under network faults: three replicas, two server instances on one database.
+
+Each client reaches the servers over real HTTP through a fault-injecting httpx transport
+that drops requests, loses replies, duplicates requests, delivers stale requests late,
+delays, and cuts peers off for a while. Every replica keeps writing meanwhile, servers
+too. After the faults heal, a bounded number of sync rounds must leave every replica
+with the same record set and a byte-identical transcript. Seeded: a failure names its seed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import IN_CI
+from convgraph import Replica, SigningKey, transcript_bytes
+from convgraph.core.keys import actor_text
+from convgraph.errors import SyncError
+from convgraph.server.access import Access
+from convgraph.server.app import ServerConfig, create_app
+from convgraph.server.auth import MemoryNonces
+from convgraph.store.sqlite import SqliteStore
+from convgraph.sync.http import HttpRemote
+from convgraph.sync.initiator import synchronize
+from convgraph.sync.peer import ReplicaPeer
+from server.live import LiveServer
+
+CONVS = ["plan", "chat"]
+SEEDS = range(12 if IN_CI else 4)
+
+
+class FaultyTransport(httpx.BaseTransport):
+    """An httpx transport that misbehaves the way networks do, on a seeded schedule."""
+
+    def __init__(self, rng: random.Random, p: float) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.rng, self.p = rng, p
+        self.cut = False
+        self.stale: list[httpx.Request] = []
+        self.faults: dict[str, int] = {}
+
+    def _fault(self, name: str) -> bool:
+        hit = self.rng.random() < self.p
+        if hit:
+            self.faults[name] = self.faults.get(name, 0) + 1
+        return hit
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        response.read()
+        response.close()
+        return response
+
+    def close(self) -> None:  # each sync's client closes it; the link lives on with fresh sockets
+        self.inner.close()
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.cut:
+            raise httpx.ConnectError("partitioned", request=request)
+        request.read()
+        if self.stale and self._fault("late"):  # an old request turns up after newer ones
+            self._send(self.stale.pop(self.rng.randrange(len(self.stale))))
+        if self._fault("drop"):
+            raise httpx.ConnectError("request lost", request=request)
+        if self._fault("delay"):
+            time.sleep(self.rng.random() * 0.02)
+        response = self._send(request)
+        if self._fault("duplicate"):
+            self._send(request)  # the server sees it twice; the network hands back the first answer
+        if len(self.stale) < 8 and self.rng.random() < 0.3:
+            self.stale.append(request)
+        if self._fault("lose-reply"):
+            raise httpx.ReadError("reply lost", request=request)
+        return response
+
+
+def _servers(tmp_path: Path, keys: list[SigningKey]) -> tuple[list[Replica], list[LiveServer]]:
+    """Two server instances over one SQLite file (each its own connection and key cache)."""
+    access = Access.from_rules([f"{actor_text(k.public)}=*" for k in keys])
+    nonces = MemoryNonces()  # shared, as a shared nonce table would be
+    replicas, servers = [], []
+    for i in range(2):
+        replica = Replica(SqliteStore(tmp_path / "server.sqlite"), SigningKey.generate())
+        replicas.append(replica)
+        servers.append(LiveServer(create_app(replica, ServerConfig(access=access), nonces=nonces)))
+    return replicas, servers
+
+
+def _write(rng: random.Random, replica: Replica) -> None:
+    for _ in range(rng.randrange(4)):
+        conv = rng.choice(CONVS)
+        role = rng.choice(["user", "assistant"])
+        text = rng.choice(["yes", "no", "ok", f"step {rng.randrange(1000)}"])  # identical texts on purpose
+        replica.say(conv, role, text)
+
+
+def _sync(client: Replica, url: str, transport: httpx.BaseTransport) -> Any:
+    with httpx.Client(transport=transport, timeout=10) as http, HttpRemote(url, client.key, client=http) as remote:
+        return synchronize(ReplicaPeer(client), remote.exchange, CONVS, salts=lambda: os.urandom(8),
+                           retries=1)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_replicas_converge_after_faults_heal(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    clients = [Replica.open(tmp_path / f"client{i}") for i in range(3)]
+    servers_r, servers = _servers(tmp_path, [c.key for c in clients])
+    links = [[FaultyTransport(random.Random(rng.random()), p=0.15) for _ in servers] for _ in clients]
+    try:
+        for _ in range(12):  # the faulty phase: writes everywhere, syncs that may break
+            for replica in [*clients, rng.choice(servers_r)]:
+                _write(rng, replica)
+            for row in links:  # partitions come and go
+                for link in row:
+                    link.cut = rng.random() < 0.2
+            for i, client in enumerate(clients):
+                j = rng.randrange(len(servers))
+                try:
+                    _sync(client, servers[j].url, links[i][j])
+                except SyncError:
+                    pass  # a broken sync is a normal outcome while the network misbehaves
+        for row in links:  # heal
+            for link in row:
+                link.cut, link.p = False, 0.0
+        for _ in range(2):  # bounded: every client with each instance, twice
+            for i, client in enumerate(clients):
+                for j, server in enumerate(servers):
+                    _sync(client, server.url, links[i][j])
+        _assert_converged([*clients, *servers_r], seed)
+        assert sum(sum(link.faults.values()) for row in links for link in row) > 0
+    finally:
+        for server in servers:
+            server.close()
+        for replica in [*clients, *servers_r]:
+            replica.close()
+
+
+def _assert_converged(replicas: list[Replica], seed: int) -> None:
+    for conv in CONVS:
+        keys = {tuple(r.store.sync_keys(conv)) for r in replicas}
+        assert len(keys) == 1, f"seed {seed}: record sets of {conv!r} differ"
+        transcripts = {transcript_bytes(r.transcript(conv)) for r in replicas}
+        assert len(transcripts) == 1, f"seed {seed}: transcripts of {conv!r} differ"
+    assert all(r.verify().ok for r in replicas)
