@@ -1,0 +1,202 @@
+"""Load: 50 concurrent clients sync against one `convgraph serve` on 127.0.0.1 for a fixed time.
+
+The server runs as its own process (`convgraph serve`, SQLite by default, `--db` for a
+PostgreSQL URL), so it has a core of its own. The clients run in two processes of 25
+threads each. Every client holds an in-memory replica and loops: write one turn to its
+own conversation and one to a conversation all clients share, then sync both over HTTP.
+Reported:
+
+* throughput: syncs/s, HTTP exchanges/s and records accepted by the server per second;
+* latency: p50 / p99 of one HTTP exchange and of a whole sync;
+* lost: records a client wrote and synced that the server does not hold at the end. This
+  must be zero.
+
+    .venv/bin/python bench/load.py                     # 50 clients, 30 s, SQLite
+    .venv/bin/python bench/load.py --db postgresql://postgres@127.0.0.1:5432/test
+    .venv/bin/python bench/load.py --quick             # 10 clients, 5 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from _common import ROOT, environment, machine_busy_s, on_snapshot
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """One client process: a thread per seed, each looping write + sync until the deadline."""
+    from convgraph import Replica, SigningKey
+    from convgraph.sync.http import HttpRemote
+    from convgraph.sync.initiator import synchronize
+    from convgraph.sync.peer import ReplicaPeer
+
+    deadline = time.monotonic() + seconds
+    results: list[dict[str, object]] = []
+    lock = threading.Lock()
+
+    def client(seed: bytes) -> None:
+        key = SigningKey(seed)
+        replica = Replica.in_memory(key)
+        own = f"own-{seed.hex()[:8]}"
+        exchanges: list[float] = []
+        syncs: list[float] = []
+        written: list[str] = []
+        failures = 0
+        with HttpRemote(url, key, timeout_s=120) as remote:
+
+            def timed(message: bytes) -> bytes:
+                t = time.perf_counter()
+                reply = remote.exchange(message)
+                exchanges.append(time.perf_counter() - t)
+                return reply
+
+            n = 0
+            while time.monotonic() < deadline:
+                written.append(str(replica.say(own, "user", f"turn {n} of {own}").cid))
+                written.append(str(replica.say("shared", "assistant", f"{own} turn {n}").cid))
+                t = time.perf_counter()
+                try:
+                    synchronize(ReplicaPeer(replica), timed, [own, "shared"], salts=lambda: os.urandom(8))
+                except Exception:  # counted, not fatal: the bench reports failures
+                    failures += 1
+                syncs.append(time.perf_counter() - t)
+                n += 1
+            synchronize(ReplicaPeer(replica), remote.exchange, [own, "shared"], salts=lambda: os.urandom(8))
+        with lock:
+            results.append({"exchanges": exchanges, "syncs": syncs, "written": written, "failures": failures})
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put(results)
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000 if xs else float("nan")
+
+
+def run(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--db", default=None, help="postgresql:// URL: serve a PostgreSQL schema")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--no-snapshot", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.clients, args.seconds = 10, 5.0
+    from convgraph import Replica, SigningKey
+    from convgraph.core.keys import actor_text
+
+    env = environment(["starlette", "uvicorn", "httpx", "psycopg"])
+    console.print(f"[bold]bench/load.py[/]  {args.clients} clients in {args.processes} processes, "
+                  f"{args.seconds:.0f} s, store {'PostgreSQL' if args.db else 'SQLite'}  ({env['cpu']}, "
+                  f"{env['cores']} cores, code {env['convgraph']})")
+    seeds = [os.urandom(32) for _ in range(args.clients)]
+    home = Path(tempfile.mkdtemp(prefix="convgraph-load-"))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve"]
+    cmd += ["--port", str(port)]
+    cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
+    if args.db:
+        cmd += ["--db", args.db, "--schema", "load_" + uuid.uuid4().hex[:10]]
+    server = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_up(port, server)
+        busy0, t0 = machine_busy_s(), time.monotonic()
+        queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+        ctx = mp.get_context("fork")
+        url = f"http://127.0.0.1:{port}"
+        procs = [ctx.Process(target=_clients, args=(url, seeds[i :: args.processes], args.seconds, queue))
+                 for i in range(args.processes)]
+        for p in procs:
+            p.start()
+        results = [r for _ in procs for r in queue.get()]
+        for p in procs:
+            p.join()
+        wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+        server.terminate()
+        server.wait(30)
+        with Replica.open(home / "server") as replica:
+            held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
+            verified = replica.verify().ok
+    finally:
+        if server.poll() is None:
+            server.kill()
+    exchanges = [x for r in results for x in r["exchanges"]]  # type: ignore[attr-defined]
+    syncs = [x for r in results for x in r["syncs"]]  # type: ignore[attr-defined]
+    written = {c for r in results for c in r["written"]}  # type: ignore[attr-defined]
+    failures = sum(int(r["failures"]) for r in results)  # type: ignore[call-overload]
+    lost = len(written - held)
+    figures = {
+        "clients": args.clients, "seconds": args.seconds, "wall_s": round(wall, 1),
+        "store": "postgres" if args.db else "sqlite",
+        "syncs": len(syncs), "syncs_per_s": round(len(syncs) / args.seconds, 1),
+        "exchanges": len(exchanges), "exchanges_per_s": round(len(exchanges) / args.seconds, 1),
+        "records_written": len(written), "records_per_s": round(len(written) / args.seconds, 1),
+        "exchange_p50_ms": round(_pct(exchanges, 0.5), 2), "exchange_p99_ms": round(_pct(exchanges, 0.99), 2),
+        "sync_p50_ms": round(_pct(syncs, 0.5), 2), "sync_p99_ms": round(_pct(syncs, 0.99), 2),
+        "sync_mean_ms": round(statistics.fmean(syncs) * 1000, 2) if syncs else None,
+        "failed_syncs": failures, "lost": lost, "server_verify_ok": verified,
+        "machine_cores_busy": round(busy / wall, 2), "env": env,
+    }
+    table = Table("figure", "value")
+    for k in ("syncs_per_s", "exchanges_per_s", "records_per_s", "exchange_p50_ms", "exchange_p99_ms",
+              "sync_p50_ms", "sync_p99_ms", "failed_syncs", "lost", "server_verify_ok", "machine_cores_busy"):
+        table.add_row(k, str(figures[k]))
+    console.print(table)
+    console.print("[green]zero records lost[/]" if lost == 0 else f"[red]{lost} records LOST[/]")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if lost == 0 and verified else 1
+
+
+def _wait_up(port: int, server: subprocess.Popen[str]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"server exited: {server.stderr.read() if server.stderr else ''}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit("server did not come up")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return on_snapshot(__file__, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
