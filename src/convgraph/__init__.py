@@ -79,6 +79,14 @@ from convgraph.replica import Config, Draft, Replica, VerifyReport, resume
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore
+from convgraph.sync.car import read_car, write_car
+from convgraph.sync.http import HttpRemote
+from convgraph.sync.initiator import ConvReport, Initiator, SyncReport, synchronize
+from convgraph.sync.local import sync_replicas
+from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.reconcile import Outcome, SyncPeer
+from convgraph.sync.responder import Responder
+from convgraph.sync.wire import WireLimits
 
 __version__ = "0.1.0"
 
@@ -91,6 +99,7 @@ __all__ = [
     "Clock",
     "CompactedError",
     "Config",
+    "ConvReport",
     "ConvState",
     "ConvgraphError",
     "DEFAULT_CONVERSATION",
@@ -99,7 +108,9 @@ __all__ = [
     "ForbiddenError",
     "Hlc",
     "HlcOrderError",
+    "HttpRemote",
     "IngestReport",
+    "Initiator",
     "KINDS",
     "KeyFileError",
     "LastN",
@@ -109,6 +120,7 @@ __all__ = [
     "Message",
     "NonCanonicalError",
     "NotFoundError",
+    "Outcome",
     "PROVIDERS",
     "ParentConversationError",
     "ParentRejectedError",
@@ -120,6 +132,8 @@ __all__ = [
     "RecordMeta",
     "Rejection",
     "Replica",
+    "ReplicaPeer",
+    "Responder",
     "RetentionRefusedError",
     "Role",
     "RouteStats",
@@ -139,6 +153,8 @@ __all__ = [
     "StoreSchemaError",
     "Surface",
     "SyncError",
+    "SyncPeer",
+    "SyncReport",
     "ToolCall",
     "TransportError",
     "Turn",
@@ -146,6 +162,7 @@ __all__ = [
     "UnknownKindError",
     "VerificationError",
     "VerifyReport",
+    "WireLimits",
     "WriteSet",
     "actor_text",
     "ancestors",
@@ -163,6 +180,7 @@ __all__ = [
     "is_ancestor",
     "load_key",
     "missing_ancestors",
+    "read_car",
     "repair",
     "restore",
     "resume",
@@ -170,6 +188,8 @@ __all__ = [
     "sign_record",
     "signing_bytes",
     "snapshot",
+    "sync_replicas",
+    "synchronize",
     "system_clock",
     "to_provider",
     "transcript",
@@ -177,4 +197,5 @@ __all__ = [
     "transcript_cid",
     "turn_of",
     "verify",
+    "write_car",
 ]
