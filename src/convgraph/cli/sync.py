@@ -21,6 +21,7 @@ from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
 from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
+from convgraph.server.auth import NonceLog
 from convgraph.sync.initiator import Initiator, SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer, cid_of
 from convgraph.sync.responder import Responder
@@ -28,19 +29,23 @@ from convgraph.sync.responder import Responder
 Listen = Callable[[], AsyncIterator[str]]
 
 
-def _server_replica(home: Path, db: str | None, schema: str) -> tuple[Replica, Listen | None]:
+def _server_replica(
+    home: Path, db: str | None, schema: str
+) -> tuple[Replica, Listen | None, NonceLog | None]:
     if db is None:
-        return Replica.open(home), None
+        return Replica.open(home), None, None
     if not db.startswith(("postgresql://", "postgres://")):
         raise ConvgraphError(f"--db takes a postgresql:// URL, not {db!r}")
-    from convgraph.store.postgres import PostgresStore, listen  # noqa: PLC0415 - only the server needs it
+    from convgraph.server.pg_nonces import PostgresNonces  # noqa: PLC0415 - only a PostgreSQL server needs it
+    from convgraph.store.postgres import PostgresStore, listen  # noqa: PLC0415
 
     home.mkdir(parents=True, exist_ok=True)
     key_path = home / KEY_FILE
     if not key_path.exists():
         save_key(SigningKey.generate(), key_path)
     replica = Replica(PostgresStore(db, schema=schema), load_key(key_path))
-    return replica, lambda: listen(db, schema)
+    # nonces in the shared database: a replay sent to another instance is refused there too
+    return replica, lambda: listen(db, schema), PostgresNonces(db, schema)
 
 
 def register(cli: click.Group) -> None:
@@ -70,12 +75,12 @@ def register(cli: click.Group) -> None:
         access = Access.from_rules(rules)
         if access_file is not None:
             access = access.merged(Access.load(access_file))
-        replica, listen = _server_replica(ctx.obj["home"], db, schema)
+        replica, listen, nonces = _server_replica(ctx.obj["home"], db, schema)
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
         err.print(f"serving {where} on http://{host}:{port} as {actor_text(replica.actor)}")
         if not access.writers and not access.readers:
             err.print("[yellow]no key is admitted yet: every request will get 403 (see --allow)[/yellow]")
-        app = create_app(replica, ServerConfig(access=access), listen=listen)
+        app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
         try:
             uvicorn.run(app, host=host, port=port, log_level="warning")
         finally:

@@ -1,0 +1,51 @@
+"""Nonces shared by every server instance on one PostgreSQL database.
+
+A replayed request may reach another instance than the first one did; a per-process
+`MemoryNonces` would accept it there. This log keeps nonces in a table of the store's
+schema, and lets the primary key decide: the first insert wins, and every later one
+finds the row. Expired rows are swept now and then. Invariant: within its window, a
+nonce is accepted once across all instances.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from convgraph.errors import StoreError
+
+
+class PostgresNonces:
+    """A `NonceLog` in table `<schema>.http_nonces`."""
+
+    def __init__(self, dsn: str, schema: str, *, sweep_every: int = 1000) -> None:
+        self._table = sql.Identifier(schema, "http_nonces")
+        self._pool = ConnectionPool(dsn, min_size=1, max_size=4, kwargs={"autocommit": True}, open=True)
+        self._sweep_every, self._count, self._lock = sweep_every, 0, threading.Lock()
+        with self._pool.connection() as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (actor bytea NOT NULL, nonce text NOT NULL,"
+                " expires bigint NOT NULL, PRIMARY KEY (actor, nonce))").format(self._table))
+
+    def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
+        try:
+            with self._pool.connection() as conn:
+                with self._lock:
+                    self._count += 1
+                    sweep = self._count % self._sweep_every == 0
+                if sweep:
+                    conn.execute(sql.SQL("DELETE FROM {} WHERE expires < %s").format(self._table), (now_ms,))
+                cur = conn.execute(sql.SQL(
+                    "INSERT INTO {} AS n VALUES (%s, %s, %s) ON CONFLICT (actor, nonce) DO UPDATE"
+                    " SET expires = excluded.expires WHERE n.expires < %s").format(self._table),
+                    (actor, nonce, expires_ms, now_ms))
+                return cur.rowcount == 1  # inserted, or an expired row reused
+        except psycopg.Error as exc:
+            raise StoreError(f"nonce log unavailable: {exc}") from exc
+
+    def close(self) -> None:
+        self._pool.close()
