@@ -198,7 +198,7 @@ class SyncReport:
 
 def synchronize(
     peer: SyncPeer, transport: Transport, convs: Iterable[str], *, salts: Callable[[], bytes],
-    max_sessions: int = 4, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
+    max_sessions: int = 2, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
     on_round: Callable[[Initiator], None] | None = None, retries: int = 2,
 ) -> SyncReport:
     """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.

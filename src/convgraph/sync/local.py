@@ -17,7 +17,7 @@ from convgraph.sync.responder import Responder
 
 def sync_replicas(
     local: Replica, remote: Replica, convs: Iterable[str] | None = None, *,
-    salts: Callable[[], bytes] = lambda: os.urandom(8), max_sessions: int = 4,
+    salts: Callable[[], bytes] = lambda: os.urandom(8), max_sessions: int = 2,
 ) -> SyncReport:
     """Reconcile the named conversations (default: every one either side holds) both ways."""
     names = sorted(set(convs) if convs is not None else {*local.conversations(), *remote.conversations()})

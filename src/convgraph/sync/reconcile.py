@@ -30,6 +30,7 @@ from convgraph.sync.wire import Mode, Range, Section, Want
 
 BRANCH: Final = 16
 LIST_AT: Final = 32
+FIRST_LIST_AT: Final = 256  # in the first answer: a short differing tail goes across in one list
 PROBES: Final = (16, 256, 4096, 65536)  # tail sizes whose prefix the first message fingerprints
 
 
@@ -67,10 +68,10 @@ class Step:
     pushes: list[Key] = field(default_factory=list)
 
 
-def split(keys: KeySet, lo: Bound, hi: Bound, salt: bytes, step: Step) -> None:
+def split(keys: KeySet, lo: Bound, hi: Bound, salt: bytes, step: Step, *, list_at: int = LIST_AT) -> None:
     """Ask about `[lo, hi)`: list our keys there when few, else fingerprint BRANCH parts."""
     i, j = keys.index(lo), keys.index(hi)
-    if j - i <= LIST_AT:
+    if j - i <= list_at:
         hashes = tuple(item_hash(salt, d) for d in keys.digests(i, j))
         step.cover.append((lo, hi, Range(hi, Mode.IDS, hashes=hashes)))
         return

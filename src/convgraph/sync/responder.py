@@ -73,7 +73,7 @@ class Responder:
                 lo = bound
                 step.cover.append((MINUS_INFINITY, lo, Range(lo, Mode.SKIP)))
                 break
-        reconcile.split(keys, lo, INFINITY, salt, step)
+        reconcile.split(keys, lo, INFINITY, salt, step, list_at=reconcile.FIRST_LIST_AT)
         return step
 
     def _push(self, step: Step, keys: KeySet, left: list[int]) -> tuple[list[bytes], list[bytes]]:
