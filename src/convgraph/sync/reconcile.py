@@ -96,9 +96,12 @@ def answer(section: Section, keys: KeySet, salt: bytes, received: set[bytes]) ->
         else:
             if r.mode is Mode.IDS:
                 theirs = set(r.hashes)
-                mine = {item_hash(salt, k[1]): k for k in keys.keys[i:j]}
-                step.pushes += [k for h, k in mine.items() if h not in theirs]
-                lacking = tuple(h for h in r.hashes if h not in mine and h not in received)
+                # a list of pairs, not a dict: two of our keys may share a 3-byte hash, and
+                # each must still be pushed when the peer lists neither
+                mine = [(item_hash(salt, k[1]), k) for k in keys.keys[i:j]]
+                step.pushes += [k for h, k in mine if h not in theirs]
+                held = {h for h, _ in mine}
+                lacking = tuple(h for h in r.hashes if h not in held and h not in received)
                 if lacking:
                     step.wants.append(Want(lo, r.upper, lacking))
             step.cover.append((lo, r.upper, Range(r.upper, Mode.SKIP)))
