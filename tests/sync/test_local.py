@@ -115,3 +115,17 @@ def test_sync_into_a_directory_replica_survives_reopening(tmp_path: Path) -> Non
     with Replica.open(tmp_path / "b") as b:
         assert len(b.records("c")) == 200 and b.verify().ok
     a.close()
+
+
+def test_the_peer_key_cache_grows_with_its_ingests_and_sees_other_writers() -> None:
+    clock = ManualClock()
+    a, b = Replica.in_memory(clock=clock), Replica.in_memory(clock=clock)
+    chat(a, "c", 5, "a")
+    peer = ReplicaPeer(b)
+    assert len(peer.keys("c")) == 0
+    outcome = peer.ingest("c", [r.data for r in a.records("c")])
+    assert len(outcome.accepted) == 5
+    assert list(peer.keys("c").keys) == b.store.sync_keys("c")  # grown, confirmed by the count
+    peer.ingest("c", [r.data for r in a.records("c")])  # nothing new
+    chat(b, "c", 2, "b")  # a write that bypasses the peer
+    assert list(peer.keys("c").keys) == b.store.sync_keys("c") and len(peer.keys("c")) == 7

@@ -91,6 +91,23 @@ class KeySet:
         """A key set from keys in any order, duplicates dropped."""
         return cls(sorted(set(keys)))
 
+    def adding(self, new: Iterable[Key]) -> KeySet:
+        """This set with `new` keys added; cheap when they land near the end, as fresh ones do."""
+        fresh = sorted({k for k in new if not self._has(k)})
+        if not fresh:
+            return self
+        first = bisect_left(self.keys, fresh[0])
+        tail = sorted([*self.keys[first:], *fresh])
+        out = KeySet.__new__(KeySet)
+        out.keys = [*self.keys[:first], *tail]
+        added = accumulate((int.from_bytes(d, "little") for _, d in tail), initial=self._sums[first])
+        out._sums = [*self._sums[:first], *added]
+        return out
+
+    def _has(self, key: Key) -> bool:
+        i = bisect_left(self.keys, key)
+        return i < len(self.keys) and self.keys[i] == key
+
     def __len__(self) -> int:
         return len(self.keys)
 

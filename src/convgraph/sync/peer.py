@@ -16,6 +16,7 @@ from convgraph.replica import Replica
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome
 
+_GREW = object()  # a cache entry grown by our own ingest, to be confirmed against the store
 _CID_PREFIX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes: every record's
 
 
@@ -44,7 +45,12 @@ class ReplicaPeer:
             hit = self._cache.get(conv)
         if hit is not None and hit[0] == token:
             return hit[1]
-        keys = KeySet(store.sync_keys(conv))
+        if hit is not None and hit[0] is _GREW and store.count(conv) == len(hit[1]):
+            # our own ingest grew the cached set; the store only ever grows, so an equal
+            # count means nobody else added anything: no need to read and sort it all again
+            keys = hit[1]
+        else:
+            keys = KeySet(store.sync_keys(conv))
         with self._lock:
             if len(self._cache) >= self._cache_size:
                 self._cache.pop(next(iter(self._cache)))
@@ -56,6 +62,13 @@ class ReplicaPeer:
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})
+        if report.accepted:
+            pairs = zip(report.accepted, report.accepted_hlcs, strict=True)
+            fresh = [(h.wall_ms, c.digest) for c, h in pairs]
+            with self._lock:
+                hit = self._cache.get(conv)
+                if hit is not None:
+                    self._cache[conv] = (_GREW, hit[1].adding(fresh))
         return Outcome(
             accepted=[c.digest for c in report.accepted],
             quarantined=len(report.quarantined) + len(report.held),
