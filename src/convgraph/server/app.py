@@ -15,12 +15,14 @@ import asyncio
 import base64
 import contextlib
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -40,6 +42,7 @@ from convgraph.sync.reconcile import Outcome
 from convgraph.sync.responder import Responder
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
+_CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
 SYNC_TYPE = "application/vnd.convgraph.sync"
 
 
@@ -172,8 +175,10 @@ class _Server:
         actor = self._actor(request, body)
         conv = request.path_params["conv"]
         self.cfg.access.check_read(actor, [conv])
-        after = request.query_params.get("after") or request.headers.get("last-event-id")
-        if after is not None and not after.isdigit():
+        after = request.query_params.get("after")
+        if after is None:
+            after = request.headers.get("last-event-id")
+        if after is not None and not _CURSOR.fullmatch(after):
             return _error(400, "cursor", f"cursor {after!r} is not a non-negative integer")
         start = int(after) if after is not None else await run_in_threadpool(self.replica.store.cursor)
         return StreamingResponse(self._stream(request, conv, start), media_type="text/event-stream",
@@ -223,10 +228,25 @@ def create_app(
         Route("/openapi.json", spec, methods=["GET"]),
         Route("/v1/sync", server.guarded(server.sync), methods=["POST"]),
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
-        Route("/v1/conversations/{conv}/heads", server.guarded(server.heads), methods=["GET"]),
-        Route("/v1/conversations/{conv}/events", server.guarded(server.events), methods=["GET"]),
+        Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
+        Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+class _ConvConvertor(Convertor[str]):
+    """A conversation name in a path: any text, slashes and line breaks included (records allow them)."""
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("conv", _ConvConvertor())
 
 
 class _TooLargeError(Exception):

@@ -12,6 +12,9 @@ _SIGNED: Final[list[dict[str, list[str]]]] = [{"convgraphSignature": []}]
 _ERROR: Final = {"$ref": "#/components/schemas/Error"}
 
 
+_ANY_SIGNED: Final = (408, 413, 503)  # what the body reader and the store can answer on any signed route
+
+
 def _errors(*codes: int) -> dict[str, Any]:
     why = {
         400: "Malformed request: the sync grammar, a CID, a cursor",
@@ -71,6 +74,15 @@ SPEC: Final[dict[str, Any]] = {
                 },
             }
         },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This description",
+                "security": [],
+                "responses": {"200": {"description": "the OpenAPI document",
+                                      "content": {"application/json": {"schema": {"type": "object"}}}}},
+            }
+        },
         "/v1/sync": {
             "post": {
                 "operationId": "sync",
@@ -91,7 +103,7 @@ SPEC: Final[dict[str, Any]] = {
                             }
                         },
                     },
-                    **_errors(400, 401, 403, 408, 413, 503),
+                    **_errors(400, 401, 403, *_ANY_SIGNED),
                 },
             }
         },
@@ -110,7 +122,7 @@ SPEC: Final[dict[str, Any]] = {
                             }
                         },
                     },
-                    **_errors(400, 401, 403, 404, 410),
+                    **_errors(400, 401, 403, 404, 410, *_ANY_SIGNED),
                 },
             }
         },
@@ -139,7 +151,7 @@ SPEC: Final[dict[str, Any]] = {
                             }
                         },
                     },
-                    **_errors(401, 403),
+                    **_errors(401, 403, *_ANY_SIGNED),
                 },
             }
         },
@@ -159,13 +171,20 @@ SPEC: Final[dict[str, Any]] = {
                         "required": False,
                         "schema": {"type": "string", "pattern": "^[0-9]+$"},
                     },
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                        "description": "the cursor to resume from, when `after` is absent",
+                    },
                 ],
                 "responses": {
                     "200": {
                         "description": "the event stream",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
-                    **_errors(400, 401, 403),
+                    **_errors(400, 401, 403, *_ANY_SIGNED),
                 },
             }
         },

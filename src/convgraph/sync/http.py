@@ -126,10 +126,11 @@ def _raise_for(response: httpx.Response) -> None:
         detail, reason = response.text[:200], ""
     status = response.status_code
     where = f"{response.request.method} {response.request.url}"
+    why = f": {reason}" if reason and reason != detail else ""
     if status == 401:
-        raise UnauthenticatedError(f"{where}: 401 {detail}", reason=reason)
+        raise UnauthenticatedError(f"{where}: 401 {detail}{why}", reason=reason)
     if status == 403:
-        raise ForbiddenError(f"{where}: 403 {detail}", reason=reason)
+        raise ForbiddenError(f"{where}: 403 {detail}{why}", reason=reason)
     if status in (400, 413):
         raise ProtocolError(f"{where}: {status} {detail}")
     raise TransportError(f"{where}: HTTP {status} {detail}")

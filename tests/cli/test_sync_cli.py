@@ -1,0 +1,167 @@
+"""`convgraph sync` and `convgraph serve` as real subprocesses over real SQLite replicas.
+
+Replica to replica through a directory, then client to server to client over HTTP with a
+`convgraph serve` process on a free port of 127.0.0.1 (always stopped, even when a test
+fails), then the refusals: a key the server does not admit, a target that is nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLI = [sys.executable, "-m", "convgraph.cli"]
+ENV = {**os.environ, "COLUMNS": "200"}
+
+
+def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*CLI, "--home", str(home), *args], capture_output=True, text=True, env=ENV,
+                          timeout=60, check=False)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def actor(home: Path) -> str:
+    info = json.loads(run(home, "init", "--json").stdout)
+    assert len(info["actor"]) == 52
+    return str(info["actor"])
+
+
+def transcript(home: Path, conv: str) -> dict[str, object]:
+    body: dict[str, object] = json.loads(run(home, "transcript", "--conv", conv, "--format", "json").stdout)
+    return body
+
+
+def sync(home: Path, target: str, *convs: str) -> dict[str, object]:
+    flags = [a for c in convs for a in ("--conv", c)]
+    summary: dict[str, object] = json.loads(run(home, "sync", target, *flags, "--json").stdout)
+    return summary
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())  # rich wraps long messages
+
+
+def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"  # `say` makes each replica
+    run(a, "say", "from a", "--conv", "c")
+    run(a, "say", "only a has d", "--conv", "d")
+    run(b, "say", "from b", "--conv", "c", "--role", "assistant")
+
+    first = sync(a, str(b))
+    assert first["ok"] is True and first["target"] == str(b)
+    assert isinstance(first["round_trips"], int) and first["round_trips"] >= 1
+    convs = first["conversations"]
+    assert isinstance(convs, dict) and set(convs) == {"c", "d"}
+    assert convs["c"]["received"] == convs["c"]["accepted_here"] == 1
+    assert convs["c"]["sent"] == convs["c"]["accepted_there"] == 1
+    assert convs["d"]["received"] == 0 and convs["d"]["sent"] == convs["d"]["accepted_there"] == 1
+    for conv in convs.values():
+        assert conv["converged"] is True and conv["rejected_here"] == conv["rejected_there"] == []
+    mine, theirs = transcript(a, "c"), transcript(b, "c")
+    assert mine == theirs and len(mine["turns"]) == 2  # type: ignore[arg-type]
+
+    again = sync(a, str(b))
+    assert again["ok"] is True and again["round_trips"] == 1
+    for conv in again["conversations"].values():  # type: ignore[union-attr]
+        assert conv["received"] == conv["sent"] == conv["accepted_here"] == conv["accepted_there"] == 0
+        assert conv["converged"] is True
+
+    text = run(b, "sync", str(a), "--conv", "c").stdout
+    assert "c: received 0 (of 0), sent 0 (0 accepted), in sync" in text and "1 round trips" in text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[object]:
+    """Start `convgraph serve` with the given arguments; every server started is stopped at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        port = free_port()
+        proc = subprocess.Popen([*CLI, "--home", str(tmp_path / "server"), "serve", "--port", str(port), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        started.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"convgraph serve exited with {proc.returncode}: {proc.communicate()[1]}")
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).json()["ok"] is True:
+                    return url
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("convgraph serve did not answer /v1/health within 15 s")
+            time.sleep(0.05)
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) -> None:
+    a, b2 = tmp_path / "a", tmp_path / "b2"
+    a_id, b2_id = actor(a), actor(b2)
+    run(a, "say", "a says hello", "--conv", "c")
+    run(a, "say", "and then this", "--conv", "c", "--role", "assistant")
+    access = tmp_path / "access.json"
+    access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
+    url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
+    health = httpx.get(url + "/v1/health").json()
+    assert health["ok"] is True and health["protocol"] == 1 and len(health["actor"]) == 52
+
+    pushed = sync(a, url, "c")
+    assert pushed["ok"] is True and pushed["target"] == url
+    c = pushed["conversations"]["c"]  # type: ignore[index]
+    assert c["sent"] == c["accepted_there"] == 2 and c["received"] == 0 and c["converged"] is True
+
+    pulled = sync(b2, url, "c")
+    assert pulled["ok"] is True
+    c = pulled["conversations"]["c"]  # type: ignore[index]
+    assert c["received"] == c["accepted_here"] == 2 and c["sent"] == 0 and c["converged"] is True
+    mine, theirs = transcript(a, "c"), transcript(b2, "c")
+    assert mine == theirs and len(mine["turns"]) == 2  # type: ignore[arg-type]
+
+
+
+def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Path, serve: object) -> None:
+    a, stranger = tmp_path / "a", tmp_path / "stranger"  # the stranger's replica is made by its `sync`
+    run(a, "say", "for a only", "--conv", "c")
+    url = serve("--allow", f"{actor(a)}=c")  # type: ignore[operator]
+    refused = run(stranger, "sync", url, "--conv", "c", ok=False)
+    message = one_line(refused.stderr)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr and "403" in message, message
+    assert run(stranger, "transcript", "--conv", "c", "--format", "json").stdout.count('"op"') == 0
+    # the server's reason ("key … may not read conversation(s) c") is what tells the user why
+    assert "may not read" in message, f"the server's reason is not shown: {message!r}"
+
+
+def test_sync_with_a_target_that_is_neither_url_nor_replica(tmp_path: Path) -> None:
+    proc = run(tmp_path / "a", "sync", str(tmp_path / "nowhere") + "/", ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "neither a URL nor a replica directory" in one_line(proc.stderr)
+    assert not (tmp_path / "nowhere").exists()  # nothing was created there
