@@ -211,14 +211,14 @@ class LangGraphPeer:
     slow = True
 
     def __init__(self, home: Path, variant: str) -> None:
-        from langchain_core.messages import (  # noqa: PLC0415
+        from langchain_core.messages import (
             AIMessage,
             HumanMessage,
             ToolMessage,
             convert_to_openai_messages,
         )
-        from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: PLC0415
-        from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: PLC0415
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.graph import END, START, MessagesState, StateGraph
 
         self.db = home / "langgraph.sqlite"
         self.durability: Any = "exit" if "durability=exit" in variant else None  # None: the default, "async"
@@ -275,8 +275,8 @@ class AgentsPeer:
     slow = False
 
     def __init__(self, home: Path, _variant: str) -> None:
-        from agents import ItemHelpers, SQLiteSession  # noqa: PLC0415
-        from openai.types.responses import (  # noqa: PLC0415
+        from agents import ItemHelpers, SQLiteSession
+        from openai.types.responses import (
             ResponseFunctionToolCall,
             ResponseOutputMessage,
             ResponseOutputText,
@@ -346,8 +346,8 @@ class ConvgraphPeer:
     slow = False
 
     def __init__(self, home: Path, variant: str) -> None:
-        import convgraph  # noqa: PLC0415
-        from convgraph import Draft, Replica  # noqa: PLC0415
+        import convgraph
+        from convgraph import Draft, Replica
 
         self.variant = variant
         self.synchronous = "FULL" if "FULL" in variant else "NORMAL"
