@@ -1,4 +1,4 @@
-"""Shared test set-up: hypothesis profiles and small record factories.
+"""Shared test set-up: hypothesis profiles, small record factories, and a real PostgreSQL.
 
 Profiles: `dev` (default, quick), `ci` (selected by CI=true or HYPOTHESIS_PROFILE=ci:
 more examples, no deadline, derandomised so a CI failure reproduces).
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+import pg
 from convgraph import ManualClock, Replica, SigningKey
 
 settings.register_profile("dev", max_examples=100, deadline=None)
@@ -52,3 +53,16 @@ def replica(clock: ManualClock) -> Iterator[Replica]:
 def sqlite_replica(tmp_path: Path, clock: ManualClock) -> Iterator[Replica]:
     with Replica.open(tmp_path / "replica", clock=clock) as r:
         yield r
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """A real PostgreSQL (tests/pg.py says which); a test makes its own `pg.fresh_schema`."""
+    return pg.dsn()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pg_cleanup() -> Iterator[None]:
+    """Drop the schemas this session made and stop any throwaway cluster (starts nothing)."""
+    yield
+    pg.cleanup()

@@ -3,8 +3,9 @@
 Every test takes `store` (a fresh, empty store) or `new_store` (a factory of fresh stores,
 for hypothesis tests that need one per example); both are parametrized over `FACTORIES`.
 A new implementation (PostgreSQL) joins the whole suite by adding one entry there. The
-differential test at the end runs one random operation sequence against all of them at
-once and requires identical answers to every query.
+differential tests at the end run one random operation sequence against several of them at
+once and require identical answers to every query: the embedded stores at the full example
+count, every store (`SERVER_KINDS` too, whose examples cost far more) at a smaller one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pg
 from conftest import IN_CI
 from convgraph import graph
 from convgraph.core.cid import CID
@@ -30,6 +32,7 @@ from convgraph.core.record import Record, sign_record
 from convgraph.errors import StoreError
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
+from convgraph.store.postgres import PostgresStore
 from convgraph.store.sqlite import SqliteStore
 
 # ---------------------------------------------------------------- stores under test
@@ -37,11 +40,15 @@ from convgraph.store.sqlite import SqliteStore
 FACTORIES: dict[str, Callable[[Path], Store]] = {
     "memory": lambda _home: MemoryStore(),
     "sqlite": lambda home: SqliteStore(home / "s.sqlite"),
-    # "postgres": lambda home: PostgresStore(<dsn>, schema=home.name),  # one line per store
+    # each in a fresh schema of the one server tests/pg.py finds (or starts) per process
+    "postgres": lambda _home: PostgresStore(pg.dsn(), schema=pg.fresh_schema(pg.dsn())),
 }
 
 # store tests do real I/O per example (a fresh database each); the pure tests keep the profile's count
 STORE_EXAMPLES = settings(max_examples=150 if IN_CI else 40)
+# a server store's fresh schema costs ~60 ms of DDL and each of its queries a round trip: fewer there
+SERVER_KINDS = frozenset({"postgres"})
+SERVER_EXAMPLES = settings(max_examples=50 if IN_CI else 15)
 
 
 class StoreMaker:
@@ -405,20 +412,23 @@ def test_heads_follow_forks_and_merges(store: Store) -> None:
     check_against_records(store, [root, x, y, m, *other])
 
 
-@STORE_EXAMPLES
-@given(scripts(quarantine=False))
-def test_indexes_after_every_commit_of_random_dags(new_store: StoreMaker, script: tuple[History, list[Step]]) -> None:
-    _, steps = script
-    with closing(new_store()) as store:
-        stored: list[Record] = []
-        pairs: set[tuple[CID, CID]] = set()
-        for step in steps:
-            apply(store, step)
-            if not step.rollback:
-                stored.extend(r for r in step.records if r not in stored)
-                pairs |= {(min(p), max(p)) for p in step.equivocations}
-            check_against_records(store, stored)
-            assert store.equivocations() == sorted(pairs)
+def test_indexes_after_every_commit_of_random_dags(new_store: StoreMaker) -> None:
+    @(SERVER_EXAMPLES if new_store.kind in SERVER_KINDS else STORE_EXAMPLES)
+    @given(scripts(quarantine=False))
+    def check(script: tuple[History, list[Step]]) -> None:
+        _, steps = script
+        with closing(new_store()) as store:
+            stored: list[Record] = []
+            pairs: set[tuple[CID, CID]] = set()
+            for step in steps:
+                apply(store, step)
+                if not step.rollback:
+                    stored.extend(r for r in step.records if r not in stored)
+                    pairs |= {(min(p), max(p)) for p in step.equivocations}
+                check_against_records(store, stored)
+                assert store.equivocations() == sorted(pairs)
+
+    check()
 
 
 def test_seq_index(store: Store) -> None:
@@ -721,10 +731,22 @@ def test_equivocations_are_sorted_pairs_filterable_by_conv(store: Store) -> None
 @STORE_EXAMPLES
 @given(scripts(quarantine=True))
 def test_every_store_answers_alike(tmp_path_factory: pytest.TempPathFactory, script: tuple[History, list[Step]]) -> None:
+    answer_alike(sorted(set(FACTORIES) - SERVER_KINDS), tmp_path_factory.mktemp("differential"), script)
+
+
+@SERVER_EXAMPLES
+@given(scripts(quarantine=True))
+def test_server_stores_answer_like_the_embedded_ones(
+    tmp_path_factory: pytest.TempPathFactory, script: tuple[History, list[Step]]
+) -> None:
+    answer_alike(sorted(FACTORIES), tmp_path_factory.mktemp("differential"), script)
+
+
+def answer_alike(kinds: list[str], base: Path, script: tuple[History, list[Step]]) -> None:
+    """Run the script against a fresh store of each kind at once; every answer must agree."""
     hist, steps = script
     universe = Universe.of(hist.records, [p for s in steps for p in s.pending_put])
-    base = tmp_path_factory.mktemp("differential")
-    makers = [StoreMaker(kind, base) for kind in sorted(FACTORIES)]
+    makers = [StoreMaker(kind, base) for kind in kinds]
     try:
         stores = [make() for make in makers]
         model = QuarantineModel()
@@ -734,7 +756,7 @@ def test_every_store_answers_alike(tmp_path_factory: pytest.TempPathFactory, scr
             if not step.rollback:
                 model.apply(step)
             first, *rest = (observe(s, universe) for s in stores)
-            for kind, other in zip(sorted(FACTORIES)[1:], rest, strict=True):
+            for kind, other in zip(kinds[1:], rest, strict=True):
                 assert other == first, kind
             model.check(stores[0], universe)
     finally:
@@ -808,6 +830,19 @@ def test_since_returns_arrivals_of_one_conv_with_a_cursor_that_continues(store: 
     e = rec("c1", 4, T0 + 4, (c,), text="e")
     commit(store, e)
     assert store.since(cursor, "c1")[0] == pairs(e)
+
+
+def test_cursor_marks_now_for_since(store: Store) -> None:
+    a, b, c = chain(3)
+    commit(store, a)
+    now = store.cursor()
+    assert store.since(now, "c1")[0] == []
+    commit(store, b, *chain(1, "c2", key=2))
+    assert store.since(now, "c1")[0] == pairs(b)
+    aborted(store, lambda: commit(store, c))
+    later = store.cursor()
+    commit(store, c)
+    assert store.since(later, "c1")[0] == pairs(c)
 
 
 def test_sync_keys_are_the_conversations_records_by_wall_then_digest_compacted_included(

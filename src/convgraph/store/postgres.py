@@ -1,0 +1,485 @@
+"""The server-scale store: every table in one PostgreSQL schema, reached through a pool.
+
+Writers take a transaction-scoped advisory lock keyed by the schema right after `BEGIN`
+(what SQLite's `BEGIN IMMEDIATE` does), so read-then-write steps serialise across threads,
+processes and server instances; a thread inside `transaction()` makes every read and commit
+on the one connection it borrowed, other threads read committed state through the pool.
+Every commit sets a version row from a sequence (never reused, even by a rollback): that
+is the change token. Each conversation that received records is announced with `pg_notify`
+on `notify_channel`, delivered only if the transaction commits; `listen()` streams those.
+Every psycopg error leaves this module as a `StoreError` subclass. Invariant: a commit
+lands whole or not at all, and `heads` always equals the records that no stored record
+names as a parent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Final
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import ZERO, Hlc
+from convgraph.core.record import RecordMeta
+from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.store.base import Pending, PendingReason, QuarantineBounds, WriteSet, sort_pairs
+
+SCHEMA_VERSION: Final = 1
+_CID_LEN: Final = 36
+_PAGE: Final = 1000
+_MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
+_TABLES: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
+                            "equivocations"})
+# conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
+_DDL: Final = """
+CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS {s}.version_seq;
+CREATE TABLE IF NOT EXISTS {s}.records (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    cid bytea NOT NULL UNIQUE, conv text COLLATE "C" NOT NULL, actor bytea NOT NULL, seq bigint NOT NULL,
+    wall bigint NOT NULL, counter bigint NOT NULL, parents bytea NOT NULL, data bytea NOT NULL);
+CREATE INDEX IF NOT EXISTS records_order ON {s}.records (conv, wall, counter, actor, cid);
+CREATE INDEX IF NOT EXISTS records_chain ON {s}.records (actor, conv, seq);
+CREATE TABLE IF NOT EXISTS {s}.heads (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
+    PRIMARY KEY (conv, cid));
+CREATE TABLE IF NOT EXISTS {s}.pending (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    cid bytea NOT NULL UNIQUE, reason text NOT NULL, wall bigint NOT NULL, missing bytea NOT NULL,
+    data bytea NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_due ON {s}.pending (reason, wall);
+CREATE TABLE IF NOT EXISTS {s}.pending_missing (missing bytea NOT NULL, cid bytea NOT NULL,
+    PRIMARY KEY (missing, cid));
+CREATE INDEX IF NOT EXISTS pending_missing_cid ON {s}.pending_missing (cid);
+CREATE TABLE IF NOT EXISTS {s}.snapshots (conv text COLLATE "C" PRIMARY KEY, checkpoint bytea NOT NULL,
+    data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.equivocations (a bytea NOT NULL, b bytea NOT NULL,
+    conv text COLLATE "C" NOT NULL, PRIMARY KEY (a, b));
+"""
+_META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
+_PENDING_COLS: Final = "cid, reason, wall, missing, data"
+_BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
+_NOT_OURS: Final = (pgerrors.UndefinedTable, pgerrors.UndefinedColumn, pgerrors.InvalidSchemaName,
+                    pgerrors.DatatypeMismatch, pgerrors.UndefinedObject, pgerrors.UndefinedFunction)
+_Conn = psycopg.Connection[TupleRow]
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _describe(dsn: str) -> str:
+    """host:port/db of a DSN, for messages: never its password."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        raise StoreError("the PostgreSQL connection string is malformed") from None  # it may hold a password
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or 'postgres'}"
+
+
+def _channel(schema: str) -> str:
+    name = "convgraph_" + schema
+    fits = len(name.encode()) <= _MAX_NAME
+    return name if fits else "convgraph_" + hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def _split(blob: bytes) -> tuple[CID, ...]:
+    return tuple(CID(blob[i : i + _CID_LEN]) for i in range(0, len(blob), _CID_LEN))
+
+
+def _meta(row: tuple[bytes, str, bytes, int, int, int, bytes]) -> RecordMeta:
+    cid, conv, actor, seq, wall, counter, parents = row
+    return RecordMeta(CID(cid), conv, actor, seq, Hlc(wall, counter), _split(parents))
+
+
+def _pending(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
+    cid, reason, wall, missing, data = row
+    why: PendingReason = "clock" if reason == "clock" else "parents"
+    return Pending(CID(cid), data, why, wall, _split(missing))
+
+
+class PostgresStore:
+    """A `Store` in one PostgreSQL schema; safe to share between threads, processes and hosts."""
+
+    def __init__(
+        self, dsn: str, *, schema: str = "convgraph", pool_size: int = 8, busy_timeout_s: float = 30.0
+    ) -> None:
+        if not schema or len(schema.encode()) > _MAX_NAME:
+            raise StoreError(f"a PostgreSQL schema name must be 1 to {_MAX_NAME} bytes")
+        self.schema, self._where = schema, f"PostgreSQL at {_describe(dsn)} (schema {schema!r})"
+        self._s = sql.Identifier(schema).as_string()
+        self._seq = f"{self._s}.version_seq"
+        digest = hashlib.sha256(b"convgraph/store\n" + schema.encode()).digest()
+        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._local = threading.local()  # .conn and .depth: this thread's open transaction
+        self._timeout = max(busy_timeout_s, 0.001)
+        self._lock_timeout = f"{max(1, math.ceil(busy_timeout_s * 1000))}ms"
+        defaults = {"connect_timeout": max(2, math.ceil(min(self._timeout, 30))),
+                    "application_name": f"convgraph/{schema}"}
+        kwargs: dict[str, Any] = {"autocommit": True}
+        kwargs |= {k: v for k, v in defaults.items() if k not in conninfo_to_dict(dsn)}  # the DSN's win
+        try:  # one direct connection first: a bad address fails now, and clearly
+            first = psycopg.connect(dsn, **kwargs)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {self._where}: {_why(exc)}") from exc
+        self._pool: ConnectionPool[_Conn] = ConnectionPool(
+            dsn, kwargs=kwargs, min_size=1, max_size=max(1, pool_size), open=False,
+            configure=self._configure, timeout=self._timeout, name=f"convgraph-{schema}",
+        )
+        with first:
+            try:
+                self._pool.open()  # connects in the background, while the schema is set up
+                self._configure(first)
+                self._setup(first)
+            except BaseException:
+                self._pool.close()
+                raise
+
+    @property
+    def notify_channel(self) -> str:
+        """The channel each commit notifies with the name of every conversation it grew."""
+        return _channel(self.schema)
+
+    @property
+    def lock_key(self) -> int:
+        """The `pg_advisory_xact_lock` key every writer to this schema takes."""
+        return self._lock_key
+
+    def _sql(self, text: str) -> str:
+        return text.replace("{s}", self._s)
+
+    def _configure(self, conn: _Conn) -> None:
+        with self._translated():
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (self._lock_timeout,))
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Turn driver exceptions into the `StoreError` vocabulary at the boundary."""
+        try:
+            yield
+        except PoolClosed as exc:
+            raise StoreError(f"the store for {self._where} is closed") from exc
+        except PoolTimeout as exc:  # busy if every connection is lent out, else unreachable
+            busy = self._pool.get_stats().get("pool_size", 0) >= self._pool.max_size
+            raise (StoreBusyError if busy else StoreError)(
+                f"no connection to {self._where} within {self._timeout}s: {_why(exc)}"
+            ) from exc
+        except _BUSY as exc:
+            raise StoreBusyError(f"{self._where} stayed locked by another writer: {_why(exc)}") from exc
+        except _NOT_OURS as exc:
+            raise StoreCorruptError(f"{self._where} is not a whole convgraph store: {_why(exc)}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"{self._where} failed: {_why(exc)}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where} refused the operation: {_why(exc)}") from exc
+
+    def _setup(self, conn: _Conn) -> None:
+        """Create the schema and its tables if absent; never adopt tables that are not ours."""
+        with self._translated(), conn.transaction():
+            # no notices for IF NOT EXISTS; no fsync of our own: the first durable commit flushes it
+            quiet = "SET LOCAL client_min_messages = warning; SET LOCAL synchronous_commit = off"
+            conn.execute(f"{quiet}; SELECT pg_advisory_xact_lock({self._lock_key})")
+            exists = conn.execute("SELECT oid FROM pg_namespace WHERE nspname = %s", [self.schema]).fetchone()
+            found = {r[0] for r in conn.execute(  # pg_class has no index by schema: scan only if need be
+                "SELECT relname FROM pg_class WHERE relnamespace = %s::oid"
+                " AND relkind IN ('r', 'p', 'v', 'm', 'f')", [exists[0]],
+            )} if exists else set()
+            # tables but no meta: somebody else's; meta but not all ours: damaged (a wrong column
+            # shows up at the first query using it); tables of our own server beside ours are fine
+            if found and "meta" not in found:
+                raise StoreCorruptError(f"{self._where} holds tables, but is not a convgraph store")
+            if found and _TABLES - found:
+                raise StoreCorruptError(f"{self._where} lacks the tables {sorted(_TABLES - found)}")
+            if not found:
+                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL))
+            version = self._run(conn, "SELECT value FROM {s}.meta WHERE key = 'schema_version'").fetchone()
+            if version is None:
+                if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
+                    raise StoreCorruptError(f"{self._where} holds records but no schema version")
+                self._run(conn, "INSERT INTO {s}.meta VALUES ('schema_version', %s),"
+                          " ('version', nextval(%s))", SCHEMA_VERSION, self._seq)
+            elif version[0] != SCHEMA_VERSION:
+                raise StoreSchemaError(f"{self._where} has schema version {version[0]}, not {SCHEMA_VERSION}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        local = self._local
+        if getattr(local, "depth", 0):
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        with self._translated():
+            conn = self._pool.getconn(timeout=self._timeout)
+        try:
+            with self._translated():  # one round trip; the key is our own integer
+                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})")
+            local.conn, local.depth = conn, 1
+            try:
+                yield
+            finally:
+                local.conn, local.depth = None, 0
+            with self._translated():
+                if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
+                    raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
+                conn.execute("COMMIT")
+        finally:  # after a raise, or a failed COMMIT: roll back
+            self._release(conn)
+
+    def _release(self, conn: _Conn) -> None:
+        """End whatever is left of a transaction and give the connection back."""
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+        with suppress(psycopg.Error):
+            self._pool.putconn(conn)
+
+    @contextmanager
+    def _conn(self) -> Iterator[_Conn]:
+        """This thread's transaction connection, or else any pooled one (autocommit)."""
+        bound: _Conn | None = getattr(self._local, "conn", None)
+        if bound is not None:
+            yield bound
+            return
+        with self._pool.connection(timeout=self._timeout) as conn:
+            yield conn
+
+    def _run(self, conn: _Conn, text: str, *args: object) -> psycopg.Cursor[TupleRow]:
+        return conn.execute(self._sql(text), args)
+
+    def _query(self, text: str, *args: object) -> list[Any]:
+        with self._translated(), self._conn() as conn:
+            return self._run(conn, text, *args).fetchall()
+
+    def _any(self, select: str, cids: Iterable[CID]) -> list[Any]:
+        """The rows of `select` + `= ANY(cids)`; none for no CIDs."""
+        wanted = list({bytes(c) for c in cids})
+        return self._query(select + " = ANY(%s::bytea[])", wanted) if wanted else []
+
+    def _bump(self, conn: _Conn) -> None:
+        self._run(conn, "UPDATE {s}.meta SET value = nextval(%s) WHERE key = 'version'", self._seq)
+
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    def change_token(self) -> object:
+        rows = self._query("SELECT value FROM {s}.meta WHERE key = 'version'")
+        if not rows:
+            raise StoreCorruptError(f"{self._where} lost its version row")
+        return int(rows[0][0])
+
+    def commit(self, writes: WriteSet) -> None:
+        """Apply `writes` atomically; each record's parents must be stored or precede it."""
+        with self.transaction(), self._translated(), self._conn() as conn:
+            pairs = sort_pairs(writes.equivocations)  # every read first, in one round trip
+            asked = {bytes(p.cid) for p in writes.pending_put} | {bytes(c) for ab in pairs for c in ab}
+            if not writes.fresh:
+                asked |= {bytes(r.cid) for r in writes.records}
+            known: dict[bytes, str] = dict(self._run(
+                conn, "SELECT cid, conv FROM {s}.records WHERE cid = ANY(%s::bytea[])", list(asked)
+            ).fetchall()) if asked else {}
+            fresh = {r.cid: r for r in writes.records if writes.fresh or bytes(r.cid) not in known}
+            rows = [(bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
+                     b"".join(map(bytes, r.parents)), r.data) for r in fresh.values()]
+            known.update((row[0], row[1]) for row in rows)
+            # parents precede children (the commit precondition), so the batch's effect on
+            # heads is: every named parent stops being one, every unnamed new record becomes one
+            named = {(r.conv, p) for r in fresh.values() for p in r.parents}
+            unheaded = [(c, bytes(p)) for c, p in named if p not in fresh]
+            headed = [(r.conv, bytes(r.cid)) for r in fresh.values() if (r.conv, r.cid) not in named]
+            unpend = [bytes(c) for c in writes.pending_remove] + [bytes(p.cid) for p in writes.pending_put]
+            last = {bytes(p.cid): (i, p) for i, p in enumerate(writes.pending_put)}  # a later entry wins
+            entries = [p for c, (_, p) in sorted(last.items(), key=lambda kv: kv[1][0]) if c not in known]
+            for a, b in pairs:
+                if a == b or bytes(a) not in known or bytes(b) not in known:
+                    raise StoreError("an equivocation pair must name two stored records", cid=str(a))
+            gone = [(unpend,)] if unpend else []
+            batches: list[tuple[str, list[tuple[Any, ...]]]] = [
+                ("UPDATE {s}.meta SET value = nextval(%s) WHERE key = 'version'", [(self._seq,)]),
+                ("INSERT INTO {s}.records (cid, conv, actor, seq, wall, counter, parents, data)"
+                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows),
+                ("DELETE FROM {s}.heads WHERE conv = %s AND cid = %s", unheaded),
+                ("INSERT INTO {s}.heads VALUES (%s, %s)", headed),
+                ("DELETE FROM {s}.pending WHERE cid = ANY(%s::bytea[])", gone),
+                ("DELETE FROM {s}.pending_missing WHERE cid = ANY(%s::bytea[])", gone),
+                ("INSERT INTO {s}.pending (cid, reason, wall, missing, data) VALUES (%s, %s, %s, %s, %s)",
+                 [(bytes(p.cid), p.reason, p.wall_ms, b"".join(map(bytes, p.missing)), p.data)
+                  for p in entries]),
+                ("INSERT INTO {s}.pending_missing VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                 [(bytes(m), bytes(p.cid)) for p in entries for m in p.missing]),
+                ("INSERT INTO {s}.equivocations VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                 [(bytes(a), bytes(b), known[bytes(a)]) for a, b in pairs]),
+                ("SELECT pg_notify(%s, c) FROM unnest(%s::text[]) c",  # delivered only at COMMIT
+                 [(self.notify_channel, sorted({r.conv for r in fresh.values()}))] if rows else []),
+            ]
+            with conn.pipeline(), conn.cursor() as cur:  # every write, without waiting for each
+                for text, params in batches:
+                    if params:
+                        cur.executemany(self._sql(text), params)
+
+    def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
+        # an entry goes iff it and every newer entry, together, exceed a bound: that is
+        # what dropping the oldest, one at a time, until within both bounds leaves
+        with self.transaction(), self._translated(), self._conn() as conn:
+            self._bump(conn)
+            gone = self._run(
+                conn, "DELETE FROM {s}.pending WHERE id IN (SELECT id FROM (SELECT id, count(*) OVER w AS n,"
+                " sum(length(data)) OVER w AS size FROM {s}.pending WINDOW w AS (ORDER BY id DESC)) newer"
+                " WHERE n > %s OR size > %s) RETURNING id, cid", bounds.max_count, bounds.max_bytes,
+            ).fetchall()
+            evicted = [cid for _, cid in sorted(gone)]
+            if evicted:
+                self._run(conn, "DELETE FROM {s}.pending_missing WHERE cid = ANY(%s::bytea[])", evicted)
+        return [CID(c) for c in evicted]
+
+    def has(self, cid: CID) -> bool:
+        return bool(self._query("SELECT 1 FROM {s}.records WHERE cid = %s", bytes(cid)))
+
+    def get(self, cid: CID) -> bytes | None:
+        rows = self._query("SELECT data FROM {s}.records WHERE cid = %s", bytes(cid))
+        return rows[0][0] or None if rows else None
+
+    def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
+        rows = self._any(f"SELECT {_META_COLS} FROM {{s}}.records WHERE cid", cids)
+        return {m.cid: m for m in map(_meta, rows)}
+
+    def heads(self, conv: str) -> list[CID]:
+        rows = self._query("SELECT cid FROM {s}.heads WHERE conv = %s ORDER BY cid", conv)
+        return [CID(r[0]) for r in rows]
+
+    def at_seq(self, actor: bytes, conv: str, seq: int) -> list[CID]:
+        rows = self._query("SELECT cid FROM {s}.records WHERE actor = %s AND conv = %s AND seq = %s"
+                           " ORDER BY cid", actor, conv, seq)
+        return [CID(r[0]) for r in rows]
+
+    def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
+        rows = self._query(f"SELECT {_META_COLS} FROM {{s}}.records WHERE actor = %s AND conv = %s"
+                           " ORDER BY seq DESC, cid DESC LIMIT 1", actor, conv)
+        return _meta(rows[0]) if rows else None
+
+    def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
+        select = "SELECT cid, data FROM {s}.records WHERE conv = %s AND length(data) > 0 ORDER BY "
+        if last is None:
+            rows = self._query(select + "wall, counter, actor, cid", conv)
+        else:
+            newest = "wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
+            rows = self._query(select + newest, conv, max(0, last))
+            rows.reverse()
+        return [(CID._trusted(c), d) for c, d in rows]
+
+    def conversations(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT DISTINCT conv FROM {s}.heads ORDER BY conv")]
+
+    def count(self, conv: str | None = None) -> int:
+        if conv is None:
+            return int(self._query("SELECT count(*) FROM {s}.records")[0][0])
+        return int(self._query("SELECT count(*) FROM {s}.records WHERE conv = %s", conv)[0][0])
+
+    def iter_all(self) -> Iterator[tuple[CID, bytes]]:
+        after = 0
+        while rows := self._query(
+            "SELECT id, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s", after, _PAGE
+        ):
+            yield from ((CID(cid), data) for _, cid, data in rows if data)  # compacted: header only
+            after = rows[-1][0]
+
+    def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        # a rollback leaves a gap in the ids, never a later id below a cursor handed out:
+        # writers hold the advisory lock, so ids are drawn in commit order
+        rows = self._query(
+            "SELECT id, cid, data FROM {s}.records WHERE id > %s AND conv = %s ORDER BY id", cursor, conv
+        )
+        return [(CID._trusted(c), d) for _, c, d in rows if d], rows[-1][0] if rows else cursor
+
+    def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
+        rows = self._query("SELECT wall, cid FROM {s}.records WHERE conv = %s", conv)
+        return sorted((wall, cid[4:]) for wall, cid in rows)
+
+    def cursor(self) -> int:
+        return int(self._query("SELECT coalesce(max(id), 0) FROM {s}.records")[0][0])
+
+    def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
+        with self.transaction(), self._translated(), self._conn() as conn:
+            wanted = {bytes(c) for c in covered}
+            found = {bytes(m.cid) for m in self.metas(map(CID._trusted, wanted)).values() if m.conv == conv}
+            if found != wanted:
+                raise StoreError("compaction names a record this conversation does not hold")
+            self._bump(conn)
+            self._run(conn, "UPDATE {s}.records SET data = '' WHERE cid = ANY(%s::bytea[])", list(wanted))
+            self._run(conn, "INSERT INTO {s}.snapshots VALUES (%s, %s, %s) ON CONFLICT (conv)"
+                      " DO UPDATE SET checkpoint = excluded.checkpoint, data = excluded.data",
+                      conv, bytes(checkpoint), snapshot)
+
+    def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
+        rows = self._query("SELECT checkpoint, data FROM {s}.snapshots WHERE conv = %s", conv)
+        return (CID(rows[0][0]), rows[0][1]) if rows else None
+
+    def max_hlc(self) -> Hlc:
+        rows = self._query("SELECT wall, counter FROM {s}.records ORDER BY wall DESC, counter DESC LIMIT 1")
+        return Hlc(*rows[0]) if rows else ZERO
+
+    def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
+        rows = self._any(f"SELECT {_PENDING_COLS} FROM {{s}}.pending WHERE cid", cids)
+        return {p.cid: p for p in map(_pending, rows)}
+
+    def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
+        rows = self._any(
+            f"SELECT {', '.join('p.' + c for c in _PENDING_COLS.split(', '))} FROM {{s}}.pending_missing m"
+            " JOIN {s}.pending p ON p.cid = m.cid WHERE m.missing", cids,
+        )
+        found = {p.cid: p for p in map(_pending, rows)}
+        return [found[c] for c in sorted(found)]
+
+    def pending_due(self, wall_ms: int) -> list[Pending]:
+        rows = self._query(f"SELECT {_PENDING_COLS} FROM {{s}}.pending WHERE reason = 'clock' AND wall <= %s"
+                           " ORDER BY id", wall_ms)
+        return [_pending(r) for r in rows]
+
+    def pending_stats(self) -> tuple[int, int]:
+        row = self._query("SELECT count(*), coalesce(sum(length(data)), 0) FROM {s}.pending")[0]
+        return int(row[0]), int(row[1])
+
+    def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]:
+        if conv is None:
+            rows = self._query("SELECT a, b FROM {s}.equivocations ORDER BY a, b")
+        else:
+            rows = self._query("SELECT a, b FROM {s}.equivocations WHERE conv = %s ORDER BY a, b", conv)
+        return [(CID(a), CID(b)) for a, b in rows]
+
+    def close(self) -> None:
+        with self._translated():
+            self._pool.close()
+
+
+async def listen(dsn: str, schema: str) -> AsyncIterator[str]:
+    """Yield the name of each conversation as commits to `schema` announce it, over an
+    autocommit connection that `LISTEN`s; closing the generator closes the connection."""
+    where = f"PostgreSQL at {_describe(dsn)} (schema {schema!r})"
+    try:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to {where}: {_why(exc)}") from exc
+    try:
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(_channel(schema))))
+        notes = conn.notifies()
+        try:
+            async for note in notes:
+                yield note.payload
+        finally:
+            await notes.aclose()
+    except psycopg.Error as exc:
+        raise StoreError(f"listening to {where} failed: {_why(exc)}") from exc
+    finally:
+        await conn.close()

@@ -1,0 +1,148 @@
+"""A real PostgreSQL for the tests, found or started once per process; never a skip.
+
+`dsn()` tries, in order: `$CONVGRAPH_TEST_PG`, the server this machine runs
+(`postgresql://postgres@127.0.0.1:5432/test`), and a throwaway cluster made here with
+`initdb` + `pg_ctl` (as an unprivileged user when we are root) and stopped at exit. If all
+three fail it raises, saying why each did. `fresh_schema(dsn)` names a schema unique to
+this test process; `cleanup()` drops every schema it named and stops the cluster.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+ENV = "CONVGRAPH_TEST_PG"
+LOCAL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+class _State:
+    dsn: str | None = None
+    cluster: tuple[Path, dict[str, Any]] | None = None  # data directory, how to run pg_ctl
+
+
+_state = _State()
+_made: list[tuple[str, str]] = []  # (dsn, schema)
+_counter = itertools.count()
+
+
+def reachable(dsn: str) -> str | None:
+    """None when `dsn` accepts a connection, else why not."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def dsn() -> str:
+    """The DSN of a PostgreSQL server the tests may create schemas in."""
+    if _state.dsn is not None:
+        return _state.dsn
+    reasons: list[str] = []
+    candidates = [(f"${ENV}", os.environ[ENV])] if os.environ.get(ENV) else []
+    for name, candidate in [*candidates, ("the local server", LOCAL)]:
+        why = reachable(candidate)
+        if why is None:
+            _state.dsn = candidate
+            return candidate
+        reasons.append(f"{name}: {why}")
+    try:
+        _state.dsn = _start_cluster()
+    except (OSError, subprocess.CalledProcessError, RuntimeError) as exc:
+        detail = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else exc
+        reasons.append(f"a throwaway cluster (initdb + pg_ctl): {detail}")
+        raise RuntimeError("no PostgreSQL for the tests; " + "; ".join(reasons)) from exc
+    return _state.dsn
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_cluster() -> str:
+    for tool in ("initdb", "pg_ctl"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"{tool} is not on PATH")
+    base = Path(tempfile.mkdtemp(prefix="convgraph-pg-"))
+    run: dict[str, Any] = {"capture_output": True, "text": True}
+    if os.geteuid() == 0:  # initdb refuses root: run the cluster as an unprivileged user
+        name = "postgres" if _has_user("postgres") else "nobody"
+        user = pwd.getpwnam(name)
+        os.chown(base, user.pw_uid, user.pw_gid)
+        run |= {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": [], "cwd": base}
+    data, port = base / "data", _free_port()
+    try:
+        subprocess.run(["initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                       check=True, **run)
+        subprocess.run(
+            ["pg_ctl", "-D", str(data), "-l", str(base / "log"), "-w", "-t", "60", "start",
+             "-o", f"-k {base} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"],  # throwaway: no fsync
+            check=True, **run,
+        )
+        _state.cluster = (data, run)
+        found = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        why = reachable(found)
+        if why is not None:
+            raise RuntimeError(f"the throwaway cluster started but refuses connections: {why}")
+    except BaseException:
+        _stop_cluster()
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    atexit.register(_stop_cluster)
+    return found
+
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _stop_cluster() -> None:
+    if _state.cluster is None:
+        return
+    data, run = _state.cluster
+    _state.cluster = None
+    subprocess.run(["pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"], check=False, **run)
+    shutil.rmtree(data.parent, ignore_errors=True)
+
+
+def fresh_schema(dsn: str, *, suffix: str = "") -> str:
+    """A schema name no other test (or test process) uses on `dsn`; dropped by `cleanup()`."""
+    name = f"t_{os.getpid()}_{next(_counter)}_{secrets.token_hex(3)}{suffix}"
+    _made.append((dsn, name))
+    return name
+
+
+def cleanup() -> None:
+    """Drop the schemas this process named (a few per statement), then stop any cluster."""
+    by_server: dict[str, list[str]] = {}
+    for server, name in _made:
+        by_server.setdefault(server, []).append(name)
+    _made.clear()
+    for server, names in by_server.items():
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '10s'")
+            conn.execute("SET client_min_messages = warning")
+            for i in range(0, len(names), 20):
+                batch = sql.SQL(", ").join(map(sql.Identifier, names[i : i + 20]))
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(batch))
+    _stop_cluster()
