@@ -126,8 +126,9 @@ def run(argv: Sequence[str]) -> int:
     cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve"]
     cmd += ["--port", str(port)]
     cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
+    schema = "load_" + uuid.uuid4().hex[:10]
     if args.db:
-        cmd += ["--db", args.db, "--schema", "load_" + uuid.uuid4().hex[:10]]
+        cmd += ["--db", args.db, "--schema", schema]
     server = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         _wait_up(port, server)
@@ -145,9 +146,20 @@ def run(argv: Sequence[str]) -> int:
         wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
         server.terminate()
         server.wait(30)
-        with Replica.open(home / "server") as replica:
+        if args.db:
+            from convgraph.store.postgres import PostgresStore
+
+            replica = Replica(PostgresStore(args.db, schema=schema), SigningKey.generate())
+        else:
+            replica = Replica.open(home / "server")
+        with replica:
             held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
             verified = replica.verify().ok
+        if args.db:
+            import psycopg
+
+            with psycopg.connect(args.db, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     finally:
         if server.poll() is None:
             server.kill()
