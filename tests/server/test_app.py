@@ -237,3 +237,20 @@ def test_unauthenticated_error_is_raised_by_the_client(served: tuple[Replica, st
         remote.heads("c")
         with pytest.raises(UnauthenticatedError, match="401"):
             remote.heads("c")
+
+
+def test_records_with_bad_signatures_or_cids_are_rejected_one_by_one_over_http(served: tuple[Replica, str]) -> None:
+    server, url = served
+    good = client()
+    records = [good.say("c", "user", f"honest {i}") for i in range(3)]
+    forged = bytearray(records[0].data)
+    forged[-5] ^= 0x01  # inside the signature: decodes, but no longer verifies
+    noise = os.urandom(200)
+    message = wire.Message(wire.Kind.CONTINUE, b"s" * 8, (wire.Section("c", records=(
+        bytes(forged), noise, records[0].data, records[1].data, records[2].data)),))
+    with HttpRemote(url, WRITER) as remote:
+        reply = wire.decode(remote.exchange(wire.encode(message)))
+    section = reply.sections[0]
+    assert section.accepted == 3 and len(section.rejected) == 2
+    assert {r.rule for r in section.rejected} <= {"signature", "cid", "decode", "canonical", "schema"}
+    assert [r.cid for r in server.records("c")] == [r.cid for r in records] and server.verify().ok
