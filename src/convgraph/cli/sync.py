@@ -61,13 +61,18 @@ def register(cli: click.Group) -> None:
                   help="JSON access configuration (docs/sync.md).")
     @click.option("--allow", "rules", multiple=True, metavar="ACTOR=CONV[:read]",
                   help="Admit ACTOR to CONV (* for all); repeatable.")
+    @click.option("--spool", type=click.Path(path_type=Path, file_okay=False), default=None,
+                  help="Answer sync messages left in this folder instead of serving HTTP.")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
-        rules: tuple[str, ...],
+        rules: tuple[str, ...], spool: Path | None,
     ) -> None:
-        """Run the sync server over HTTP until interrupted."""
+        """Run the sync server over HTTP (or on a spool folder) until interrupted."""
+        if spool is not None:
+            _serve_spool(ctx.obj["home"], spool, err)
+            return
         import uvicorn  # noqa: PLC0415 - only the server needs it
 
         from convgraph.server.app import ServerConfig, create_app  # noqa: PLC0415
@@ -93,7 +98,7 @@ def register(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def sync_cmd(ctx: click.Context, target: str, convs: tuple[str, ...], as_json: bool) -> None:
-        """Reconcile with TARGET: a sync server URL or another replica's directory."""
+        """Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER."""
         with Replica.open(ctx.obj["home"]) as replica:
             report = _run(replica, target, convs, show=not as_json and sys.stderr.isatty())
         summary = _summary(report, target)
@@ -112,7 +117,28 @@ def register(cli: click.Group) -> None:
             sys.exit(1)
 
 
+def _serve_spool(home: Path, spool: Path, err: Any) -> None:
+    import threading  # noqa: PLC0415
+
+    from convgraph.sync.spool import answer_spool  # noqa: PLC0415
+
+    stop = threading.Event()
+    with Replica.open(home) as replica:
+        err.print(f"answering sync messages in {spool} for {Path(home) / DB_FILE}")
+        try:
+            answer_spool(Responder(ReplicaPeer(replica)).receive, spool, stop=stop)
+        except KeyboardInterrupt:
+            stop.set()
+
+
 def _run(replica: Replica, target: str, convs: tuple[str, ...], *, show: bool) -> SyncReport:
+    if target.startswith("spool:"):
+        from convgraph.sync.spool import SpoolTransport  # noqa: PLC0415
+
+        names = list(convs) or replica.conversations()
+        if not names:
+            raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
+        return _with_progress(replica, SpoolTransport(Path(target.removeprefix("spool:"))), names, show)
     if target.startswith(("http://", "https://")):
         from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
 

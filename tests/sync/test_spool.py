@@ -1,0 +1,84 @@
+"""The file transport: two replicas sync through a shared folder, answered by a watcher."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from convgraph import Replica, transcript_bytes
+from convgraph.errors import ProtocolError, TransportError
+from convgraph.sync.initiator import synchronize
+from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.responder import Responder
+from convgraph.sync.spool import SpoolTransport, answer_spool, prepare
+
+
+@pytest.fixture
+def answered(tmp_path: Path) -> Iterator[tuple[Replica, Path, list[int]]]:
+    remote, spool, stop, counts = Replica.in_memory(), tmp_path / "spool", threading.Event(), []
+    prepare(spool)
+    watchers = [threading.Thread(target=lambda: counts.append(
+        answer_spool(Responder(ReplicaPeer(remote)).receive, spool, stop=stop))) for _ in range(2)]
+    for w in watchers:  # two answerers on one folder: each request is still answered once
+        w.start()
+    yield remote, spool, counts
+    stop.set()
+    for w in watchers:
+        w.join(5)
+
+
+def test_two_replicas_converge_through_a_folder(answered: tuple[Replica, Path, list[int]]) -> None:
+    remote, spool, _ = answered
+    local = Replica.in_memory()
+    for i in range(50):
+        local.say("c", "user", f"local {i}")
+        remote.say("c", "assistant", f"remote {i}")
+    report = synchronize(ReplicaPeer(local), SpoolTransport(spool), ["c"], salts=lambda: os.urandom(8))
+    assert report.converged
+    assert transcript_bytes(local.transcript("c")) == transcript_bytes(remote.transcript("c"))
+    assert not list((spool / "requests").iterdir()) and not list((spool / "replies").iterdir())
+
+
+def test_a_broken_message_gets_an_error_file_and_a_typed_error(answered: tuple[Replica, Path, list[int]]) -> None:
+    _, spool, _ = answered
+    with pytest.raises(ProtocolError, match="unsupported sync protocol version"):
+        SpoolTransport(spool)(b"\x09garbage")
+
+
+def test_no_answerer_is_a_transport_error_and_the_request_is_withdrawn(tmp_path: Path) -> None:
+    prepare(tmp_path)
+    with pytest.raises(TransportError, match="no answer"):
+        SpoolTransport(tmp_path, timeout_s=0.2)(b"\x01")
+    assert not list((tmp_path / "requests").iterdir())
+    with pytest.raises(TransportError, match="not a sync spool"):
+        SpoolTransport(tmp_path / "missing")
+
+
+def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "convgraph.cli"]
+    run = lambda *a: subprocess.run([*cli, *a], check=False, capture_output=True, text=True, timeout=60)  # noqa: E731
+    assert run("--home", str(tmp_path / "b"), "say", "--conv", "c", "from b").returncode == 0
+    assert run("--home", str(tmp_path / "a"), "say", "--conv", "c", "from a").returncode == 0
+    spool = tmp_path / "spool"
+    server = subprocess.Popen([*cli, "--home", str(tmp_path / "b"), "serve", "--spool", str(spool)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (spool / "requests").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = run("--home", str(tmp_path / "a"), "sync", f"spool:{spool}", "--conv", "c")
+        assert done.returncode == 0, done.stderr
+        assert "in sync" in done.stdout
+    finally:
+        server.terminate()
+        server.wait(10)
+    a = run("--home", str(tmp_path / "a"), "transcript", "--conv", "c", "--format", "json").stdout
+    b = run("--home", str(tmp_path / "b"), "transcript", "--conv", "c", "--format", "json").stdout
+    assert a == b and "from a" in a and "from b" in a
