@@ -162,6 +162,7 @@ def observe(store: Store, universe: Universe) -> dict[str, Any]:
         "metas": store.metas(universe.cids),
         "has": [store.has(c) for c in universe.cids],
         "get": [store.get(c) for c in universe.cids],
+        "get_many": store.get_many(universe.cids),
     }
     for c in universe.cids:
         obs[f"waiting {c}"] = store.pending_waiting_on([c])
@@ -876,6 +877,7 @@ def test_compact_drops_the_bytes_and_keeps_every_header(store: Store) -> None:
     want = {k: v for k, v in before.items() if not k.startswith("records c1 last=")}
     want["get"] = [None if c in gone else v for c, v in zip(universe.cids, before["get"], strict=True)]
     want["iter_all"] = [p for p in before["iter_all"] if p[0] not in gone]
+    want["get_many"] = {c: d for c, d in before["get_many"].items() if c not in gone}
     want["records c1"] = full = pairs(*kept)
     for n in range(len(full) + 2):
         want[f"records c1 last={n}"] = full[len(full) - min(n, len(full)) :]

@@ -40,9 +40,9 @@ class FakePeer:
             self._keys = KeySet(sorted((w, d) for d, (w, _) in self.items.items()))
         return self._keys
 
-    def fetch(self, digest: bytes) -> bytes | None:
-        found = self.items.get(digest)
-        return None if found is None or digest in self.gone else found[1]
+    def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+        found = [self.items.get(d) for d in digests]
+        return [None if f is None or d in self.gone else f[1] for d, f in zip(digests, found, strict=True)]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         out = Outcome()
@@ -70,8 +70,8 @@ class ManyPeers:
     def keys(self, conv: str) -> KeySet:
         return self._of(conv).keys(conv)
 
-    def fetch(self, digest: bytes) -> bytes | None:
-        return next((d for p in self.convs.values() if (d := p.fetch(digest)) is not None), None)
+    def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+        return [next((d for p in self.convs.values() if (d := p.fetch([x])[0]) is not None), None) for x in digests]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         return self._of(conv).ingest(conv, records)

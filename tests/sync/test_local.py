@@ -63,11 +63,10 @@ class _Tampering:
     def keys(self, conv: str):  # type: ignore[no-untyped-def]
         return self.inner.keys(conv)
 
-    def fetch(self, digest: bytes) -> bytes | None:
-        data = self.inner.fetch(digest)
-        if data is not None and digest == self.victim:
-            return data[:-1] + bytes([data[-1] ^ 1])
-        return data
+    def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+        found = self.inner.fetch(digests)
+        return [d[:-1] + bytes([d[-1] ^ 1]) if d is not None and x == self.victim else d
+                for x, d in zip(digests, found, strict=True)]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         return self.inner.ingest(conv, records)
@@ -98,8 +97,8 @@ def test_a_record_smuggled_into_another_conversations_section_is_refused() -> No
     smuggled = a.records("mine")
 
     class Smuggler(ReplicaPeer):
-        def fetch(self, digest: bytes) -> bytes | None:
-            return smuggled[0].data  # whatever is asked for, offer a record of "mine"
+        def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+            return [smuggled[0].data for _ in digests]  # whatever is asked for, a record of "mine"
 
     chat(a, "open", 2, "a")
     report = synchronize(Smuggler(a), Responder(ReplicaPeer(b)).receive, ["open"], salts=salts, max_sessions=1)

@@ -112,6 +112,10 @@ class Store(Protocol):
         """The record's bytes; None when unknown or compacted (then `metas` still has it)."""
         ...
 
+    def get_many(self, cids: Iterable[CID]) -> dict[CID, bytes]:
+        """The bytes of those of `cids` that are stored and not compacted, in one look-up."""
+        ...
+
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         """Headers of those of `cids` that are stored."""
         ...

@@ -203,6 +203,10 @@ class MemoryStore:
         with self._lock:
             return self._data.get(cid) or None
 
+    def get_many(self, cids: Iterable[CID]) -> dict[CID, bytes]:
+        with self._lock:
+            return {c: d for c in cids if (d := self._data.get(c))}
+
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         with self._lock:
             return {c: self._meta[c] for c in cids if c in self._meta}

@@ -351,6 +351,10 @@ class PostgresStore:
         rows = self._query("SELECT data FROM {s}.records WHERE cid = %s", bytes(cid))
         return rows[0][0] or None if rows else None
 
+    def get_many(self, cids: Iterable[CID]) -> dict[CID, bytes]:
+        rows = self._any("SELECT cid, data FROM {s}.records WHERE cid", cids)
+        return {CID(c): bytes(d) for c, d in rows if d}
+
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         rows = self._any(f"SELECT {_META_COLS} FROM {{s}}.records WHERE cid", cids)
         return {m.cid: m for m in map(_meta, rows)}

@@ -293,6 +293,10 @@ class SqliteStore:
         rows = self._query("SELECT CAST(data AS BLOB) FROM records WHERE cid = ?", (bytes(cid),))
         return rows[0][0] or None if rows else None
 
+    def get_many(self, cids: Iterable[CID]) -> dict[CID, bytes]:
+        rows = self._rows_for("SELECT cid, CAST(data AS BLOB) FROM records", cids)
+        return {CID._trusted(c): d for c, d in rows if d}
+
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         metas = (_meta(row) for row in self._rows_for(f"SELECT {_META_COLS} FROM records", cids))
         return {m.cid: m for m in metas}

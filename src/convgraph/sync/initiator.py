@@ -11,6 +11,7 @@ records in one message (plus one record, when that record alone is larger).
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from convgraph.sync.reconcile import Step, SyncPeer
 from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Kind, Message, Rejected, Section, WireLimits
 
 Transport = Callable[[bytes], bytes]
+_FETCH = 256  # records read per store look-up
 
 
 @dataclass
@@ -135,18 +137,19 @@ class Initiator:
 
     def _take(self, conv: _Conv, left: list[int]) -> list[bytes]:
         records: list[bytes] = []
-        for key in list(conv.queue):
-            data = self.peer.fetch(key[1])
-            if data is not None and len(data) > left[0] and left[0] < self.budget:
-                break
-            del conv.queue[key]
-            conv.sent.add(key[1])
-            if data is None:
-                continue  # compacted here since the session began: nothing to send
-            records.append(data)
-            left[0] -= len(data) + 4
-            conv.report.sent += 1
-            conv.report.sent_bytes += len(data)
+        while conv.queue and left[0] > 0:
+            chunk = list(itertools.islice(conv.queue, _FETCH))
+            for key, data in zip(chunk, self.peer.fetch([k[1] for k in chunk]), strict=True):
+                if data is not None and len(data) > left[0] and left[0] < self.budget:
+                    return records
+                del conv.queue[key]
+                conv.sent.add(key[1])
+                if data is None:
+                    continue  # compacted here since the session began: nothing to send
+                records.append(data)
+                left[0] -= len(data) + 4
+                conv.report.sent += 1
+                conv.report.sent_bytes += len(data)
         return records
 
     def _agrees(self, conv: _Conv) -> bool:

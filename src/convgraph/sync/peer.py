@@ -57,8 +57,9 @@ class ReplicaPeer:
             self._cache[conv] = (token, keys)
         return keys
 
-    def fetch(self, digest: bytes) -> bytes | None:
-        return self.replica.store.get(cid_of(digest))
+    def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+        found = self.replica.store.get_many(cid_of(d) for d in digests)
+        return [found.get(cid_of(d)) for d in digests]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})

@@ -50,8 +50,8 @@ class SyncPeer(Protocol):
         """The conversation's current key set (empty when we hold none of it)."""
         ...
 
-    def fetch(self, digest: bytes) -> bytes | None:
-        """The record's bytes, or None when it was compacted away (or is unknown)."""
+    def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
+        """The records' bytes, in order; None for one compacted away (or unknown)."""
         ...
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:

@@ -19,6 +19,7 @@ from convgraph.sync.reconcile import Step, SyncPeer
 from convgraph.sync.wire import DEFAULT_LIMITS, Kind, Message, Mode, Range, Rejected, Section, WireLimits
 
 _MAX_REPORTED = 1000  # rejections named per reply; the count is always exact
+_FETCH = 256  # records read per store look-up
 
 
 class Responder:
@@ -81,16 +82,18 @@ class Responder:
         records: list[bytes] = []
         gone: list[bytes] = []
         previous = None
-        for key in sorted(set(step.pushes)):
-            data = self.peer.fetch(key[1])
-            if data is None:
-                gone.append(key[1])
-                continue
-            if len(data) > left[0] and left[0] < self.budget:  # one record always fits an empty reply
-                start = MINUS_INFINITY if previous is None else separating(previous, key)
-                reconcile.reopen(step, keys, start)
-                break
-            records.append(data)
-            left[0] -= len(data) + 4
-            previous = key
+        pushes = sorted(set(step.pushes))
+        for at in range(0, len(pushes), _FETCH):
+            chunk = pushes[at : at + _FETCH]
+            for key, data in zip(chunk, self.peer.fetch([k[1] for k in chunk]), strict=True):
+                if data is None:
+                    gone.append(key[1])
+                    continue
+                if len(data) > left[0] and left[0] < self.budget:  # one record always fits an empty reply
+                    start = MINUS_INFINITY if previous is None else separating(previous, key)
+                    reconcile.reopen(step, keys, start)
+                    return records, gone
+                records.append(data)
+                left[0] -= len(data) + 4
+                previous = key
         return records, gone
