@@ -333,14 +333,14 @@ class PostgresStore:
         # an entry goes iff it and every newer entry, together, exceed a bound: that is
         # what dropping the oldest, one at a time, until within both bounds leaves
         with self.transaction(), self._translated(), self._conn() as conn:
-            self._bump(conn)
             gone = self._run(
                 conn, "DELETE FROM {s}.pending WHERE id IN (SELECT id FROM (SELECT id, count(*) OVER w AS n,"
                 " sum(length(data)) OVER w AS size FROM {s}.pending WINDOW w AS (ORDER BY id DESC)) newer"
                 " WHERE n > %s OR size > %s) RETURNING id, cid", bounds.max_count, bounds.max_bytes,
             ).fetchall()
             evicted = [cid for _, cid in sorted(gone)]
-            if evicted:
+            if evicted:  # nothing evicted, nothing changed: the change token stays put
+                self._bump(conn)
                 self._run(conn, "DELETE FROM {s}.pending_missing WHERE cid = ANY(%s::bytea[])", evicted)
         return [CID(c) for c in evicted]
 
