@@ -79,6 +79,7 @@ class _Plan:
     work: deque[Record] = field(default_factory=deque)
     top_seq: dict[tuple[bytes, str], int] = field(default_factory=dict)
     store_waits: bool = True  # False when the stored quarantine is empty: skip its look-ups
+    batch: set[CID] = field(default_factory=set)  # the CIDs this batch brings, not yet stored
 
     def place(self, rec: Record) -> None:
         if rec.cid in self.decided:
@@ -90,8 +91,10 @@ class _Plan:
             self._reject(rec, ParentRejectedError("a parent was rejected", cid=str(rec.cid)))
             return
         missing = missing_parents(rec, self.known)
-        if missing:
-            self.known.update(self.store.metas(missing))
+        # a parent coming later in this same batch is not in the store: don't ask it
+        unasked = [p for p in missing if p not in self.batch]
+        if unasked:
+            self.known.update(self.store.metas(unasked))
             missing = missing_parents(rec, self.known)
         if missing:
             entry = Pending(rec.cid, rec.data, "parents", rec.hlc.wall_ms, tuple(missing))
@@ -202,6 +205,7 @@ def plan_ingest(
             plan.report.duplicates.append(cid)
         else:
             plan.work.append(rec)
+            plan.batch.add(cid)
     plan.known.update(store.metas({p for r in plan.work for p in r.parents}))
     for entry in store.pending_due(now_ms + max_drift_ms):
         plan.was_pending.add(entry.cid)
