@@ -80,3 +80,4 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
     out = run(tmp_path / "unused", "demo", "--dir", str(tmp_path / "demo")).stdout
     assert "Same history on both replicas: yes" in out
     assert "rejected: signature" in out
+    assert out.count("in sync") == 3 and "STILL DIFFERENT" not in out

@@ -19,24 +19,23 @@ from rich.markup import escape
 from convgraph.cli import graph_view
 from convgraph.cli.main import _label
 from convgraph.core.keys import fingerprint
-from convgraph.ingest import IngestReport
 from convgraph.projections import validity
 from convgraph.projections.resume import PROVIDERS
 from convgraph.projections.transcript import transcript_cid
 from convgraph.replica import Replica
+from convgraph.sync.local import sync_replicas
 
 CONV = "trip-planning"
 
 
-def _send(src: Replica, dst: Replica) -> IngestReport:
-    """The simplest possible exchange: offer every record of the conversation."""
-    return dst.ingest([r.data for r in src.records(CONV)])
-
-
-def _say(out: Console, what: str, report: IngestReport) -> None:
+def _sync(out: Console, laptop: Replica, phone: Replica) -> None:
+    """Reconcile the conversation both ways with the sync protocol (in process)."""
+    report = sync_replicas(laptop, phone, [CONV])
+    conv = report.convs[CONV]
     out.print(
-        f"  {what:24} accepted {len(report.accepted)}, duplicates {len(report.duplicates)}, "
-        f"rejected {len(report.rejected)}"
+        f"  sync: {report.round_trips} round trip(s), {report.bytes_sent + report.bytes_received} bytes; "
+        f"laptop received {conv.accepted_here}, phone received {conv.accepted_there}; "
+        f"{'in sync' if report.converged else 'STILL DIFFERENT'}"
     )
 
 
@@ -54,7 +53,7 @@ def run(out: Console, where: Path | None) -> None:
             out.print(f"[bold]Two replicas[/bold] in {base}")
             out.print(f"  laptop actor {fingerprint(laptop.actor)}, phone actor {fingerprint(phone.actor)}")
             laptop.write(CONV, "user_message", {"role": "user", "content": "Plan three days in Lisbon."})
-            _say(out, "laptop -> phone", _send(laptop, phone))
+            _sync(out, laptop, phone)
 
             out.print("[bold]Both write at the same moment[/bold], neither sees the other:")
             barrier = threading.Barrier(2)
@@ -77,15 +76,14 @@ def run(out: Console, where: Path | None) -> None:
             for t in threads:
                 t.join()
             out.print(f"  laptop heads {len(laptop.heads(CONV))}, phone heads {len(phone.heads(CONV))}")
-            _say(out, "laptop -> phone", _send(laptop, phone))
-            _say(out, "phone -> laptop", _send(phone, laptop))
-            out.print(f"  after exchange: {len(laptop.heads(CONV))} heads on each side (a fork)")
+            _sync(out, laptop, phone)
+            out.print(f"  after sync: {len(laptop.heads(CONV))} heads on each side (a fork)")
 
             joined = laptop.write(CONV, "agent_message", {
                 "role": "assistant", "content": "Noted the 800 EUR budget; here is the revised plan.",
             })
             out.print(f"  the next write names {len(joined.parents)} parents, joining the lines")
-            _say(out, "laptop -> phone", _send(laptop, phone))
+            _sync(out, laptop, phone)
 
             out.print("[bold]A tampered copy is refused[/bold]:")
             forged = bytearray(joined.data)
