@@ -207,7 +207,7 @@ def plan_ingest(
             plan.work.append(rec)
             plan.batch.add(cid)
     plan.known.update(store.metas({p for r in plan.work for p in r.parents}))
-    for entry in store.pending_due(now_ms + max_drift_ms):
+    for entry in store.pending_due(now_ms + max_drift_ms) if plan.store_waits else ():
         plan.was_pending.add(entry.cid)
         plan.work.append(load_trusted(entry.data, entry.cid))
     plan.run()

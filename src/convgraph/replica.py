@@ -194,7 +194,8 @@ class Replica:
                 limits=self.config.limits, conversations=conversations,
             )
             self.store.commit(writes)
-            report.evicted = self.store.evict_pending(self.config.quarantine)
+            if writes.pending_put:  # only a growing quarantine can exceed its bounds
+                report.evicted = self.store.evict_pending(self.config.quarantine)
         for stamp in report.accepted_hlcs:
             self._hlc = hlc_.receive(self._hlc, stamp, now)
         return report
