@@ -128,6 +128,10 @@ def test_many_conversations_in_one_session() -> None:
     while message is not None:
         message = session.receive(responder.receive(message))
     assert session.converged() and sorted(session.reports) == ["x", "y", "z"]
+    x_digests = FakePeer(x).set()
+    assert session.have["x"] == x_digests - FakePeer(x[40:]).set()  # what the responder lacked
+    assert session.need["x"] == x_digests - FakePeer(x[:60]).set()  # what we lacked
+    assert session.need["y"] == set() and session.have["y"] == FakePeer(y).set()
     assert a.convs["x"].set() == b.convs["x"].set() == FakePeer(x).set()
     assert a.convs["y"].set() == b.convs["y"].set() == FakePeer(y).set()
     assert a.convs["z"].set() == b.convs["z"].set() == set()

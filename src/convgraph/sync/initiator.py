@@ -165,6 +165,16 @@ class Initiator:
         return all(c.report.converged for c in self._convs.values())
 
     @property
+    def have(self) -> dict[str, set[bytes]]:
+        """Per conversation, the digests of records we hold that the peer lacked (and was sent)."""
+        return {name: set(c.sent) for name, c in self._convs.items()}
+
+    @property
+    def need(self) -> dict[str, set[bytes]]:
+        """Per conversation, the digests of records the peer held that we lacked (and took in)."""
+        return {name: set(c.accepted) for name, c in self._convs.items()}
+
+    @property
     def reports(self) -> dict[str, ConvReport]:
         return {name: c.report for name, c in self._convs.items()}
 
