@@ -6,6 +6,7 @@ talks to it with the real client or with raw httpx requests.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -254,3 +255,35 @@ def test_records_with_bad_signatures_or_cids_are_rejected_one_by_one_over_http(s
     assert section.accepted == 3 and len(section.rejected) == 2
     assert {r.rule for r in section.rejected} <= {"signature", "cid", "decode", "canonical", "schema"}
     assert [r.cid for r in server.records("c")] == [r.cid for r in records] and server.verify().ok
+
+
+def test_a_server_that_never_stops_answering_is_cut_off_by_the_client() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def endless(_: object) -> StreamingResponse:
+        async def forever() -> object:
+            while True:
+                yield b"\x01" * 65536
+                await asyncio.sleep(0)
+
+        return StreamingResponse(forever(), media_type="application/vnd.convgraph.sync")
+
+    async def chatty_error(_: object) -> StreamingResponse:
+        async def forever() -> object:
+            while True:
+                yield b"x" * 65536
+                await asyncio.sleep(0)
+
+        return StreamingResponse(forever(), status_code=500, media_type="text/plain")
+
+    app = Starlette(routes=[Route("/v1/sync", endless, methods=["POST"]),
+                            Route("/v1/records/{cid}", chatty_error, methods=["GET"])])
+    with LiveServer(app) as live, HttpRemote(live.url, WRITER, max_reply=1 << 20) as remote:
+        with pytest.raises(ProtocolError, match="over 1048576 bytes"):
+            remote.exchange(b"\x01")
+        from convgraph.errors import TransportError
+
+        with pytest.raises(TransportError, match="HTTP 500"):
+            remote.record(CID.of_record(b"x"))

@@ -22,8 +22,10 @@ from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import SigningKey
 from convgraph.errors import ForbiddenError, ProtocolError, TransportError, UnauthenticatedError
 from convgraph.server import auth
+from convgraph.sync.wire import DEFAULT_LIMITS
 
 SYNC_TYPE = "application/vnd.convgraph.sync"
+_MAX_RECORD = (1 << 20) + (1 << 16)  # the largest record a replica accepts by default, and room
 Event = tuple[int | None, CID | None, bytes]  # (cursor, record CID, record bytes)
 
 
@@ -33,47 +35,69 @@ class HttpRemote:
     def __init__(
         self, base_url: str, key: SigningKey, *, clock: Clock = system_clock, timeout_s: float = 60.0,
         nonce: Callable[[], str] = lambda: secrets.token_hex(16), client: httpx.Client | None = None,
+        max_reply: int = DEFAULT_LIMITS.max_message,
     ) -> None:
+        self.max_reply = max_reply
         self.base_url = base_url.rstrip("/")
         self.key, self.clock, self.nonce = key, clock, nonce
         self._client = client or httpx.Client(timeout=timeout_s)
         self._owned = client is None
 
-    def _request(self, method: str, path: str, body: bytes = b"", *, stream: bool = False,
+    def _request(self, method: str, path: str, body: bytes = b"", *,
                  headers: dict[str, str] | None = None) -> httpx.Response:
+        """Send a signed request; the 200 response is left streaming, for a bounded read."""
         request = self._client.build_request(method, self.base_url + path, content=body, headers=headers)
         target = request.url.raw_path.decode("latin-1")
         signed = auth.sign(self.key, method, target, body, now_ms=self.clock(), nonce=self.nonce())
         request.headers.update(signed)
         try:
-            response = self._client.send(request, stream=stream)
+            response = self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise TransportError(f"{method} {self.base_url}{path} failed: {exc}") from exc
         if response.status_code != 200:
-            if stream:
-                response.read()
-            _raise_for(response)
+            _raise_for(response, _head(response))
         return response
 
     def exchange(self, message: bytes) -> bytes:
-        """Send one sync message, return the server's reply."""
-        response = self._request("POST", "/v1/sync", message, headers={"Content-Type": SYNC_TYPE})
+        """Send one sync message, return the server's reply (at most `max_reply` bytes of it)."""
+        headers = {"Content-Type": SYNC_TYPE}
+        response = self._request("POST", "/v1/sync", message, headers=headers)
         if response.headers.get("content-type", "").split(";")[0] != SYNC_TYPE:
+            response.close()
             raise TransportError(f"sync reply of type {response.headers.get('content-type')!r}")
-        return response.content
+        return self._read(response, self.max_reply)
+
+    def _read(self, response: httpx.Response, limit: int) -> bytes:
+        """The whole body, refused past `limit` bytes: a peer that never stops sending is cut off."""
+        chunks, size = [], 0
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ProtocolError(f"answer over {limit} bytes from {response.request.url}")
+                chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"reading the answer from {response.request.url} failed: {exc}") from exc
+        finally:
+            response.close()
+        return b"".join(chunks)
 
     def record(self, cid: CID) -> bytes:
         """One record's bytes (`ConvgraphError` subclasses on 4xx; the CID is not checked here)."""
-        return self._request("GET", f"/v1/records/{cid}").content
+        return self._read(self._request("GET", f"/v1/records/{cid}"), _MAX_RECORD)
 
     def heads(self, conv: str) -> dict[str, Any]:
-        body: dict[str, Any] = self._request("GET", f"/v1/conversations/{_quote(conv)}/heads").json()
+        raw = self._read(self._request("GET", f"/v1/conversations/{_quote(conv)}/heads"), self.max_reply)
+        try:
+            body: dict[str, Any] = json.loads(raw)
+        except ValueError as exc:
+            raise TransportError(f"heads of {conv!r}: not JSON") from exc
         return body
 
     def events(self, conv: str, *, after: int | None = None) -> Iterator[Event]:
         """Server-sent events of `conv`: (cursor, None, b"") once ready, then each new record."""
         query = "" if after is None else f"?after={after}"
-        response = self._request("GET", f"/v1/conversations/{_quote(conv)}/events{query}", stream=True)
+        response = self._request("GET", f"/v1/conversations/{_quote(conv)}/events{query}")
         try:
             yield from _parse_events(response.iter_lines())
         finally:
@@ -118,12 +142,27 @@ def _parse_events(lines: Iterator[str]) -> Iterator[Event]:
                 data.append(value)
 
 
-def _raise_for(response: httpx.Response) -> None:
+def _head(response: httpx.Response, limit: int = 1 << 16) -> bytes:
+    """The first `limit` bytes of a streamed error body: enough for the reason, never more."""
+    got = b""
     try:
-        body = response.json()
+        for chunk in response.iter_bytes():
+            got += chunk
+            if len(got) >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        response.close()
+    return got[:limit]
+
+
+def _raise_for(response: httpx.Response, raw: bytes) -> None:
+    try:
+        body = json.loads(raw)
         detail, reason = str(body.get("detail", "")), str(body.get("reason", ""))
     except (ValueError, AttributeError):
-        detail, reason = response.text[:200], ""
+        detail, reason = raw[:200].decode(errors="replace"), ""
     status = response.status_code
     where = f"{response.request.method} {response.request.url}"
     why = f": {reason}" if reason and reason != detail else ""
