@@ -103,6 +103,7 @@ from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome
 from convgraph.sync.responder import Responder
+from convgraph.sync.varint import uvarint
 
 _DISTS = ("cbrrr", "pynacl")
 SEED = 20261203
@@ -371,24 +372,15 @@ def build_common(ds: Dataset, d: int, dest: Path) -> None:
 # --------------------------------------------------------------------------- the protocols
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def frame(have: Sequence[bytes] = (), want: Sequence[bytes] = (), records: Sequence[bytes] = ()) -> bytes:
     """A baseline message: announced CIDs, wanted CIDs (36 bytes each) and records."""
     out = bytearray(b"\x01")
     for cids in (have, want):
-        out += _varint(len(cids))
+        out += uvarint(len(cids))
         out += b"".join(cids)
-    out += _varint(len(records))
+    out += uvarint(len(records))
     for data in records:
-        out += _varint(len(data))
+        out += uvarint(len(data))
         out += data
     return bytes(out)
 

@@ -14,7 +14,8 @@ from convgraph import Draft, ManualClock, Replica
 from convgraph.core.cid import CID
 from convgraph.core.codec import encode
 from convgraph.errors import CarError
-from convgraph.sync.car import MAX_BLOCK, _varint, read_car, write_car
+from convgraph.sync.car import MAX_BLOCK, read_car, write_car
+from convgraph.sync.varint import uvarint as _varint
 
 Blocks = list[tuple[CID, bytes]]
 

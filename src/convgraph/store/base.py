@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -161,6 +161,27 @@ class Store(Protocol):
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]: ...
 
     def close(self) -> None: ...
+
+
+CID_LEN: Final = 36
+
+
+def split_cids(blob: bytes) -> tuple[CID, ...]:
+    """CIDs stored back to back in one column (how the SQL stores keep parents and missing)."""
+    return tuple(CID(blob[i : i + CID_LEN]) for i in range(0, len(blob), CID_LEN))
+
+
+def meta_of_row(row: tuple[bytes, str, bytes, int, int, int, bytes]) -> RecordMeta:
+    """A `RecordMeta` from the SQL stores' `cid, conv, actor, seq, wall, counter, parents` columns."""
+    cid, conv, actor, seq, wall, counter, parents = row
+    return RecordMeta(CID(cid), conv, actor, seq, Hlc(wall, counter), split_cids(parents))
+
+
+def pending_of_row(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
+    """A `Pending` from the SQL stores' `cid, reason, wall, missing, data` columns."""
+    cid, reason, wall, missing, data = row
+    why: PendingReason = "clock" if reason == "clock" else "parents"
+    return Pending(CID(cid), data, why, wall, split_cids(missing))
 
 
 def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:

@@ -33,10 +33,16 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
-from convgraph.store.base import Pending, PendingReason, QuarantineBounds, WriteSet, sort_pairs
+from convgraph.store.base import (
+    Pending,
+    QuarantineBounds,
+    WriteSet,
+    meta_of_row,
+    pending_of_row,
+    sort_pairs,
+)
 
 SCHEMA_VERSION: Final = 1
-_CID_LEN: Final = 36
 _PAGE: Final = 1000
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
 _TABLES: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
@@ -91,21 +97,6 @@ def _channel(schema: str) -> str:
     name = "convgraph_" + schema
     fits = len(name.encode()) <= _MAX_NAME
     return name if fits else "convgraph_" + hashlib.sha256(name.encode()).hexdigest()[:32]
-
-
-def _split(blob: bytes) -> tuple[CID, ...]:
-    return tuple(CID(blob[i : i + _CID_LEN]) for i in range(0, len(blob), _CID_LEN))
-
-
-def _meta(row: tuple[bytes, str, bytes, int, int, int, bytes]) -> RecordMeta:
-    cid, conv, actor, seq, wall, counter, parents = row
-    return RecordMeta(CID(cid), conv, actor, seq, Hlc(wall, counter), _split(parents))
-
-
-def _pending(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
-    cid, reason, wall, missing, data = row
-    why: PendingReason = "clock" if reason == "clock" else "parents"
-    return Pending(CID(cid), data, why, wall, _split(missing))
 
 
 class PostgresStore:
@@ -357,7 +348,7 @@ class PostgresStore:
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
         rows = self._any(f"SELECT {_META_COLS} FROM {{s}}.records WHERE cid", cids)
-        return {m.cid: m for m in map(_meta, rows)}
+        return {m.cid: m for m in map(meta_of_row, rows)}
 
     def heads(self, conv: str) -> list[CID]:
         rows = self._query("SELECT cid FROM {s}.heads WHERE conv = %s ORDER BY cid", conv)
@@ -371,7 +362,7 @@ class PostgresStore:
     def last_own(self, actor: bytes, conv: str) -> RecordMeta | None:
         rows = self._query(f"SELECT {_META_COLS} FROM {{s}}.records WHERE actor = %s AND conv = %s"
                            " ORDER BY seq DESC, cid DESC LIMIT 1", actor, conv)
-        return _meta(rows[0]) if rows else None
+        return meta_of_row(rows[0]) if rows else None
 
     def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
         select = "SELECT cid, data FROM {s}.records WHERE conv = %s AND length(data) > 0 ORDER BY "
@@ -436,20 +427,20 @@ class PostgresStore:
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
         rows = self._any(f"SELECT {_PENDING_COLS} FROM {{s}}.pending WHERE cid", cids)
-        return {p.cid: p for p in map(_pending, rows)}
+        return {p.cid: p for p in map(pending_of_row, rows)}
 
     def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
         rows = self._any(
             f"SELECT {', '.join('p.' + c for c in _PENDING_COLS.split(', '))} FROM {{s}}.pending_missing m"
             " JOIN {s}.pending p ON p.cid = m.cid WHERE m.missing", cids,
         )
-        found = {p.cid: p for p in map(_pending, rows)}
+        found = {p.cid: p for p in map(pending_of_row, rows)}
         return [found[c] for c in sorted(found)]
 
     def pending_due(self, wall_ms: int) -> list[Pending]:
         rows = self._query(f"SELECT {_PENDING_COLS} FROM {{s}}.pending WHERE reason = 'clock' AND wall <= %s"
                            " ORDER BY id", wall_ms)
-        return [_pending(r) for r in rows]
+        return [pending_of_row(r) for r in rows]
 
     def pending_stats(self) -> tuple[int, int]:
         row = self._query("SELECT count(*), coalesce(sum(length(data)), 0) FROM {s}.pending")[0]

@@ -24,10 +24,17 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
-from convgraph.store.base import Pending, PendingReason, QuarantineBounds, WriteSet, sort_pairs
+from convgraph.store.base import (
+    Pending,
+    QuarantineBounds,
+    WriteSet,
+    meta_of_row,
+    pending_of_row,
+    sort_pairs,
+    split_cids,
+)
 
 SCHEMA_VERSION: Final = 1
-_CID_LEN: Final = 36
 _PAGE: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -81,21 +88,6 @@ def _translated() -> Iterator[None]:
         raise StoreCorruptError(f"sqlite database unusable: {exc}") from exc
     except sqlite3.Error as exc:
         raise StoreError(f"sqlite failed: {exc}") from exc
-
-
-def _split(blob: bytes) -> tuple[CID, ...]:
-    return tuple(CID(blob[i : i + _CID_LEN]) for i in range(0, len(blob), _CID_LEN))
-
-
-def _meta(row: tuple[bytes, str, bytes, int, int, int, bytes]) -> RecordMeta:
-    cid, conv, actor, seq, wall, counter, parents = row
-    return RecordMeta(CID(cid), conv, actor, seq, Hlc(wall, counter), _split(parents))
-
-
-def _pending(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
-    cid, reason, wall, missing, data = row
-    why: PendingReason = "clock" if reason == "clock" else "parents"
-    return Pending(CID(cid), data, why, wall, _split(missing))
 
 
 _META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
@@ -263,7 +255,7 @@ class SqliteStore:
         if row is not None:
             self._db.executemany(
                 "DELETE FROM pending_missing WHERE missing = ? AND cid = ?",
-                [(bytes(m), cid) for m in _split(row[0])],
+                [(bytes(m), cid) for m in split_cids(row[0])],
             )
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
@@ -298,7 +290,7 @@ class SqliteStore:
         return {CID._trusted(c): d for c, d in rows if d}
 
     def metas(self, cids: Iterable[CID]) -> dict[CID, RecordMeta]:
-        metas = (_meta(row) for row in self._rows_for(f"SELECT {_META_COLS} FROM records", cids))
+        metas = (meta_of_row(row) for row in self._rows_for(f"SELECT {_META_COLS} FROM records", cids))
         return {m.cid: m for m in metas}
 
     def heads(self, conv: str) -> list[CID]:
@@ -318,7 +310,7 @@ class SqliteStore:
             " ORDER BY seq DESC, cid DESC LIMIT 1",
             (actor, conv),
         )
-        return _meta(rows[0]) if rows else None
+        return meta_of_row(rows[0]) if rows else None
 
     def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
         if last is None:
@@ -400,7 +392,7 @@ class SqliteStore:
         for cid in set(cids):
             rows = self._query(f"SELECT {_PENDING_COLS} FROM pending WHERE cid = ?", (bytes(cid),))
             if rows:
-                found[cid] = _pending(rows[0])
+                found[cid] = pending_of_row(rows[0])
         return found
 
     def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
@@ -412,7 +404,7 @@ class SqliteStore:
                 (bytes(cid),),
             )
             for row in rows:
-                entry = _pending(row)
+                entry = pending_of_row(row)
                 found[entry.cid] = entry
         return [found[c] for c in sorted(found)]
 
@@ -421,7 +413,7 @@ class SqliteStore:
             f"SELECT {_PENDING_COLS} FROM pending WHERE reason = 'clock' AND wall <= ? ORDER BY id",
             (wall_ms,),
         )
-        return [_pending(r) for r in rows]
+        return [pending_of_row(r) for r in rows]
 
     def pending_stats(self) -> tuple[int, int]:
         row = self._query("SELECT count(*), coalesce(sum(length(data)), 0) FROM pending")[0]

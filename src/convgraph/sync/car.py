@@ -17,21 +17,13 @@ from typing import BinaryIO, Final
 from convgraph.core.cid import CID
 from convgraph.core.codec import decode, encode
 from convgraph.errors import CarError, ConvgraphError
+from convgraph.sync.varint import uvarint
 
 MAX_BLOCK: Final = (1 << 20) + 4096  # a record is at most 1 MiB; a CID and headroom on top
 MAX_HEADER: Final = 1 << 16
 _CID_LEN: Final = 36
 _PREFIX: Final = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32-byte digest
 _MAX_VARINT: Final = 9  # 63 bits: far past any bound, short enough to refuse a runaway
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def write_car(
@@ -53,7 +45,7 @@ def write_car(
             f"CAR header of {len(header)} bytes ({len(roots)} roots) exceeds max_header={max_header}"
         )
     written = 0
-    for chunk in (_varint(len(header)), header):
+    for chunk in (uvarint(len(header)), header):
         out.write(chunk)
         written += len(chunk)
     for cid, data in blocks:
@@ -61,7 +53,7 @@ def write_car(
         size = len(raw) + len(data)
         if size > max_block:
             raise CarError(f"block {cid} of {size} bytes exceeds max_block={max_block}")
-        for chunk in (_varint(size), raw, data):  # no concatenation: a block is copied once
+        for chunk in (uvarint(size), raw, data):  # no concatenation: a block is copied once
             out.write(chunk)
             written += len(chunk)
     return written

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final
 
+from convgraph.sync.varint import uvarint
+
 Key = tuple[int, bytes]
 
 DIGEST_LEN: Final = 32
@@ -58,22 +60,13 @@ def separating(below: Key, above: Key) -> Bound:
 
 def fingerprint(total: int, count: int, length: int) -> bytes:
     """The fingerprint of a range whose digests sum to `total` (mod 2**256) over `count` keys."""
-    body = (total % _MOD).to_bytes(32, "little") + _varint(count)
+    body = (total % _MOD).to_bytes(32, "little") + uvarint(count)
     return hashlib.sha256(body).digest()[:length]
 
 
 def item_hash(salt: bytes, digest: bytes) -> bytes:
     """A record's short name in an id list: keyed by the session's salt."""
     return hashlib.blake2b(digest, digest_size=HASH_LEN, key=salt).digest()
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class KeySet:

@@ -22,8 +22,8 @@ from convgraph.sync.keyset import (
     STRONG_LEN,
     Bound,
     Key,
-    _varint,
 )
+from convgraph.sync.varint import uvarint
 
 VERSION: Final = 1
 SALT_LEN: Final = 8
@@ -114,7 +114,7 @@ def encode(message: Message) -> bytes:
     """The message's bytes (`docs/sync.md`)."""
     out = bytearray((VERSION, message.kind))
     out += message.salt
-    out += _varint(len(message.sections))
+    out += uvarint(len(message.sections))
     for s in message.sections:
         _section(out, s)
     return bytes(out)
@@ -128,45 +128,45 @@ def _section(out: bytearray, s: Section) -> None:
         | (_F_GONE if s.gone else 0) | (_F_REPORT if s.accepted is not None else 0)
     )
     name = s.conv.encode()
-    out += _varint(len(name)) + name
+    out += uvarint(len(name)) + name
     out.append(flags)
     if s.count is not None:
-        out += _varint(s.count) + s.strong
+        out += uvarint(s.count) + s.strong
     if s.tip is not None:
-        out += _varint(s.tip[0]) + s.tip[1]
+        out += uvarint(s.tip[0]) + s.tip[1]
     if s.probes:
-        out += _varint(len(s.probes))
+        out += uvarint(len(s.probes))
         prev = [0]
         for bound, fp in s.probes:
             _bound(out, bound, prev)
             out += fp
     if s.ranges is not None:
-        out += _varint(len(s.ranges))
+        out += uvarint(len(s.ranges))
         prev = [0]
         for r in s.ranges:
             _bound(out, r.upper, prev, r.mode)
             if r.mode is Mode.FINGERPRINT:
                 out += r.fp
             elif r.mode is Mode.IDS:
-                out += _varint(len(r.hashes)) + b"".join(r.hashes)
+                out += uvarint(len(r.hashes)) + b"".join(r.hashes)
     if s.wants:
-        out += _varint(len(s.wants))
+        out += uvarint(len(s.wants))
         prev = [0]
         for w in s.wants:
             _bound(out, w.lower, prev)
             _bound(out, w.upper, prev)
-            out += _varint(len(w.hashes)) + b"".join(w.hashes)
+            out += uvarint(len(w.hashes)) + b"".join(w.hashes)
     if s.records:
-        out += _varint(len(s.records))
+        out += uvarint(len(s.records))
         for data in s.records:
-            out += _varint(len(data)) + data
+            out += uvarint(len(data)) + data
     if s.gone:
-        out += _varint(len(s.gone)) + b"".join(s.gone)
+        out += uvarint(len(s.gone)) + b"".join(s.gone)
     if s.accepted is not None:
-        out += _varint(s.accepted) + _varint(len(s.rejected))
+        out += uvarint(s.accepted) + uvarint(len(s.rejected))
         for rej in s.rejected:
             rule = rej.rule.encode()
-            out += rej.digest + _varint(len(rule)) + rule
+            out += rej.digest + uvarint(len(rule)) + rule
 
 
 def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
@@ -175,7 +175,7 @@ def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
     if b.infinite:
         out += bytes((0, mode << 6))
         return
-    out += _varint(b.wall_ms - prev[0] + 1)
+    out += uvarint(b.wall_ms - prev[0] + 1)
     prev[0] = b.wall_ms
     out.append(mode << 6 | len(b.prefix))
     out += b.prefix
