@@ -140,12 +140,12 @@ class _Server:
 
     async def sync(self, request: Request, body: bytes) -> Response:
         actor = self._actor(request, body)
-        message = wire.decode(body)  # parsed here for its conversations: access comes first
+        message = wire.decode(body)  # its conversations decide access before anything is ingested
         convs = [s.conv for s in message.sections]
         self.cfg.access.check_read(actor, convs)
         peer = _Peer(self.replica, self.cfg.access.writable(actor, convs), self.lock, self.hub.ring)
         peer.share_cache(self.keys)
-        reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).receive, body)
+        reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
         return Response(reply, media_type=SYNC_TYPE)
 
     async def record(self, request: Request, body: bytes) -> Response:

@@ -30,7 +30,10 @@ class Responder:
 
     def receive(self, data: bytes) -> bytes:
         """The reply to one message; `ProtocolError` when it breaks the grammar."""
-        message = wire.decode(data, self.limits)
+        return self.answer(wire.decode(data, self.limits))
+
+    def answer(self, message: Message) -> bytes:
+        """The reply to a message already decoded (a server reads it first, to check access)."""
         if message.kind is Kind.REPLY:
             raise ProtocolError("a responder was sent a reply")
         left = [self.budget]
