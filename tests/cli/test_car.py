@@ -129,28 +129,33 @@ def test_a_failed_export_leaves_no_half_file(source: Path, tmp_path: Path, monke
     assert list(tmp_path.iterdir()) == [target]
 
 
-def test_a_tampered_block_is_reported_and_what_came_before_stays(source: Path, tmp_path: Path) -> None:
+def test_a_tampered_block_is_rejected_and_every_other_block_still_read(source: Path, tmp_path: Path) -> None:
     file = tmp_path / "t.car"
     run(source, "export", str(file))
     data = bytearray(file.read_bytes())
-    order = [pair for recs in held(source).values() for pair in recs]  # the file's block order
+    by_conv = held(source)
+    order = [pair for recs in by_conv.values() for pair in recs]  # the file's block order
     victim = 7
     cid, body = order[victim]
+    victim_conv = next(conv for conv, recs in by_conv.items() if (cid, body) in recs)
     at = data.find(body)
     assert at > 0
     data[at + len(body) // 2] ^= 0x01
     file.write_bytes(bytes(data))
     fresh = tmp_path / "b"
     code, report = run_json(fresh, "import", str(file), ok=False)
-    assert code == 2
-    assert str(cid) in report["error"] and "does not hash" in report["error"] and "byte" in report["error"]
-    assert report["blocks"] == report["accepted"] == victim
+    assert code == 1 and report["error"] is None  # a rejected record, not a broken file
+    assert report["blocks"] == len(order)
+    assert [(r["cid"], r["rule"]) for r in report["rejected"]] == [(str(cid), "cid")]
+    assert "does not hash" in report["rejected"][0]["error"]
     with Replica.open(fresh) as r:
         assert all(r.store.has(c) for c, _ in order[:victim])
-        assert not any(r.store.has(c) for c, _ in order[victim:])
+        assert not r.store.has(cid)
+        others = [c for conv, recs in by_conv.items() if conv != victim_conv for c, _ in recs]
+        assert all(r.store.has(c) for c in others)
+        assert any(r.store.has(c) for c, _ in order[victim + 1 :])  # blocks after the tampered one landed
     proc = run(tmp_path / "c", "import", str(file), ok=False)
-    assert proc.returncode == 2 and str(cid) in proc.stderr and f"the {victim} valid block(s)" in proc.stderr
-    assert f"accepted     {victim}" in proc.stdout and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and str(cid) in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_records_that_break_a_rule_are_rejected_by_cid_and_rule(source: Path, tmp_path: Path) -> None:

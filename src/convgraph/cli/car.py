@@ -109,6 +109,13 @@ class ImportSummary:
             self.rejected.append({"cid": None if r.cid is None else str(r.cid), "rule": r.rule,
                                   "error": r.error.message})
 
+    def tampered(self, error: CarError) -> None:
+        """A block whose bytes do not hash to its CID: rejected, and the import reads on."""
+        self.blocks += 1
+        self.rejected_total += 1
+        if len(self.rejected) < MAX_REJECTIONS_SHOWN:
+            self.rejected.append({"cid": error.cid, "rule": "cid", "error": error.message})
+
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file, "blocks": self.blocks, "accepted": self.accepted,
@@ -135,14 +142,15 @@ def _progress(size: int) -> Iterator[Callable[[int], None]]:
 
 
 def import_car(replica: Replica, path: Path) -> ImportSummary:
-    """Ingest the CAR file `path` in batches of `BATCH`; a `CarError` ends the reading (kept
-    in `.error`) after every valid block before it was ingested."""
+    """Ingest the CAR file `path` in batches of `BATCH`. A block that does not hash to its CID
+    is rejected and the rest still read; a broken frame (`CarError`, kept in `.error`) ends
+    the reading after every valid block before it was ingested."""
     summary = ImportSummary(str(path))
     batch: list[tuple[bytes, CID]] = []
     try:
         with path.open("rb") as fh, _progress(os.fstat(fh.fileno()).st_size) as advance:
             try:
-                summary.roots, blocks = read_car(fh, max_header=MAX_HEADER)
+                summary.roots, blocks = read_car(fh, max_header=MAX_HEADER, on_mismatch=summary.tampered)
                 for cid, data in blocks:
                     batch.append((data, cid))
                     summary.blocks += 1

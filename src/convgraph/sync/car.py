@@ -11,7 +11,7 @@ yields a block only if its CID is the hash of its data, and reads back exactly w
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, Final
 
 from convgraph.core.cid import CID
@@ -143,7 +143,9 @@ def _check_prefix(raw: bytes, at: int) -> None:
         raise CarError(f"block at byte {at} is not hashed with sha2-256 (32 bytes): prefix {raw[:4].hex()}")
 
 
-def _blocks(src: _Source, max_block: int) -> Iterator[tuple[CID, bytes]]:
+def _blocks(
+    src: _Source, max_block: int, on_mismatch: Callable[[CarError], None] | None
+) -> Iterator[tuple[CID, bytes]]:
     while True:
         at = src.pos
         size = src.varint("block length", eof_ok=True)
@@ -158,18 +160,25 @@ def _blocks(src: _Source, max_block: int) -> Iterator[tuple[CID, bytes]]:
         data = src.read(size - _CID_LEN, "block data")
         cid = CID(raw)
         if hashlib.sha256(data).digest() != cid.digest:
-            raise CarError(f"block at byte {at}: its data does not hash to its CID", cid=cid)
+            error = CarError(f"block at byte {at}: its data does not hash to its CID", cid=cid)
+            if on_mismatch is None:
+                raise error
+            on_mismatch(error)  # the framing is intact: report this block and read on
+            continue
         yield cid, data
 
 
 def read_car(
-    src: BinaryIO, *, max_block: int = MAX_BLOCK, max_header: int = MAX_HEADER
+    src: BinaryIO, *, max_block: int = MAX_BLOCK, max_header: int = MAX_HEADER,
+    on_mismatch: Callable[[CarError], None] | None = None,
 ) -> tuple[list[CID], Iterator[tuple[CID, bytes]]]:
     """Read the header of a CARv1 now and return its roots and a lazy iterator of blocks.
 
     The iterator raises `CarError` at the first fault, after yielding every block before it,
-    so a caller can keep what was good; `max_block` bounds `len(cid) + len(data)`.
+    so a caller can keep what was good; `max_block` bounds `len(cid) + len(data)`. With
+    `on_mismatch`, a block whose data does not hash to its CID is handed to it and skipped
+    instead, and reading goes on: one tampered block does not hide the rest.
     """
     source = _Source(src)
     roots = _read_header(source, max_header)
-    return roots, _blocks(source, max_block)
+    return roots, _blocks(source, max_block, on_mismatch)
