@@ -112,6 +112,17 @@ def test_read_is_lazy_and_yields_what_came_before_a_fault() -> None:
         next(blocks)
 
 
+def test_with_on_mismatch_a_tampered_block_is_reported_and_the_rest_still_read() -> None:
+    first_cid, first = BLOCKS[0]
+    at = VALID.index(first)
+    bad = bytearray(VALID)
+    bad[at + 5] ^= 1  # inside the first block's data: the frame stays intact
+    reported: list[CarError] = []
+    roots, blocks = read_car(io.BytesIO(bytes(bad)), on_mismatch=reported.append)
+    assert list(blocks) == BLOCKS[1:] and roots == ROOTS
+    assert [e.cid for e in reported] == [str(first_cid)] and "does not hash" in reported[0].message
+
+
 class Trickle(io.RawIOBase):
     """A stream that hands back one byte per read, as a slow pipe may."""
 
