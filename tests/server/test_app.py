@@ -287,3 +287,25 @@ def test_a_server_that_never_stops_answering_is_cut_off_by_the_client() -> None:
 
         with pytest.raises(TransportError, match="HTTP 500"):
             remote.record(CID.of_record(b"x"))
+
+
+def test_an_event_stream_line_without_end_is_cut_off() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def endless_line(_: object) -> StreamingResponse:
+        async def forever() -> object:
+            yield b"event: ready\ndata: {\"cursor\": 0}\n\ndata: "
+            while True:
+                yield b"A" * 65536
+                await asyncio.sleep(0)
+
+        return StreamingResponse(forever(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/conversations/{conv}/events", endless_line, methods=["GET"])])
+    with LiveServer(app) as live, HttpRemote(live.url, WRITER) as remote:
+        events = remote.events("c")
+        assert next(events)[0] == 0
+        with pytest.raises(ProtocolError, match="event stream line over"):
+            next(events)

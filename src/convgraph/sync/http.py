@@ -26,6 +26,7 @@ from convgraph.sync.wire import DEFAULT_LIMITS
 
 SYNC_TYPE = "application/vnd.convgraph.sync"
 _MAX_RECORD = (1 << 20) + (1 << 16)  # the largest record a replica accepts by default, and room
+_MAX_EVENT_LINE = 4 * _MAX_RECORD // 3 + 4096  # one record, base64, with its JSON around it
 Event = tuple[int | None, CID | None, bytes]  # (cursor, record CID, record bytes)
 
 
@@ -99,7 +100,9 @@ class HttpRemote:
         query = "" if after is None else f"?after={after}"
         response = self._request("GET", f"/v1/conversations/{_quote(conv)}/events{query}")
         try:
-            yield from _parse_events(response.iter_lines())
+            yield from _parse_events(_lines(response.iter_bytes(), _MAX_EVENT_LINE))
+        except httpx.HTTPError as exc:
+            raise TransportError(f"the event stream of {conv!r} broke off: {exc}") from exc
         finally:
             response.close()
 
@@ -112,6 +115,20 @@ class HttpRemote:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _lines(chunks: Iterator[bytes], limit: int) -> Iterator[str]:
+    """Lines of an event stream, each at most `limit` bytes: a server cannot make us buffer more."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.removesuffix(b"\r").decode("utf-8", errors="replace")
+        if len(pending) > limit:
+            raise ProtocolError(f"an event stream line over {limit} bytes")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
 
 
 def _quote(conv: str) -> str:
