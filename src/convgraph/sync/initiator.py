@@ -103,10 +103,9 @@ class Initiator:
             fresh = (k for k in step.pushes if k[1] not in conv.sent and k[1] not in self.refused)
             conv.queue.update((k, None) for k in fresh)
             records = self._take(conv, left)
-            if step.cover or step.wants or records:
-                sections.append(Section(name, ranges=reconcile.cover(step), wants=tuple(step.wants),
-                                        records=tuple(records)))
-        sections = [s for s in sections if s.ranges is not None or s.wants or s.records]
+            ranges = reconcile.cover(step)
+            if ranges is not None or step.wants or records:
+                sections.append(Section(name, ranges=ranges, wants=tuple(step.wants), records=tuple(records)))
         if not sections and not any(c.queue for c in self._convs.values()):
             for conv in self._convs.values():
                 conv.report.converged = self._agrees(conv)

@@ -58,8 +58,9 @@ class ReplicaPeer:
         return keys
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
-        found = self.replica.store.get_many(cid_of(d) for d in digests)
-        return [found.get(cid_of(d)) for d in digests]
+        cids = [cid_of(d) for d in digests]
+        found = self.replica.store.get_many(cids)
+        return [found.get(c) for c in cids]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})
