@@ -26,8 +26,13 @@
     │   └── SnapshotError           snapshot bytes that do not restore to a folded state
     └── SyncError                   a sync exchange that cannot go on
         ├── ProtocolError           a message that breaks the sync grammar or its bounds
+        │   └── RoundTripLimitError   a sync still unfinished after its round-trip budget
         ├── CarError                a CAR file that is malformed or lies about a block
         ├── TransportError          the peer is unreachable or answered outside the protocol
+        │   └── SlowTransferError   an answer that arrived slower than the minimum rate
+        ├── SyncTimeoutError        the sync did not finish by its overall deadline
+        ├── PeerMisbehavedError     a well-formed answer that is false (a record not the one
+        │                           named or not valid, a head that is not a head)
         └── AuthError               the server refused the request
             ├── UnauthenticatedError  no valid signature, or a replay (HTTP 401)
             └── ForbiddenError      a valid key without access to what it asked (HTTP 403)
@@ -173,12 +178,51 @@ class ProtocolError(SyncError):
     """A sync message that breaks the grammar of `docs/sync.md` or one of its bounds."""
 
 
+class RoundTripLimitError(ProtocolError):
+    """The peer kept the sync going past `limit` round trips (counted over every session)."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class CarError(SyncError):
     """A CAR file that is malformed, oversized, or holds a block that is not what its CID says."""
 
 
 class TransportError(SyncError):
     """The peer could not be reached, or it answered outside the protocol."""
+
+
+class SlowTransferError(TransportError):
+    """An answer arrived slower than the client's minimum rate: `got` bytes in `elapsed_s`."""
+
+    def __init__(self, message: str, *, got: int, elapsed_s: float, min_rate: int) -> None:
+        super().__init__(f"{message}: {got} bytes in {elapsed_s:.1f} s, below {min_rate} bytes/s")
+        self.got = got
+        self.elapsed_s = elapsed_s
+        self.min_rate = min_rate
+
+
+class SyncTimeoutError(SyncError):
+    """The sync was still running when its overall deadline of `timeout_s` passed."""
+
+    def __init__(self, message: str, *, timeout_s: float) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s
+
+
+class PeerMisbehavedError(SyncError):
+    """The peer's answer is well-formed but false; `error` is the record check it failed, if any.
+
+    Raised for a record whose bytes do not hash to the CID asked for or announced, or that
+    do not decode as a valid record, or that belongs to another conversation, and for a
+    claimed head that is an ancestor of another head.
+    """
+
+    def __init__(self, message: str, *, cid: object = None, error: ConvgraphError | None = None) -> None:
+        super().__init__(message, cid=cid)
+        self.error = error
 
 
 class AuthError(SyncError):
@@ -223,8 +267,12 @@ _RULES: dict[type[ConvgraphError], str] = {
     SnapshotError: "snapshot",
     SyncError: "sync",
     ProtocolError: "protocol",
+    RoundTripLimitError: "round_trips",
     CarError: "car",
     TransportError: "transport",
+    SlowTransferError: "slow_transfer",
+    SyncTimeoutError: "timeout",
+    PeerMisbehavedError: "peer",
     AuthError: "auth",
     UnauthenticatedError: "unauthenticated",
     ForbiddenError: "forbidden",

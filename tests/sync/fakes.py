@@ -2,6 +2,7 @@
 
 A record is any bytes whose first six bytes are its wall time; its digest is its sha256,
 as a real record's CID digest is. `ingest` accepts everything new unless told to refuse it.
+`stubborn` makes a hostile responder out of an honest one.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 
+from convgraph.sync import wire
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome
+from convgraph.sync.responder import Responder
 
 T0 = 1_700_000_000_000
 
@@ -80,3 +83,16 @@ class ManyPeers:
 def population(rng: random.Random, n: int, *, size: int = 64, spread: int = 3) -> list[bytes]:
     """n distinct records with increasing, sometimes equal wall times."""
     return [record(T0 + i * spread // 2 + rng.randrange(2), rng.randbytes(size)) for i in range(n)]
+
+
+def stubborn(honest: Responder) -> Callable[[bytes], bytes]:
+    """A responder that always claims the whole range differs, whatever was asked: it never settles."""
+
+    def answer(message: bytes) -> bytes:
+        reply = wire.decode(honest.receive(message))
+        flipped = [wire.Section(s.conv, s.count, s.strong, s.tip,
+                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),))
+                   for s in reply.sections]
+        return wire.encode(wire.Message(wire.Kind.REPLY, reply.salt, tuple(flipped)))
+
+    return answer

@@ -21,7 +21,7 @@ from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.initiator import Initiator, synchronize
 from convgraph.sync.responder import Responder
-from sync.fakes import FakePeer, ManyPeers, population, record
+from sync.fakes import FakePeer, ManyPeers, population, record, stubborn
 
 _salts = itertools.count()
 
@@ -169,19 +169,9 @@ def synchronize_with(session: Initiator, transport: object) -> None:
 def test_a_responder_that_never_finishes_is_cut_off() -> None:
     a = FakePeer(population(random.Random(7), 200))
     b = FakePeer(population(random.Random(8), 200))
-    honest = Responder(b)
-
-    def stubborn(message: bytes) -> bytes:
-        # always claims the whole range differs, whatever was asked
-        reply = wire.decode(honest.receive(message))
-        flipped = [wire.Section(s.conv, s.count, s.strong, s.tip,
-                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),))
-                   for s in reply.sections]
-        return wire.encode(wire.Message(wire.Kind.REPLY, reply.salt, tuple(flipped)))
-
     session = Initiator(a, ["c"], salt=salts(), max_rounds=50)
     with pytest.raises(ProtocolError, match="did not finish within 50"):
-        synchronize_with(session, stubborn)
+        synchronize_with(session, stubborn(Responder(b)))
 
 
 def test_records_before_and_after_a_tie_of_wall_times_are_told_apart() -> None:

@@ -4,26 +4,41 @@
 `receive(reply)` ingests what the reply brought and returns the next message, or None when
 nothing is left to ask or send. `converged()` then compares the strong fingerprint of our
 set (as it now is) with the one the peer sent last. `synchronize` repeats sessions, each
-with a fresh salt, until they agree or a session moves nothing. Invariant: the initiator
-never pushes one record twice in a session, and never sends more than `budget` bytes of
-records in one message (plus one record, when that record alone is larger).
+with a fresh salt, until they agree or a session moves nothing, within one deadline and one
+round-trip budget for the whole run. Invariant: the initiator never pushes one record twice
+in a session, and never sends more than `budget` bytes of records in one message (plus one
+record, when that record alone is larger).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
-from convgraph.errors import ProtocolError, TransportError
+from convgraph.errors import ProtocolError, RoundTripLimitError, TransportError
 from convgraph.sync import reconcile, wire
+from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
 from convgraph.sync.reconcile import Step, SyncPeer
 from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Kind, Message, Rejected, Section, WireLimits
 
 Transport = Callable[[bytes], bytes]
 _FETCH = 256  # records read per store look-up
+MAX_ROUND_TRIPS = 10_000
+
+
+@runtime_checkable
+class Remote(Protocol):
+    """A transport that can keep one exchange within the sync's deadline (HTTP, spool)."""
+
+    def exchange(self, message: bytes, *, deadline: Deadline | None = None) -> bytes:
+        """Send one message and return the reply, giving up when `deadline` passes."""
+        ...
 
 
 @dataclass
@@ -57,7 +72,8 @@ class Initiator:
 
     def __init__(
         self, peer: SyncPeer, convs: Iterable[str], *, salt: bytes, budget: int = 4 << 20,
-        limits: WireLimits = DEFAULT_LIMITS, max_rounds: int = 10_000, refused: set[bytes] | None = None,
+        limits: WireLimits = DEFAULT_LIMITS, max_rounds: int = MAX_ROUND_TRIPS,
+        refused: set[bytes] | None = None,
     ) -> None:
         if len(salt) != SALT_LEN:
             raise ValueError(f"salt must be {SALT_LEN} bytes")
@@ -86,8 +102,7 @@ class Initiator:
         """Take in one reply; the next message, or None when the session is over."""
         self.bytes_received += len(data)
         self.rounds += 1
-        if self.rounds > self.max_rounds:
-            raise ProtocolError(f"the peer did not finish within {self.max_rounds} round trips")
+        _check_budget(self.rounds - 1, self.max_rounds)
         message = wire.decode(data, self.limits)
         if message.kind is not Kind.REPLY or message.salt != self.salt:
             raise ProtocolError("expected a reply to this session")
@@ -209,19 +224,30 @@ class SyncReport:
 
 
 def synchronize(
-    peer: SyncPeer, transport: Transport, convs: Iterable[str], *, salts: Callable[[], bytes],
+    peer: SyncPeer, transport: Transport | Remote, convs: Iterable[str], *, salts: Callable[[], bytes],
     max_sessions: int = 2, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
     on_round: Callable[[Initiator], None] | None = None, retries: int = 2,
+    timeout_s: float = DEFAULT_TIMEOUT_S, max_round_trips: int = MAX_ROUND_TRIPS,
+    monotonic: Monotonic = time.monotonic,
 ) -> SyncReport:
     """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.
 
-    A session broken by the network or by a reply that breaks the protocol is started over
-    with a fresh salt, at most `retries` times in all; what it had ingested stays. Then the
-    error propagates. `on_round` sees the session after each reply (for progress displays).
+    The whole run has one deadline, `timeout_s` from the start on `monotonic`
+    (`SyncTimeoutError`), and one budget of `max_round_trips` (`RoundTripLimitError`), failed
+    sessions included. A `Remote` gets the deadline with every exchange, so no single
+    answer outlives it; a bare callable is checked between round trips only. A session
+    broken by the network (`TransportError`) is started over with a fresh salt, at most
+    `retries` times in all; a reply that breaks the protocol is the peer's fault and is
+    never retried. What a broken session had ingested stays. `on_round` sees the session
+    after each reply (for progress displays).
     """
+    deadline = Deadline.after(timeout_s, monotonic)
+    # a Remote gets the deadline into each exchange; a bare callable is checked between them
+    send = functools.partial(transport.exchange, deadline=deadline) if isinstance(transport, Remote) \
+        else transport
     report, refused = SyncReport(), set[bytes]()
     names = sorted(set(convs))
-    failures = 0
+    failures = used = 0
     for _ in range(max_sessions + retries):
         if report.sessions >= max_sessions:
             break
@@ -229,18 +255,28 @@ def synchronize(
         try:
             message: bytes | None = session.initiate()
             while message is not None:
-                message = session.receive(transport(message))
+                _check_budget(used + session.rounds, max_round_trips)
+                deadline.check(f"round trip {used + session.rounds + 1}")
+                message = session.receive(send(message))
                 if on_round is not None:
                     on_round(session)
-        except (TransportError, ProtocolError):
+        except TransportError:
             failures += 1
             report.failed_sessions += 1
             if failures > retries:
                 raise
             continue
+        finally:
+            used += session.rounds
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there for r in session.reports.values())
         if session.converged() or not moved:
             break
     report.converged = all(r.converged for r in report.convs.values())
     return report
+
+
+def _check_budget(done: int, limit: int) -> None:
+    # checked before sending, so a run never makes more than `limit` round trips
+    if done >= limit:
+        raise RoundTripLimitError(f"the peer did not finish within {limit} round trips", limit=limit)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from convgraph.errors import ConvgraphError, ProtocolError, TransportError
+from convgraph.sync.deadline import Deadline
 
 _REQ, _REP = "requests", "replies"
 
@@ -37,7 +38,7 @@ def prepare(root: Path) -> None:
 
 
 class SpoolTransport:
-    """A `Transport` that posts each message into the spool at `root` and waits for its reply."""
+    """A `Remote` that posts each message into the spool at `root` and waits for its reply."""
 
     def __init__(self, root: Path, *, timeout_s: float = 60.0, poll_s: float = 0.005) -> None:
         self.root, self.timeout_s, self.poll_s = Path(root), timeout_s, poll_s
@@ -45,14 +46,19 @@ class SpoolTransport:
             raise TransportError(f"{root} is not a sync spool (no {_REQ}/ folder)")
 
     def __call__(self, message: bytes) -> bytes:
+        return self.exchange(message)
+
+    def exchange(self, message: bytes, *, deadline: Deadline | None = None) -> bytes:
+        """Post `message`; its reply, waited for `timeout_s` at most and never past `deadline`."""
         ident = f"{time.time_ns():020d}-{secrets.token_hex(6)}"
         reply, error = self.root / _REP / f"{ident}.msg", self.root / _REP / f"{ident}.err"
         try:
             _write(self.root / _REQ / f"{ident}.msg", message)
         except OSError as exc:
             raise TransportError(f"cannot write to the spool {self.root}: {exc}") from exc
-        deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
+        wait = self.timeout_s if deadline is None else min(self.timeout_s, deadline.remaining())
+        until = time.monotonic() + wait
+        while time.monotonic() < until:
             for path, is_error in ((reply, False), (error, True)):
                 if path.exists():
                     data = path.read_bytes()
@@ -63,6 +69,8 @@ class SpoolTransport:
                     return data
             time.sleep(self.poll_s)
         (self.root / _REQ / f"{ident}.msg").unlink(missing_ok=True)  # nobody took it: withdraw it
+        if deadline is not None:
+            deadline.check(f"waiting for an answer in the spool {self.root}")
         raise TransportError(
             f"no answer in the spool {self.root} within {self.timeout_s} s (is a peer serving it?)"
         )
