@@ -1,10 +1,14 @@
 """The HTTP transport: a signed client for the sync server (`convgraph serve`).
 
-`HttpRemote.exchange` is a `Transport` for `synchronize`: it posts one message and returns
-the reply. Every request is signed with the client's actor key (`server/auth.py`); the
-server's typed refusals come back as the same typed errors (401 `UnauthenticatedError`,
-403 `ForbiddenError`, 400 `ProtocolError`), anything else outside the protocol as
-`TransportError`. Invariant: a reply is returned only for a 200 answer of the sync type.
+`HttpRemote.exchange` is a `Remote` for `synchronize`: it posts one message and returns
+the reply, within the sync's deadline when given one. Every request is signed with the
+client's actor key (`server/auth.py`); the server's typed refusals come back as the same
+typed errors (401 `UnauthenticatedError`, 403 `ForbiddenError`, 400 `ProtocolError`),
+anything else outside the protocol as `TransportError`. Every answer is read with a bound
+on its size and a minimum rate (`SlowTransferError`), and every record that `record`,
+`heads` and `events` hand back has been verified (`sync/verify.py`). Invariant: a reply is
+returned only for a 200 answer of the sync type, and a record only when it is the valid
+record its CID names.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,87 +25,164 @@ import httpx
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import SigningKey
-from convgraph.errors import ForbiddenError, ProtocolError, TransportError, UnauthenticatedError
+from convgraph.core.record import DEFAULT_LIMITS as RECORD_LIMITS
+from convgraph.core.record import Limits, Record
+from convgraph.errors import (
+    ConvgraphError,
+    ForbiddenError,
+    PeerMisbehavedError,
+    ProtocolError,
+    SlowTransferError,
+    TransportError,
+    UnauthenticatedError,
+)
 from convgraph.server import auth
+from convgraph.sync.deadline import Deadline, Monotonic
+from convgraph.sync.verify import HeldLookup, check_heads, checked_record
 from convgraph.sync.wire import DEFAULT_LIMITS
 
 SYNC_TYPE = "application/vnd.convgraph.sync"
-_MAX_RECORD = (1 << 20) + (1 << 16)  # the largest record a replica accepts by default, and room
-_MAX_EVENT_LINE = 4 * _MAX_RECORD // 3 + 4096  # one record, base64, with its JSON around it
+MIN_RATE = 4096  # bytes/s that an answer must keep up, after its first `timeout_s`
 Event = tuple[int | None, CID | None, bytes]  # (cursor, record CID, record bytes)
 
 
 class HttpRemote:
-    """A sync server at `base_url`, reached with requests signed by `key`."""
+    """A sync server at `base_url`, reached with requests signed by `key`.
+
+    `timeout_s` bounds each wait on the network. An answer's body must also arrive within
+    `timeout_s` plus one second per `min_rate` bytes received, timed on `monotonic`.
+    """
 
     def __init__(
         self, base_url: str, key: SigningKey, *, clock: Clock = system_clock, timeout_s: float = 60.0,
         nonce: Callable[[], str] = lambda: secrets.token_hex(16), client: httpx.Client | None = None,
-        max_reply: int = DEFAULT_LIMITS.max_message,
+        max_reply: int = DEFAULT_LIMITS.max_message, min_rate: int = MIN_RATE,
+        record_limits: Limits = RECORD_LIMITS, monotonic: Monotonic = time.monotonic,
     ) -> None:
-        self.max_reply = max_reply
+        self.max_reply, self.min_rate, self.timeout_s = max_reply, min_rate, timeout_s
+        self.record_limits, self.monotonic = record_limits, monotonic
         self.base_url = base_url.rstrip("/")
         self.key, self.clock, self.nonce = key, clock, nonce
         self._client = client or httpx.Client(timeout=timeout_s)
         self._owned = client is None
 
-    def _request(self, method: str, path: str, body: bytes = b"", *,
-                 headers: dict[str, str] | None = None) -> httpx.Response:
+    def _request(self, method: str, path: str, body: bytes = b"", *, headers: dict[str, str] | None = None,
+                 deadline: Deadline | None = None) -> httpx.Response:
         """Send a signed request; the 200 response is left streaming, for a bounded read."""
-        request = self._client.build_request(method, self.base_url + path, content=body, headers=headers)
+        doing = f"{method} {self.base_url}{path}"
+        if deadline is not None:
+            deadline.check(doing)
+        request = self._client.build_request(method, self.base_url + path, content=body, headers=headers,
+                                             timeout=self._timeout(deadline))
         target = request.url.raw_path.decode("latin-1")
         signed = auth.sign(self.key, method, target, body, now_ms=self.clock(), nonce=self.nonce())
         request.headers.update(signed)
         try:
             response = self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise TransportError(f"{method} {self.base_url}{path} failed: {exc}") from exc
+            if deadline is not None:
+                deadline.check(doing)
+            raise TransportError(f"{doing} failed: {exc}") from exc
         if response.status_code != 200:
-            _raise_for(response, _head(response))
+            _raise_for(response, self._head(response, deadline))
         return response
 
-    def exchange(self, message: bytes) -> bytes:
+    def _timeout(self, deadline: Deadline | None) -> httpx.Timeout:
+        """The client's timeouts, none longer than what is left before `deadline`."""
+        base = self._client.timeout
+        if deadline is None:
+            return base
+        left = deadline.remaining()
+        return httpx.Timeout(connect=_cap(base.connect, left), read=_cap(base.read, left),
+                             write=_cap(base.write, left), pool=_cap(base.pool, left))
+
+    def exchange(self, message: bytes, *, deadline: Deadline | None = None) -> bytes:
         """Send one sync message, return the server's reply (at most `max_reply` bytes of it)."""
         headers = {"Content-Type": SYNC_TYPE}
-        response = self._request("POST", "/v1/sync", message, headers=headers)
+        response = self._request("POST", "/v1/sync", message, headers=headers, deadline=deadline)
         if response.headers.get("content-type", "").split(";")[0] != SYNC_TYPE:
             response.close()
             raise TransportError(f"sync reply of type {response.headers.get('content-type')!r}")
-        return self._read(response, self.max_reply)
+        return self._read(response, self.max_reply, deadline)
 
-    def _read(self, response: httpx.Response, limit: int) -> bytes:
+    def _paced(self, response: httpx.Response, deadline: Deadline | None) -> Iterator[bytes]:
+        """The body's chunks, cut off when they come slower than `min_rate` or past `deadline`."""
+        where, size, start = response.request.url, 0, self.monotonic()
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            yield chunk
+            elapsed = self.monotonic() - start
+            if elapsed > self.timeout_s + size / self.min_rate:
+                raise SlowTransferError(f"the answer from {where} came too slowly", got=size,
+                                        elapsed_s=elapsed, min_rate=self.min_rate)
+            if deadline is not None:
+                deadline.check(f"reading the answer from {where}")
+
+    def _read(self, response: httpx.Response, limit: int, deadline: Deadline | None = None) -> bytes:
         """The whole body, refused past `limit` bytes: a peer that never stops sending is cut off."""
         chunks, size = [], 0
         try:
-            for chunk in response.iter_bytes():
+            for chunk in self._paced(response, deadline):
                 size += len(chunk)
                 if size > limit:
                     raise ProtocolError(f"answer over {limit} bytes from {response.request.url}")
                 chunks.append(chunk)
         except httpx.HTTPError as exc:
+            if deadline is not None:
+                deadline.check(f"reading the answer from {response.request.url}")
             raise TransportError(f"reading the answer from {response.request.url} failed: {exc}") from exc
         finally:
             response.close()
         return b"".join(chunks)
 
-    def record(self, cid: CID) -> bytes:
-        """One record's bytes (`ConvgraphError` subclasses on 4xx; the CID is not checked here)."""
-        return self._read(self._request("GET", f"/v1/records/{cid}"), _MAX_RECORD)
-
-    def heads(self, conv: str) -> dict[str, Any]:
-        raw = self._read(self._request("GET", f"/v1/conversations/{_quote(conv)}/heads"), self.max_reply)
+    def _head(self, response: httpx.Response, deadline: Deadline | None, limit: int = 1 << 16) -> bytes:
+        """The first `limit` bytes of a streamed error body: enough for the reason, never more."""
+        got = b""
         try:
-            body: dict[str, Any] = json.loads(raw)
-        except ValueError as exc:
-            raise TransportError(f"heads of {conv!r}: not JSON") from exc
+            for chunk in self._paced(response, deadline):
+                got += chunk
+                if len(got) >= limit:
+                    break
+        except httpx.HTTPError:
+            pass  # the status alone says what went wrong
+        finally:
+            response.close()
+        return got[:limit]
+
+    def record(self, cid: CID) -> bytes:
+        """One record's bytes, verified: they hash to `cid` and decode as a valid record."""
+        return self._record(cid).data
+
+    def _record(self, cid: CID, conv: str | None = None) -> Record:
+        data = self._read(self._request("GET", f"/v1/records/{cid}"), self.record_limits.max_record_bytes)
+        return checked_record(data, cid, conv=conv, limits=self.record_limits)
+
+    def heads(self, conv: str, *, held: HeldLookup | None = None) -> dict[str, Any]:
+        """`{conversation, heads, count}` of `conv`, each head fetched and verified.
+
+        Every head must be a valid record of `conv`, and none an ancestor of another as far
+        as the heads and the records `held` by the caller show (`PeerMisbehavedError`).
+        `count` is the server's claim and is not checked.
+        """
+        raw = self._read(self._request("GET", f"/v1/conversations/{_quote(conv)}/heads"), self.max_reply)
+        body, cids = _heads_body(raw, conv)
+        check_heads([self._record(cid, conv) for cid in cids], held)
         return body
 
     def events(self, conv: str, *, after: int | None = None) -> Iterator[Event]:
-        """Server-sent events of `conv`: (cursor, None, b"") once ready, then each new record."""
+        """Server-sent events of `conv`: (cursor, None, b"") once ready, then each new record.
+
+        A record is yielded only once verified: its bytes hash to the CID its event names,
+        and it is a valid record of `conv` (`PeerMisbehavedError`).
+        """
         query = "" if after is None else f"?after={after}"
         response = self._request("GET", f"/v1/conversations/{_quote(conv)}/events{query}")
+        line_limit = 4 * self.record_limits.max_record_bytes // 3 + 4096  # a record in base64, in JSON
         try:
-            yield from _parse_events(_lines(response.iter_bytes(), _MAX_EVENT_LINE))
+            for cursor, cid, data in _parse_events(_lines(response.iter_bytes(), line_limit)):
+                if cid is not None:
+                    checked_record(data, cid, conv=conv, limits=self.record_limits)
+                yield cursor, cid, data
         except httpx.HTTPError as exc:
             raise TransportError(f"the event stream of {conv!r} broke off: {exc}") from exc
         finally:
@@ -115,6 +197,26 @@ class HttpRemote:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _cap(timeout: float | None, left: float) -> float:
+    return left if timeout is None else min(timeout, left)
+
+
+def _heads_body(raw: bytes, conv: str) -> tuple[dict[str, Any], list[CID]]:
+    """The heads answer and its CIDs, when it has the documented shape (else `TransportError`)."""
+    try:
+        body = json.loads(raw)
+        cids = [CID.parse(text) for text in body["heads"]]
+        shaped = type(body["count"]) is int and body["count"] >= len(cids) == len(set(cids))
+    except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
+        raise TransportError(f"heads of {conv!r}: not a heads answer") from exc
+    if not shaped:
+        raise TransportError(f"heads of {conv!r}: duplicate heads, or a count below their number")
+    if body.get("conversation") != conv:
+        got = body.get("conversation")
+        raise PeerMisbehavedError(f"asked for the heads of {conv!r}, got those of {got!r}")
+    return body, cids
 
 
 def _lines(chunks: Iterator[bytes], limit: int) -> Iterator[str]:
@@ -139,12 +241,8 @@ def _parse_events(lines: Iterator[str]) -> Iterator[Event]:
     event, ident, data = "message", None, list[str]()
     for line in lines:
         if line == "":
-            if data and event == "ready":
-                yield int(json.loads("".join(data))["cursor"]), None, b""
-            elif data and event == "record":
-                body = json.loads("".join(data))
-                cursor = int(ident) if ident else None
-                yield cursor, CID.parse(body["cid"]), base64.b64decode(body["record"])
+            if data and event in ("ready", "record"):
+                yield _event(event, ident, "".join(data))
             event, ident, data = "message", None, []
         elif line.startswith(":"):
             continue
@@ -159,19 +257,15 @@ def _parse_events(lines: Iterator[str]) -> Iterator[Event]:
                 data.append(value)
 
 
-def _head(response: httpx.Response, limit: int = 1 << 16) -> bytes:
-    """The first `limit` bytes of a streamed error body: enough for the reason, never more."""
-    got = b""
+def _event(event: str, ident: str | None, data: str) -> Event:
+    """One `ready` or `record` event, parsed; a malformed one is a `TransportError`."""
     try:
-        for chunk in response.iter_bytes():
-            got += chunk
-            if len(got) >= limit:
-                break
-    except httpx.HTTPError:
-        pass
-    finally:
-        response.close()
-    return got[:limit]
+        body = json.loads(data)
+        if event == "ready":
+            return int(body["cursor"]), None, b""
+        return (int(ident) if ident else None), CID.parse(body["cid"]), base64.b64decode(body["record"])
+    except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
+        raise TransportError(f"a malformed {event!r} event: {data[:200]!r}") from exc
 
 
 def _raise_for(response: httpx.Response, raw: bytes) -> None:
