@@ -165,3 +165,18 @@ def test_sync_with_a_target_that_is_neither_url_nor_replica(tmp_path: Path) -> N
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "neither a URL nor a replica directory" in one_line(proc.stderr)
     assert not (tmp_path / "nowhere").exists()  # nothing was created there
+
+
+def test_sync_gives_up_at_its_timeout_against_a_server_that_dribbles(tmp_path: Path) -> None:
+    from sync.hostile import Dribbler
+
+    home = tmp_path / "a"
+    run(home, "say", "hello", "--conv", "c")
+    with Dribbler(content_type="application/vnd.convgraph.sync", interval=0.5, total=60) as server:
+        start = time.monotonic()
+        proc = run(home, "sync", server.url, "--conv", "c", "--timeout", "2", ok=False)
+        elapsed = time.monotonic() - start
+        assert server.hung_up.wait(5)  # the client hung up while the server still had bytes to send
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "did not finish within 2 s" in one_line(proc.stderr), proc.stderr
+    assert elapsed < 15  # a process start, 2 s, and one slow read at most; the server would take 30 s

@@ -2,8 +2,9 @@
 
 `serve` serves the replica at `--home` (SQLite) or, with `--db postgresql://…`, a schema of
 a PostgreSQL database that any number of instances may share. `sync TARGET` reconciles
-the named conversations with a server URL or another replica's directory and prints what
-moved; it exits 1 when a record was rejected or the two sides still differ.
+the named conversations with a server URL or another replica's directory, within
+`--timeout` seconds, and prints what moved; it exits 1 when a record was rejected or the
+two sides still differ, and 2 when the sync failed (the deadline passing included).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
-from convgraph.sync.initiator import Initiator, SyncReport, synchronize
+from convgraph.sync.deadline import DEFAULT_TIMEOUT_S
+from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
 from convgraph.sync.peer import ReplicaPeer, cid_of
 from convgraph.sync.responder import Responder
 
@@ -94,13 +96,19 @@ def register(cli: click.Group) -> None:
     @cli.command("sync")
     @click.argument("target")
     @click.option("--conv", "convs", multiple=True, help="Conversation to sync (repeatable; default: all).")
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+                  default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
+                  help="Give up when the whole sync takes longer.")
     @json_option
     @click.pass_context
     @_errors
-    def sync_cmd(ctx: click.Context, target: str, convs: tuple[str, ...], as_json: bool) -> None:
+    def sync_cmd(
+        ctx: click.Context, target: str, convs: tuple[str, ...], timeout_s: float, as_json: bool
+    ) -> None:
         """Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER."""
+        show = not as_json and sys.stderr.isatty()
         with Replica.open(ctx.obj["home"]) as replica:
-            report = _run(replica, target, convs, show=not as_json and sys.stderr.isatty())
+            report = _run(replica, target, convs, show=show, timeout_s=timeout_s)
         summary = _summary(report, target)
         if as_json:
             _emit(summary)
@@ -131,14 +139,17 @@ def _serve_spool(home: Path, spool: Path, err: Any) -> None:
             stop.set()
 
 
-def _run(replica: Replica, target: str, convs: tuple[str, ...], *, show: bool) -> SyncReport:
+def _run(
+    replica: Replica, target: str, convs: tuple[str, ...], *, show: bool, timeout_s: float
+) -> SyncReport:
     if target.startswith("spool:"):
         from convgraph.sync.spool import SpoolTransport  # noqa: PLC0415
 
         names = list(convs) or replica.conversations()
         if not names:
             raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
-        return _with_progress(replica, SpoolTransport(Path(target.removeprefix("spool:"))), names, show)
+        spool = SpoolTransport(Path(target.removeprefix("spool:")))
+        return _with_progress(replica, spool, names, show, timeout_s)
     if target.startswith(("http://", "https://")):
         from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
 
@@ -146,17 +157,17 @@ def _run(replica: Replica, target: str, convs: tuple[str, ...], *, show: bool) -
             names = list(convs) or replica.conversations()
             if not names:
                 raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
-            return _with_progress(replica, remote.exchange, names, show)
+            return _with_progress(replica, remote, names, show, timeout_s)
     path = Path(target)
     if not (path / DB_FILE).exists():
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
     with Replica.open(path) as other:
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
-        return _with_progress(replica, Responder(ReplicaPeer(other)).receive, names, show)
+        return _with_progress(replica, Responder(ReplicaPeer(other)).receive, names, show, timeout_s)
 
 
 def _with_progress(
-    replica: Replica, transport: Callable[[bytes], bytes], names: list[str], show: bool
+    replica: Replica, transport: Transport | Remote, names: list[str], show: bool, timeout_s: float
 ) -> SyncReport:
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   transient=True, disable=not show) as progress:
@@ -167,7 +178,8 @@ def _with_progress(
             sent = sum(r.sent for r in session.reports.values())
             progress.update(task, description=f"round {session.rounds}: {got} records in, {sent} out")
 
-        return synchronize(ReplicaPeer(replica), transport, names, salts=lambda: os.urandom(8), on_round=tick)
+        return synchronize(ReplicaPeer(replica), transport, names, salts=lambda: os.urandom(8), on_round=tick,
+                           timeout_s=timeout_s)
 
 
 def _summary(report: SyncReport, target: str) -> dict[str, Any]:
