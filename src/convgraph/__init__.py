@@ -40,19 +40,23 @@ from convgraph.errors import (
     NotFoundError,
     ParentConversationError,
     ParentRejectedError,
+    PeerMisbehavedError,
     ProjectionError,
     ProtocolError,
     RetentionRefusedError,
+    RoundTripLimitError,
     SchemaError,
     SeqChainError,
     SignatureError,
     SizeLimitError,
+    SlowTransferError,
     SnapshotError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
     StoreSchemaError,
     SyncError,
+    SyncTimeoutError,
     TransportError,
     UnauthenticatedError,
     UnknownKindError,
@@ -80,8 +84,9 @@ from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore
 from convgraph.sync.car import read_car, write_car
+from convgraph.sync.deadline import Deadline
 from convgraph.sync.http import HttpRemote
-from convgraph.sync.initiator import ConvReport, Initiator, SyncReport, synchronize
+from convgraph.sync.initiator import ConvReport, Initiator, Remote, SyncReport, synchronize
 from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, SyncPeer
@@ -103,6 +108,7 @@ __all__ = [
     "ConvState",
     "ConvgraphError",
     "DEFAULT_CONVERSATION",
+    "Deadline",
     "DecodeError",
     "Draft",
     "ForbiddenError",
@@ -124,6 +130,7 @@ __all__ = [
     "PROVIDERS",
     "ParentConversationError",
     "ParentRejectedError",
+    "PeerMisbehavedError",
     "Pending",
     "ProjectionError",
     "ProtocolError",
@@ -131,11 +138,13 @@ __all__ = [
     "Record",
     "RecordMeta",
     "Rejection",
+    "Remote",
     "Replica",
     "ReplicaPeer",
     "Responder",
     "RetentionRefusedError",
     "Role",
+    "RoundTripLimitError",
     "RouteStats",
     "SIGNING_DOMAIN",
     "SURFACES",
@@ -144,6 +153,7 @@ __all__ = [
     "SignatureError",
     "SigningKey",
     "SizeLimitError",
+    "SlowTransferError",
     "SnapshotError",
     "SqliteStore",
     "Store",
@@ -155,6 +165,7 @@ __all__ = [
     "SyncError",
     "SyncPeer",
     "SyncReport",
+    "SyncTimeoutError",
     "ToolCall",
     "TransportError",
     "Turn",
