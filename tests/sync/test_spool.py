@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from convgraph import Replica, transcript_bytes
-from convgraph.errors import ProtocolError, TransportError
+from convgraph.errors import ProtocolError, SyncTimeoutError, TransportError
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.responder import Responder
@@ -59,6 +59,19 @@ def test_no_answerer_is_a_transport_error_and_the_request_is_withdrawn(tmp_path:
     assert not list((tmp_path / "requests").iterdir())
     with pytest.raises(TransportError, match="not a sync spool"):
         SpoolTransport(tmp_path / "missing")
+
+
+def test_a_sync_through_a_spool_nobody_serves_ends_at_its_deadline(tmp_path: Path) -> None:
+    prepare(tmp_path)
+    local = Replica.in_memory()
+    local.say("c", "user", "anyone there?")
+    start = time.monotonic()
+    with pytest.raises(SyncTimeoutError) as caught:
+        synchronize(ReplicaPeer(local), SpoolTransport(tmp_path, timeout_s=60), ["c"],
+                    salts=lambda: os.urandom(8), timeout_s=0.5)
+    assert caught.value.timeout_s == 0.5 and "spool" in str(caught.value)  # the spool's wait, not a later check
+    assert time.monotonic() - start < 15  # not the spool's own 60 s
+    assert not list((tmp_path / "requests").iterdir())  # the request was withdrawn
 
 
 def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
