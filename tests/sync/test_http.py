@@ -100,13 +100,12 @@ class Liar:
             Route("/v1/conversations/{conv}/events", events),
         ])
 
-    def serve(self, *records: Record) -> None:
-        self.records.update((str(r.cid), r.data) for r in records)
-
 
 @pytest.fixture
-def liar() -> Iterator[tuple[Liar, HttpRemote]]:
+def liar(chain: tuple[Replica, list[Record]]) -> Iterator[tuple[Liar, HttpRemote]]:
+    """The liar, serving every record of `chain` under its own CID until a test says otherwise."""
     server = Liar()
+    server.records.update((str(r.cid), r.data) for r in chain[1])
     with LiveServer(server.app) as live, HttpRemote(live.url, KEY) as remote:
         yield server, remote
 
@@ -116,7 +115,6 @@ def test_a_record_must_be_the_valid_record_its_cid_names(
 ) -> None:
     server, remote = liar
     first, second, *_ = chain[1]
-    server.serve(first)
     assert remote.record(first.cid) == first.data
     server.records[str(second.cid)] = first.data  # another record's bytes
     with pytest.raises(PeerMisbehavedError) as caught:
@@ -138,8 +136,7 @@ def test_a_head_that_is_an_ancestor_of_another_head_is_refused(
     liar: tuple[Liar, HttpRemote], chain: tuple[Replica, list[Record]]
 ) -> None:
     server, remote = liar
-    _, (first, second, third, _) = chain
-    server.serve(first, second, third)
+    _, second, third, _ = chain[1]
     server.heads = heads("c", third)
     assert remote.heads("c") == server.heads
     server.heads = heads("c", second, third)  # `second` is `third`'s parent
@@ -152,8 +149,7 @@ def test_a_head_buried_deeper_is_refused_through_the_records_the_caller_holds(
     liar: tuple[Liar, HttpRemote], chain: tuple[Replica, list[Record]]
 ) -> None:
     server, remote = liar
-    writer, (first, second, third, _) = chain
-    server.serve(first, second, third)
+    writer, (first, _, third, _) = chain
     server.heads = heads("c", first, third)  # `first` is `third`'s grandparent, through `second`
 
     def held(cid: CID) -> Any:
@@ -172,7 +168,6 @@ def test_heads_of_another_conversation_are_refused(
 ) -> None:
     server, remote = liar
     *_, elsewhere = chain[1]
-    server.serve(elsewhere)
     server.heads = heads("c", elsewhere)
     with pytest.raises(PeerMisbehavedError, match="conversation 'd'") as caught:
         remote.heads("c")
