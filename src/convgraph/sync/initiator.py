@@ -201,7 +201,7 @@ class SyncReport:
     """What a run of sessions moved, and whether it ended with both sides in agreement."""
 
     sessions: int = 0
-    failed_sessions: int = 0  # broken off by the network or a bad reply, then started over
+    failed_sessions: int = 0  # broken off by the network, then started over
     round_trips: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -234,24 +234,24 @@ def synchronize(
 
     The whole run has one deadline, `timeout_s` from the start on `monotonic`
     (`SyncTimeoutError`), and one budget of `max_round_trips` (`RoundTripLimitError`), failed
-    sessions included. A `Remote` gets the deadline with every exchange, so no single
-    answer outlives it; a bare callable is checked between round trips only. A session
+    sessions included. A `Remote` gets the deadline with every exchange and ends a slow
+    answer by it; a bare callable is checked between round trips only. A session
     broken by the network (`TransportError`) is started over with a fresh salt, at most
     `retries` times in all; a reply that breaks the protocol is the peer's fault and is
     never retried. What a broken session had ingested stays. `on_round` sees the session
     after each reply (for progress displays).
     """
     deadline = Deadline.after(timeout_s, monotonic)
-    # a Remote gets the deadline into each exchange; a bare callable is checked between them
-    send = functools.partial(transport.exchange, deadline=deadline) if isinstance(transport, Remote) \
-        else transport
+    send: Transport = (functools.partial(transport.exchange, deadline=deadline)
+                       if isinstance(transport, Remote) else transport)
     report, refused = SyncReport(), set[bytes]()
     names = sorted(set(convs))
     failures = used = 0
     for _ in range(max_sessions + retries):
         if report.sessions >= max_sessions:
             break
-        session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused)
+        session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused,
+                            max_rounds=max_round_trips)
         try:
             message: bytes | None = session.initiate()
             while message is not None:
