@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
@@ -93,10 +94,12 @@ def register(cli: click.Group) -> None:
             return
         table = Table("op", "author", "role", "content", box=None)
         for t in turns:
-            calls = "".join(f" → {c.name}({json.dumps(to_json(c.input))})" for c in t.tool_calls)
-            answer = f"[{t.tool_use_id}] " if t.tool_use_id else ""
-            line = escape(answer + t.text + calls)
-            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, line)
+            calls = "".join(f" → {safe_text.line(c.name)}({json.dumps(to_json(c.input))})"
+                            for c in t.tool_calls)
+            answer = f"[{safe_text.line(t.tool_use_id)}] " if t.tool_use_id else ""
+            # the content keeps its line breaks: in its own column they cannot pass for a new row
+            content = Text(answer + safe_text.block(t.text) + calls)
+            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, content)
         out.print(table)
         out.print(f"{len(turns)} turns")
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
+from convgraph.cli import safe_text
 from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
 from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
@@ -84,7 +86,7 @@ def register(cli: click.Group) -> None:
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
         err.print(f"serving {where} on http://{host}:{port} as {actor_text(replica.actor)}")
         if not access.writers and not access.readers:
-            err.print("[yellow]no key is admitted yet: every request will get 403 (see --allow)[/yellow]")
+            err.print(Text("no key is admitted yet: every request will get 403 (see --allow)", "yellow"))
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
         try:
             uvicorn.run(app, host=host, port=port, log_level="warning")
@@ -106,11 +108,12 @@ def register(cli: click.Group) -> None:
             _emit(summary)
         else:
             for name, conv in summary["conversations"].items():
-                out.print(f"{name}: received {conv['accepted_here']} (of {conv['received']}), "
+                out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
+                          f"(of {conv['received']}), "
                           f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
                           f"{'in sync' if conv['converged'] else 'still differs'}")
                 for rejection in conv["rejected_here"] + conv["rejected_there"]:
-                    out.print(f"  rejected {rejection['cid']}: {rejection['rule']}")
+                    out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
             out.print(f"{report.round_trips} round trips, {report.bytes_sent} bytes sent, "
                       f"{report.bytes_received} received")
         if not summary["ok"]:
