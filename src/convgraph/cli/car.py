@@ -188,11 +188,12 @@ def _print_import(s: ImportSummary) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `export` and `import` to `cli`."""
-    from convgraph.cli.main import _emit, _errors, _replica, err, error_line, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, error_line, json_option, out  # noqa: PLC0415
 
     @cli.command("export")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("--conv", "convs", multiple=True, help="Conversation to export (repeatable; default all).")
+    @click.option("--conv", "convs", multiple=True, type=TEXT,
+                  help="Conversation to export (repeatable; default all).")
     @json_option
     @click.pass_context
     @_errors

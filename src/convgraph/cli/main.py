@@ -28,7 +28,8 @@ from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import KINDS
 from convgraph.core.record import Record
-from convgraph.errors import ConvgraphError
+from convgraph.core.text import check_text
+from convgraph.errors import ConvgraphError, InvalidTextError
 from convgraph.replica import Replica
 
 _P = ParamSpec("_P")
@@ -104,7 +105,18 @@ def cli(ctx: click.Context, home: Path) -> None:
     ctx.obj["home"] = home
 
 
-conv_option = click.option("--conv", default="default", show_default=True, help="Conversation id.")
+class _Text(click.types.StringParamType):
+    """Text that can be written: an argument that is not UTF-8 is a usage error (exit 2)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_text(super().convert(value, param, ctx), "the value")
+        except InvalidTextError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+TEXT = _Text()
+conv_option = click.option("--conv", default="default", show_default=True, type=TEXT, help="Conversation id.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -126,9 +138,9 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("kind", type=click.Choice(KINDS))
-@click.argument("payload")
+@click.argument("payload", type=TEXT)
 @click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
-@click.option("--branch", default=None, help="Branch the record belongs to.")
+@click.option("--branch", default=None, type=TEXT, help="Branch the record belongs to.")
 @conv_option
 @json_option
 @click.pass_context

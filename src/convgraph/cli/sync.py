@@ -52,7 +52,7 @@ def _server_replica(
 
 def register(cli: click.Group) -> None:
     """Add `serve` and `sync` to the main command group."""
-    from convgraph.cli.main import _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
+    from convgraph.cli.main import TEXT, _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)
@@ -95,7 +95,8 @@ def register(cli: click.Group) -> None:
 
     @cli.command("sync")
     @click.argument("target")
-    @click.option("--conv", "convs", multiple=True, help="Conversation to sync (repeatable; default: all).")
+    @click.option("--conv", "convs", multiple=True, type=TEXT,
+                  help="Conversation to sync (repeatable; default: all).")
     @json_option
     @click.pass_context
     @_errors
