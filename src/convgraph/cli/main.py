@@ -3,7 +3,9 @@
 Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`) and, where
 it concerns one conversation, `--conv C` (default `default`); `--json` prints machine
 output on stdout. A `ConvgraphError` exits 2 with its message; `verify` exits 1 when any
-stored record fails.
+stored record fails. Text that others wrote (record content, names, a server's words)
+reaches the terminal only through `safe_text`, and the consoles read no Rich markup, so
+no control sequence or "[style]" in it acts on the terminal.
 """
 
 from __future__ import annotations
