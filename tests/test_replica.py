@@ -9,7 +9,7 @@ import pytest
 
 from convgraph import Draft, ManualClock, NotFoundError, Replica
 from convgraph.core.cid import CID
-from convgraph.errors import SchemaError, UnknownKindError
+from convgraph.errors import InvalidTextError, SchemaError, UnknownKindError
 
 
 def test_open_creates_key_and_store_and_reopens_as_same_actor(tmp_path: Path) -> None:
@@ -159,3 +159,23 @@ def test_two_replicas_sharing_one_memory_store_keep_one_chain(clock: ManualClock
     for i in range(5):
         (first if i % 2 else second).write("c", "user_message", {"content": str(i)})
     _assert_one_chain(first, "c")
+
+
+def test_a_conversation_id_that_is_not_utf8_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None:
+    with Replica.open(tmp_path / "r") as replica:  # SQLite: the store would raise UnicodeEncodeError
+        for call in (
+            lambda: replica.say("\udcff", "user", "x"),
+            lambda: replica.write("\udcff", "user_message", {"content": "x"}),
+            lambda: replica.records("\udcff"),
+            lambda: replica.heads("\udcff"),
+            lambda: replica.transcript("\udcff"),
+            lambda: replica.resume("\udcff", "openai"),
+            lambda: replica.checkpoint("\udcff"),
+        ):
+            with pytest.raises(InvalidTextError) as info:
+                call()
+            assert info.value.field == "conv"
+        with pytest.raises(InvalidTextError) as info:
+            replica.say("ok", "user", "a\udcffb")
+        assert info.value.field == "payload.content"
+        assert replica.conversations() == []

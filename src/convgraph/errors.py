@@ -5,7 +5,8 @@
     │   ├── NonCanonicalError       decodes, but re-encoding gives other bytes
     │   └── SizeLimitError          larger than the configured limit
     ├── SchemaError                 a field or payload that breaks its kind's schema
-    │   └── UnknownKindError
+    │   ├── UnknownKindError
+    │   └── InvalidTextError        text that cannot be UTF-8 (a lone surrogate)
     ├── VerificationError           well-formed but not authentic
     │   ├── CidMismatchError        the claimed CID is not the hash of the bytes
     │   └── SignatureError          the signature does not verify under `actor`
@@ -91,6 +92,24 @@ class SchemaError(ConvgraphError):
 
 class UnknownKindError(SchemaError):
     """The record's kind is not one this version knows."""
+
+
+class InvalidTextError(SchemaError):
+    """Text that cannot be written as UTF-8: a Python `str` holding a lone surrogate, as
+    `sys.argv` makes of an argument that is not UTF-8. `field` names where it was."""
+
+    def __init__(self, *, field: str, position: int, code_point: int, cid: object = None) -> None:
+        # U+DC80..U+DCFF is how surrogateescape carries one byte that does not decode
+        escaped = 0xDC80 <= code_point <= 0xDCFF
+        byte = f" (byte 0x{code_point - 0xDC00:02x} of text that is not UTF-8)" if escaped else ""
+        super().__init__(
+            f"{field} is not valid Unicode text: a lone surrogate U+{code_point:04X} at index {position}"
+            + byte,
+            cid=cid,
+        )
+        self.field = field
+        self.position = position
+        self.code_point = code_point
 
 
 class VerificationError(ConvgraphError):
@@ -253,6 +272,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     SizeLimitError: "size",
     SchemaError: "schema",
     UnknownKindError: "kind",
+    InvalidTextError: "text",
     VerificationError: "verification",
     CidMismatchError: "cid",
     SignatureError: "signature",

@@ -27,6 +27,7 @@ from convgraph.core.record import (
     load_trusted,
     sign_record,
 )
+from convgraph.core.text import check_text
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     CausalityError,
@@ -152,6 +153,7 @@ class Replica:
 
     def write_many(self, conv: str, drafts: Iterable[Draft]) -> list[Record]:
         """Author a run of records in one transaction: each one's parent is the previous."""
+        check_text(conv, "conv")  # before the store is asked about it
         out: list[Record] = []
         with self.store.transaction():
             token, tips = self._tips
@@ -288,7 +290,7 @@ class Replica:
 
     def state(self, conv: str) -> ConvState:
         """The folded state of `conv`, brought up to date incrementally from the store."""
-        cached = self._views.get(conv)
+        cached = self._views.get(check_text(conv, "conv"))
         if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
             cached = None  # folded inside a transaction that rolled back: start again
         if cached is None:
@@ -338,11 +340,11 @@ class Replica:
 
     def heads(self, conv: str) -> list[CID]:
         """The conversation's current heads, sorted by binary CID."""
-        return self.store.heads(conv)
+        return self.store.heads(check_text(conv, "conv"))
 
     def records(self, conv: str, *, last: int | None = None) -> list[Record]:
         """The conversation's records in canonical order (only the final `last` if given)."""
-        return [load_trusted(d, c) for c, d in self.store.records(conv, last)]
+        return [load_trusted(d, c) for c, d in self.store.records(check_text(conv, "conv"), last)]
 
     def conversations(self) -> list[str]:
         """Every conversation this replica holds a record of."""

@@ -1,12 +1,19 @@
-"""The conversation commands, run as a real subprocess against a real SQLite replica."""
+"""The conversation commands against a real SQLite replica: run as a real subprocess, or in process
+where only argument parsing is at stake."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from test_cli import run
 
+from convgraph.cli.main import cli
 from convgraph.projections import validity
 
 
@@ -62,3 +69,39 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--tool-call" in proc.stderr
     proc = run(home, "branch", "alt", "--at", "bafynotacid", ok=False)
     assert proc.returncode == 2
+
+
+def test_say_with_a_conversation_id_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
+    """`convgraph say --conv $'\\xff' x`, as a shell passes it: raw bytes in argv."""
+    env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "r")}
+    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "say", "--conv", b"\xff", "x"],
+                          capture_output=True, env=env, timeout=60, check=False)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    assert "Invalid value for '--conv'" in stderr and "not valid Unicode text" in stderr
+    assert json.loads(run(tmp_path / "r", "log", "--json").stdout)["records"] == []
+
+
+@pytest.mark.parametrize("args", [
+    ["say", "a\udcffb"],
+    ["say", "--branch", "\udcff", "x"],
+    ["say", "--role", "tool", "--tool-use-id", "\udcff", "x"],
+    ["say", "--role", "assistant", "--tool-call", '{"id": "1", "name": "\udcff"}', "x"],
+    ["append", "user_message", '{"content": "\udcff"}'],
+    ["append", "user_message", '{"content": "x"}', "--branch", "\udcff"],
+    ["log", "--conv", "\udcff"],
+    ["transcript", "--conv", "\udcff"],
+    ["transcript", "--branch", "\udcff"],
+    ["branch", "\udcff", "--at", "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua"],
+    ["branch", "b", "--purpose", "\udcff", "--at", "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua"],
+    ["merge", "\udcff"],
+    ["merge", "b", "--summary", "\udcff"],
+    ["checkpoint", "--conv", "\udcff"],
+    ["export", "out.car", "--conv", "\udcff"],
+    ["sync", "http://127.0.0.1:9", "--conv", "\udcff"],
+], ids=lambda args: " ".join(a for a in args if "\udcff" not in a))
+def test_every_text_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "r"), *args])
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 2, result.output
+    assert "not valid Unicode text" in result.output
+    assert not (tmp_path / "r").exists()  # refused before the replica was even opened

@@ -75,12 +75,10 @@ def test_a_record_pushed_to_one_instance_reaches_a_subscriber_of_the_other(
     time.sleep(0.3)  # the instance's LISTEN connection is up by now
     client = Replica.in_memory(KEY)
     record = client.say("room", "user", "hello from the first instance")
-    started = time.monotonic()
     with HttpRemote(first, KEY) as remote:
         assert synchronize(ReplicaPeer(client), remote.exchange, ["room"], salts=lambda: os.urandom(8)).converged
     thread.join(10)
     assert got == [record.cid], "the subscriber on the second instance never heard of the record"
-    assert time.monotonic() - started < 10
 
 
 def test_one_session_may_hop_between_instances(instances: list[tuple[Replica, str]]) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import click
-from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.errors import CarError, ConvgraphError, NotFoundError
 from convgraph.ingest import IngestReport
@@ -169,14 +169,14 @@ def import_car(replica: Replica, path: Path) -> ImportSummary:
 
 
 def _print_import(s: ImportSummary) -> None:
-    from convgraph.cli.main import err, out  # noqa: PLC0415 - main imports this module
+    from convgraph.cli.main import err, error_line, out  # noqa: PLC0415 - main imports this module
 
-    out.print(f"read {s.blocks} block(s) from {escape(s.file)}")
+    out.print(f"read {s.blocks} block(s) from {safe_text.line(s.file)}")
     for name in ("accepted", "duplicates", "quarantined", "released", "held"):
         out.print(f"  {name:12} {getattr(s, name)}")
     out.print(f"  {'rejected':12} {s.rejected_total}")
     for r in s.rejected:
-        err.print(f"[red]REJECT[/red] {r['cid'] or '(no cid)'} {r['rule']}: {escape(r['error'] or '')}",
+        err.print(error_line("REJECT", f"{r['cid'] or '(no cid)'} {r['rule']}: {r['error'] or ''}"),
                   soft_wrap=True)
     if s.rejected_total > len(s.rejected):
         err.print(f"… and {s.rejected_total - len(s.rejected)} more rejections")
@@ -188,11 +188,12 @@ def _print_import(s: ImportSummary) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `export` and `import` to `cli`."""
-    from convgraph.cli.main import _emit, _errors, _replica, err, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, error_line, json_option, out  # noqa: PLC0415
 
     @cli.command("export")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("--conv", "convs", multiple=True, help="Conversation to export (repeatable; default all).")
+    @click.option("--conv", "convs", multiple=True, type=TEXT,
+                  help="Conversation to export (repeatable; default all).")
     @json_option
     @click.pass_context
     @_errors
@@ -204,7 +205,7 @@ def register(cli: click.Group) -> None:
             _emit(result)
             return
         out.print(f"wrote {result['records']} records, {len(result['roots'])} root(s), "
-                  f"{result['bytes']} bytes to {escape(str(file))}")
+                  f"{result['bytes']} bytes to {safe_text.line(str(file))}")
         if result["skipped_compacted"]:
             out.print(f"skipped {result['skipped_compacted']} compacted record(s): only headers are kept")
 
@@ -219,7 +220,7 @@ def register(cli: click.Group) -> None:
             summary = import_car(r, file)
         _emit(summary.to_json()) if as_json else _print_import(summary)
         if summary.error is not None:
-            err.print(f"[red]error:[/red] {escape(str(summary.error))}", soft_wrap=True)
+            err.print(error_line("error:", str(summary.error)), soft_wrap=True)
             err.print(f"the {summary.blocks} valid block(s) read before it were ingested")
             sys.exit(2)
         if summary.rejected_total:

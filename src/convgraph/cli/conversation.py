@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
@@ -49,15 +50,16 @@ def _tool_call(text: str) -> ToolCall:
 
 def register(cli: click.Group) -> None:
     """Add the conversation commands to `cli`."""
-    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import TEXT, _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
 
     @cli.command()
-    @click.argument("text")
+    @click.argument("text", type=TEXT)
     @click.option("--role", type=click.Choice([r.value for r in Role]), default="user", show_default=True)
-    @click.option("--tool-call", "tool_calls", multiple=True, help='Assistant only: {"id","name","input"}.')
-    @click.option("--tool-use-id", default=None, help="Tool only: the call this result answers.")
+    @click.option("--tool-call", "tool_calls", multiple=True, type=TEXT,
+                  help='Assistant only: {"id","name","input"}.')
+    @click.option("--tool-use-id", default=None, type=TEXT, help="Tool only: the call this result answers.")
     @click.option("--error", "is_error", is_flag=True, help="Tool only: the call failed.")
-    @click.option("--branch", default=None, help="Say it on this branch.")
+    @click.option("--branch", default=None, type=TEXT, help="Say it on this branch.")
     @conv_option
     @json_option
     @click.pass_context
@@ -77,7 +79,7 @@ def register(cli: click.Group) -> None:
     @click.option("--format", "fmt", type=click.Choice(["text", "json", *PROVIDERS]), default="text",
                   show_default=True, help="Plain text, turns as JSON, or a provider's request messages.")
     @click.option("--last", type=click.IntRange(min=0), default=None, help="Only the final N turns.")
-    @click.option("--branch", default=None, help="The branch's transcript (main when absent).")
+    @click.option("--branch", default=None, type=TEXT, help="The branch's transcript (main when absent).")
     @conv_option
     @click.pass_context
     @_errors
@@ -93,17 +95,19 @@ def register(cli: click.Group) -> None:
             return
         table = Table("op", "author", "role", "content", box=None)
         for t in turns:
-            calls = "".join(f" → {c.name}({json.dumps(to_json(c.input))})" for c in t.tool_calls)
-            answer = f"[{t.tool_use_id}] " if t.tool_use_id else ""
-            line = escape(answer + t.text + calls)
-            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, line)
+            calls = "".join(f" → {safe_text.line(c.name)}({json.dumps(to_json(c.input))})"
+                            for c in t.tool_calls)
+            answer = f"[{safe_text.line(t.tool_use_id)}] " if t.tool_use_id else ""
+            # the content keeps its line breaks: in its own column they cannot pass for a new row
+            content = Text(answer + safe_text.block(t.text) + calls)
+            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, content)
         out.print(table)
         out.print(f"{len(turns)} turns")
 
     @cli.command()
-    @click.argument("name")
+    @click.argument("name", type=TEXT)
     @click.option("--at", "at", required=True, help="CID of the record the branch forks from.")
-    @click.option("--purpose", default=None)
+    @click.option("--purpose", default=None, type=TEXT)
     @conv_option
     @json_option
     @click.pass_context
@@ -117,9 +121,9 @@ def register(cli: click.Group) -> None:
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
     @cli.command()
-    @click.argument("name")
+    @click.argument("name", type=TEXT)
     @click.option("--accept", "accepted", multiple=True, help="CID of a branch turn main accepts.")
-    @click.option("--summary", default=None, help="The synthesis main shows, as text.")
+    @click.option("--summary", default=None, type=TEXT, help="The synthesis main shows, as text.")
     @conv_option
     @json_option
     @click.pass_context

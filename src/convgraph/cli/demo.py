@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from convgraph.cli import graph_view
+from convgraph.cli import graph_view, safe_text
 from convgraph.cli.main import _label
 from convgraph.core.keys import fingerprint
 from convgraph.projections import validity
@@ -50,12 +50,12 @@ def run(out: Console, where: Path | None) -> None:
         base = where or Path(tmp)
         laptop, phone = Replica.open(base / "laptop"), Replica.open(base / "phone")
         with laptop, phone:
-            out.print(f"[bold]Two replicas[/bold] in {base}")
+            out.print(f"[bold]Two replicas[/bold] in {escape(str(base))}", markup=True)
             out.print(f"  laptop actor {fingerprint(laptop.actor)}, phone actor {fingerprint(phone.actor)}")
             laptop.write(CONV, "user_message", {"role": "user", "content": "Plan three days in Lisbon."})
             _sync(out, laptop, phone)
 
-            out.print("[bold]Both write at the same moment[/bold], neither sees the other:")
+            out.print("[bold]Both write at the same moment[/bold], neither sees the other:", markup=True)
             barrier = threading.Barrier(2)
 
             def on_laptop() -> None:
@@ -85,27 +85,27 @@ def run(out: Console, where: Path | None) -> None:
             out.print(f"  the next write names {len(joined.parents)} parents, joining the lines")
             _sync(out, laptop, phone)
 
-            out.print("[bold]A tampered copy is refused[/bold]:")
+            out.print("[bold]A tampered copy is refused[/bold]:", markup=True)
             forged = bytearray(joined.data)
             at = forged.find(b"800")
             forged[at : at + 3] = b"900"
             report = phone.ingest([bytes(forged)])
             out.print(f"  rejected: {report.rejected[0].rule}: {report.rejected[0].error.message}")
 
-            out.print("[bold]Verify[/bold] every stored record from its bytes:")
+            out.print("[bold]Verify[/bold] every stored record from its bytes:", markup=True)
             for name, replica in (("laptop", laptop), ("phone", phone)):
                 v = replica.verify()
                 out.print(f"  {name:7} {v.checked} records, {len(v.failures)} failures")
                 if not v.ok:
                     raise SystemExit(1)
 
-            out.print("[bold]The DAG[/bold] (newest first):")
+            out.print("[bold]The DAG[/bold] (newest first):", markup=True)
             for line in graph_view.render(laptop.records(CONV), _label):
                 out.print("  " + line)
             same = laptop.heads(CONV) == phone.heads(CONV) and _digest(laptop) == _digest(phone)
             out.print(
                 f"[bold]Same history on both replicas:[/bold] {'yes' if same else 'NO'} "
-                f"(order digest {_digest(laptop)})"
+                f"(order digest {_digest(laptop)})", markup=True,
             )
             if not same:
                 raise SystemExit(1)
@@ -116,11 +116,13 @@ def _resume(out: Console, laptop: Replica, phone: Replica) -> None:
     """The transcript both replicas fold, and the provider requests it resumes to."""
     mine, theirs = laptop.transcript(CONV), phone.transcript(CONV)
     same = transcript_cid(mine) == transcript_cid(theirs)
-    out.print(f"[bold]The transcript[/bold] ({len(mine)} turns, same on both: {'yes' if same else 'NO'}):")
+    out.print(f"[bold]The transcript[/bold] ({len(mine)} turns, same on both: {'yes' if same else 'NO'}):",
+              markup=True)
     for t in mine:
         calls = "".join(f" -> {c.name}({c.input})" for c in t.tool_calls)
-        out.print(f"  {t.role.value:9} {escape(t.text + calls)}")
-    out.print("[bold]Resumed for each provider[/bold] (repaired, then checked against its rules):")
+        out.print(f"  {t.role.value:9} {safe_text.line(t.text + calls)}")
+    out.print("[bold]Resumed for each provider[/bold] (repaired, then checked against its rules):",
+              markup=True)
     for provider in PROVIDERS:
         wire = laptop.resume(CONV, provider)
         faults = validity.check(provider, wire)

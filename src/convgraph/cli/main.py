@@ -3,7 +3,9 @@
 Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`) and, where
 it concerns one conversation, `--conv C` (default `default`); `--json` prints machine
 output on stdout. A `ConvgraphError` exits 2 with its message; `verify` exits 1 when any
-stored record fails.
+stored record fails. Text that others wrote (record content, names, a server's words)
+reaches the terminal only through `safe_text`, and the consoles read no Rich markup, so
+no control sequence or "[style]" in it acts on the terminal.
 """
 
 from __future__ import annotations
@@ -18,21 +20,30 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
+from rich.highlighter import JSONHighlighter
 from rich.table import Table
+from rich.text import Text
 
-from convgraph.cli import graph_view
+from convgraph.cli import graph_view, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import KINDS
 from convgraph.core.record import Record
-from convgraph.errors import ConvgraphError
+from convgraph.core.text import check_text
+from convgraph.errors import ConvgraphError, InvalidTextError
 from convgraph.replica import Replica
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# no markup or emoji codes: "[bold]" or ":smile:" in a record's text is printed as written
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, markup=False, emoji=False)
+
+
+def error_line(label: str, message: str) -> Text:
+    """`label` in red, then `message` (which may quote foreign text) made safe for one line."""
+    return Text.assemble((label, "red"), " ", safe_text.line(message))
 
 
 def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -41,7 +52,7 @@ def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
         try:
             return fn(*args, **kwargs)
         except ConvgraphError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True)
+            err.print(error_line("error:", str(exc)))
             sys.exit(2)
 
     return run
@@ -67,17 +78,20 @@ def summary(r: Record, width: int = 60) -> str:
     text = p.get("content", p.get("text", p.get("body", p.get("question", p.get("name", "")))))
     if not isinstance(text, str):
         text = json.dumps(to_json(text), separators=(",", ":"))
-    text = " ".join(text.split())
+    text = safe_text.line(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _kind(r: Record) -> str:
+    return r.kind + (f" [{safe_text.line(r.branch)}]" if r.branch else "")
+
+
 def _label(r: Record) -> str:
-    branch = f" [{r.branch}]" if r.branch else ""
-    return f"{str(r.cid)[-10:]} {fingerprint(r.actor)[:8]}#{r.seq} {r.kind}{branch}  {summary(r)}"
+    return f"{str(r.cid)[-10:]} {fingerprint(r.actor)[:8]}#{r.seq} {_kind(r)}  {summary(r)}"
 
 
 def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+    click.echo(safe_text.json_text(data))
 
 
 @click.group()
@@ -93,7 +107,18 @@ def cli(ctx: click.Context, home: Path) -> None:
     ctx.obj["home"] = home
 
 
-conv_option = click.option("--conv", default="default", show_default=True, help="Conversation id.")
+class _Text(click.types.StringParamType):
+    """Text that can be written: an argument that is not UTF-8 is a usage error (exit 2)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_text(super().convert(value, param, ctx), "the value")
+        except InvalidTextError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+TEXT = _Text()
+conv_option = click.option("--conv", default="default", show_default=True, type=TEXT, help="Conversation id.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -115,9 +140,9 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("kind", type=click.Choice(KINDS))
-@click.argument("payload")
+@click.argument("payload", type=TEXT)
 @click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
-@click.option("--branch", default=None, help="Branch the record belongs to.")
+@click.option("--branch", default=None, type=TEXT, help="Branch the record belongs to.")
 @conv_option
 @json_option
 @click.pass_context
@@ -157,14 +182,13 @@ def log(ctx: click.Context, conv: str, graph: bool, last: int | None, as_json: b
         _emit({"conv": conv, "heads": [str(h) for h in heads], "records": [record_json(x) for x in records]})
     elif graph:
         for line in graph_view.render(records, _label):
-            out.print(line)
+            out.print(Text(line))
     else:
         table = Table("cid", "author", "seq", "hlc", "kind", "content", box=None)
         for x in records:
             table.add_row(
                 str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq),
-                f"{x.hlc.wall_ms}.{x.hlc.counter}", x.kind + (f" [{x.branch}]" if x.branch else ""),
-                summary(x),
+                f"{x.hlc.wall_ms}.{x.hlc.counter}", Text(_kind(x)), Text(summary(x)),
             )
         out.print(table)
         out.print(f"{len(records)} records, {len(heads)} head(s)")
@@ -188,9 +212,9 @@ def show(ctx: click.Context, cid: str, as_json: bool) -> None:
             value = body[key]
             if key in ("parents", "refs"):
                 value = ", ".join(v["/"] for v in value) or "-"
-            out.print(f"[bold]{key:11}[/bold] {value}")
-    out.print("[bold]payload[/bold]")
-    out.print_json(json.dumps(body["payload"], ensure_ascii=False))
+            out.print(Text.assemble((f"{key:11}", "bold"), " ", safe_text.line(str(value))))
+    out.print(Text("payload", "bold"))
+    out.print(JSONHighlighter()(Text(safe_text.json_text(body["payload"]))))
 
 
 @cli.command()
@@ -206,7 +230,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
         _emit({"checked": report.checked, "ok": report.ok, "failures": failures})
     else:
         for f in failures:
-            err.print(f"[red]FAIL[/red] {f['cid']} {f['rule']}: {f['error']}")
+            err.print(error_line("FAIL", f"{f['cid']} {f['rule']}: {f['error']}"))
         out.print(f"{report.checked} records checked, {len(failures)} failed")
     if not report.ok:
         sys.exit(1)

@@ -17,7 +17,9 @@ from typing import Any
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
+from convgraph.cli import safe_text
 from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
 from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
@@ -52,7 +54,7 @@ def _server_replica(
 
 def register(cli: click.Group) -> None:
     """Add `serve` and `sync` to the main command group."""
-    from convgraph.cli.main import _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
+    from convgraph.cli.main import TEXT, _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)
@@ -86,7 +88,7 @@ def register(cli: click.Group) -> None:
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
         err.print(f"serving {where} on http://{host}:{port} as {actor_text(replica.actor)}")
         if not access.writers and not access.readers:
-            err.print("[yellow]no key is admitted yet: every request will get 403 (see --allow)[/yellow]")
+            err.print(Text("no key is admitted yet: every request will get 403 (see --allow)", "yellow"))
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
         try:
             uvicorn.run(app, host=host, port=port, log_level="warning")
@@ -95,7 +97,8 @@ def register(cli: click.Group) -> None:
 
     @cli.command("sync")
     @click.argument("target")
-    @click.option("--conv", "convs", multiple=True, help="Conversation to sync (repeatable; default: all).")
+    @click.option("--conv", "convs", multiple=True, type=TEXT,
+                  help="Conversation to sync (repeatable; default: all).")
     @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
                   default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
                   help="Give up when the whole sync takes longer.")
@@ -114,11 +117,12 @@ def register(cli: click.Group) -> None:
             _emit(summary)
         else:
             for name, conv in summary["conversations"].items():
-                out.print(f"{name}: received {conv['accepted_here']} (of {conv['received']}), "
+                out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
+                          f"(of {conv['received']}), "
                           f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
                           f"{'in sync' if conv['converged'] else 'still differs'}")
                 for rejection in conv["rejected_here"] + conv["rejected_there"]:
-                    out.print(f"  rejected {rejection['cid']}: {rejection['rule']}")
+                    out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
             out.print(f"{report.round_trips} round trips, {report.bytes_sent} bytes sent, "
                       f"{report.bytes_received} received")
         if not summary["ok"]:

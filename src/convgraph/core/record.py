@@ -18,6 +18,7 @@ from convgraph.core import codec, keys
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.hlc import MAX_COUNTER, MAX_WALL_MS, Hlc
 from convgraph.core.kinds import check_payload
+from convgraph.core.text import check_value_text, utf8
 from convgraph.errors import (
     CidMismatchError,
     DecodeError,
@@ -217,7 +218,12 @@ def sign_record(
     }
     if branch is not None:
         unsigned["branch"] = branch
-    sig = key.sign(signing_bytes(unsigned))
+    try:
+        signed = signing_bytes(unsigned)
+    except SchemaError:
+        check_value_text(payload, "payload")  # a lone surrogate: say which field holds it
+        raise
+    sig = key.sign(signed)
     unsigned["sig"] = sig
     data = codec.encode(unsigned)
     if len(data) > limits.max_record_bytes:
@@ -310,10 +316,7 @@ def _check_structure(m: dict[str, Any], limits: Limits, cid: CID | None) -> None
 def _check_name(value: Any, name: str, limits: Limits, cid: CID | None) -> None:
     if type(value) is not str or not value:
         raise SchemaError(f"{name} must be non-empty text", cid=cid)
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:  # a lone surrogate: not representable as UTF-8 text
-        raise SchemaError(f"{name} is not valid Unicode text", cid=cid) from exc
+    size = len(utf8(value, name, cid=cid))
     if size > limits.max_name_bytes:
         raise SchemaError(f"{name} longer than {limits.max_name_bytes} bytes", cid=cid)
 
