@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import math
 import struct
@@ -506,6 +507,99 @@ def with_(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in m.items() if v is not ...}
 
 
+# --- Ed25519 arithmetic for the signature reject vectors (RFC 8032 §5.1, extended coordinates)
+# Slow and not constant-time: it builds forgeries and checks equations, it never signs a secret.
+
+ED_P = 2**255 - 19
+ED_L = 2**252 + 27742317777372353535851937790883648493
+_ED_D = -121665 * pow(121666, -1, ED_P) % ED_P
+_ED_SQRT_M1 = pow(2, (ED_P - 1) // 4, ED_P)
+Point = tuple[int, int, int, int]
+ED_IDENTITY: Point = (0, 1, 1, 0)
+
+
+def ed_add(p: Point, q: Point) -> Point:
+    x1, y1, z1, t1 = p
+    x2, y2, z2, t2 = q
+    a, b = (y1 - x1) * (y2 - x2) % ED_P, (y1 + x1) * (y2 + x2) % ED_P
+    c, d = 2 * t1 * t2 * _ED_D % ED_P, 2 * z1 * z2 % ED_P
+    e, f, g, h = b - a, d - c, d + c, b + a
+    return (e * f % ED_P, g * h % ED_P, f * g % ED_P, e * h % ED_P)
+
+
+def ed_mul(n: int, p: Point) -> Point:
+    q = ED_IDENTITY
+    while n:
+        if n & 1:
+            q = ed_add(q, p)
+        p, n = ed_add(p, p), n >> 1
+    return q
+
+
+def ed_neg(p: Point) -> Point:
+    x, y, z, t = p
+    return (-x % ED_P, y, z, -t % ED_P)
+
+
+def ed_equal(p: Point, q: Point) -> bool:
+    return (p[0] * q[2] - q[0] * p[2]) % ED_P == 0 and (p[1] * q[2] - q[1] * p[2]) % ED_P == 0
+
+
+def ed_encode(p: Point) -> bytes:
+    zi = pow(p[2], -1, ED_P)
+    x, y = p[0] * zi % ED_P, p[1] * zi % ED_P
+    return (y | (x & 1) << 255).to_bytes(32, "little")
+
+
+def ed_decode_lenient(b: bytes) -> Point | None:
+    """The point `b` names, read the lenient way: y taken mod p, no small-order check."""
+    n = int.from_bytes(b, "little")
+    y = (n & ((1 << 255) - 1)) % ED_P
+    x2 = (y * y - 1) * pow(_ED_D * y * y + 1, -1, ED_P) % ED_P
+    x = pow(x2, (ED_P + 3) // 8, ED_P)
+    if (x * x - x2) % ED_P:
+        x = x * _ED_SQRT_M1 % ED_P
+    if (x * x - x2) % ED_P:
+        return None
+    if x & 1 != n >> 255:
+        x = -x % ED_P
+    return (x, y, 1, x * y % ED_P)
+
+
+ED_BASE = ed_decode_lenient((4 * pow(5, -1, ED_P) % ED_P).to_bytes(32, "little"))
+assert ED_BASE is not None
+
+
+def ed_challenge(r: bytes, public: bytes, message: bytes) -> int:
+    return int.from_bytes(hashlib.sha512(r + public + message).digest(), "little") % ED_L
+
+
+def ed_secret_scalar(seed: bytes) -> int:
+    h = bytearray(hashlib.sha512(seed).digest()[:32])
+    h[0] &= 248
+    h[31] = (h[31] & 127) | 64
+    return int.from_bytes(h, "little")
+
+
+def ed_equation(public: bytes, sig: bytes, message: bytes, *, cofactor: int = 1) -> bool:
+    """Whether [c][S]B = [c]R + [c][k]A holds, the points read leniently and S unreduced:
+    what a verifier without libsodium's encoding rules checks (c = 8: a cofactored one)."""
+    a, r = ed_decode_lenient(public), ed_decode_lenient(sig[:32])
+    if a is None or r is None:
+        return False
+    s = int.from_bytes(sig[32:], "little")
+    k = ed_challenge(sig[:32], public, message)
+    diff = ed_add(ed_mul(s, ED_BASE), ed_neg(ed_add(r, ed_mul(k, a))))
+    return ed_equal(ed_mul(cofactor, diff), ED_IDENTITY)
+
+
+IDENTITY_ENC = bytes.fromhex("01" + "00" * 31)  # y = 1, x = 0: the neutral element
+ORDER_2_ENC = bytes.fromhex("ec" + "ff" * 30 + "7f")  # y = p - 1, x = 0: order 2
+IDENTITY_AS_P_PLUS_1 = bytes.fromhex("ee" + "ff" * 30 + "7f")  # y = p + 1: the identity, non-canonical
+IDENTITY_NEGATIVE_X = bytes.fromhex("01" + "00" * 30 + "80")  # y = 1 with the x sign bit set
+ORDER_8_ENC = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+
 def _invalid() -> list[dict[str, Any]]:
     good = sign_record(KEY, conv="demo", seq=1, hlc=(T0, 0), parents=[], kind="user_message",
                        payload={"content": "hello"})
@@ -676,9 +770,58 @@ def _invalid() -> list[dict[str, Any]]:
     bad("signature_over_other_content", "SignatureError",
         "A signature copied from a record with another payload.",
         enc({**with_(payload={"content": "hellO"}), "sig": sig}))
+    for name, description, actor in (
+        ("signature_small_order_key_identity", "the identity (01 00…00)", IDENTITY_ENC),
+        ("signature_small_order_key_order_2", "the point of order 2 (ec ff…ff 7f)", ORDER_2_ENC),
+        ("signature_small_order_key_non_canonical", "the identity spelled y = p + 1 (ee ff…ff 7f)",
+         IDENTITY_AS_P_PLUS_1),
+        ("signature_small_order_key_negative_x", "the identity with the x sign bit set (01 00…00 80)",
+         IDENTITY_NEGATIVE_X),
+    ):
+        bad(name, "SignatureError",
+            f"The forgery 'key = {description}, sig = identity ‖ S 0': [0]B = R + [k]A holds, so a "
+            "verifier without libsodium's small-order checks (OpenSSL) accepts it.",
+            _forged(actor))
+    honest = KEY.sign(signing_bytes(BASE))
+    bad("signature_small_order_r", "SignatureError",
+        "The actor's own key, R = the identity and S = k·a mod L: [S]B = R + [k]A holds, only the "
+        "small-order R rule rejects it.", _small_order_r(BASE))
+    bad("signature_s_not_reduced", "SignatureError",
+        "A valid signature with S replaced by S + L: the equation still holds, S ≥ L is the fault.",
+        enc({**BASE, "sig": honest[:32] + (int.from_bytes(honest[32:], "little") + ED_L).to_bytes(32, "little")}))
+    bad("signature_cofactored_only", "SignatureError",
+        "R = [r]B + a point of order 8, S = r + k·a: [8][S]B = [8]R + [8][k]A holds but [S]B = R + [k]A "
+        "does not. Cofactorless verifiers reject it; cofactored ones (ZIP-215) accept it.",
+        _cofactored_only(BASE))
     bad("claimed_cid_mismatch", "CidMismatchError",
         "A valid record offered under another record's CID.", good.data, claimed=rec_cid("x"))
     return out
+
+
+def _forged(actor: bytes) -> bytes:
+    """The record BASE under `actor`, signed identity ‖ 0, its content chosen so the cofactorless
+    equation holds (for a key of order 2 that takes an even challenge)."""
+    for i in range(64):
+        m = with_(actor=actor, payload={"content": "hello" if i == 0 else f"hello {i}"})
+        sig = IDENTITY_ENC + bytes(32)
+        if ed_equation(actor, sig, signing_bytes(m)):
+            return enc({**m, "sig": sig})
+    raise AssertionError("no content gives an even challenge")
+
+
+def _small_order_r(m: dict[str, Any]) -> bytes:
+    k = ed_challenge(IDENTITY_ENC, KEY.public, signing_bytes(m))
+    s = k * ed_secret_scalar(SEED) % ED_L
+    return enc({**m, "sig": IDENTITY_ENC + s.to_bytes(32, "little")})
+
+
+def _cofactored_only(m: dict[str, Any]) -> bytes:
+    torsion = ed_decode_lenient(ORDER_8_ENC)
+    assert torsion is not None
+    r = int.from_bytes(hashlib.sha512(b"convgraph cofactored-only vector").digest(), "little") % ED_L
+    big_r = ed_encode(ed_add(ed_mul(r, ED_BASE), torsion))
+    s = (r + ed_challenge(big_r, KEY.public, signing_bytes(m)) * ed_secret_scalar(SEED)) % ED_L
+    return enc({**m, "sig": big_r + s.to_bytes(32, "little")})
 
 
 # A fragment of the message each reject vector must raise: generation fails when a vector is
@@ -713,7 +856,10 @@ _BECAUSE: dict[str, str] = {
     "payload_bad_enum": "'result'", "payload_depth_65": "deeper than 64",
     "bad_signature_bit_flip": "signature", "signature_by_other_key": "signature",
     "signature_without_domain": "signature", "signature_over_other_content": "signature",
-    "claimed_cid_mismatch": "CID mismatch",
+    "claimed_cid_mismatch": "CID mismatch", "signature_small_order_key_identity": "signature",
+    "signature_small_order_key_order_2": "signature", "signature_small_order_key_non_canonical": "signature",
+    "signature_small_order_key_negative_x": "signature", "signature_small_order_r": "signature",
+    "signature_s_not_reduced": "signature", "signature_cofactored_only": "signature",
 }
 
 
