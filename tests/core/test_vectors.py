@@ -178,6 +178,10 @@ def test_invalid_cases_cover_the_required_rules() -> None:
         # strict Ed25519 (docs/format.md §6)
         "signature_small_order_key_identity", "signature_small_order_key_order_2",
         "signature_small_order_r", "signature_s_not_reduced", "signature_cofactored_only",
+        # the error class of input that is not well-formed, or has several faults (§2.7)
+        "info31_on_unsigned_int", "info31_on_negative_int", "info31_on_tag",
+        "indefinite_bytes_with_text_chunk", "indefinite_bytes_with_indefinite_chunk",
+        "half_float_nan", "single_float_nan", "form_fault_then_bad_utf8", "two_form_faults",
     } <= names
 
 

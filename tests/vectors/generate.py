@@ -690,6 +690,42 @@ def _invalid() -> list[dict[str, Any]]:
         well_formed=True)
     bad("tag42_cidv0", "DecodeError", "A payload link in CIDv0 form (0x12 0x20 + digest).",
         signed(meta(link_bytes(b"\x12\x20" + cid.digest))), well_formed=True)
+    # Not well-formed CBOR, though a head in it looks like a form fault (docs/format.md §2.7).
+    bad("info31_on_unsigned_int", "DecodeError",
+        "seq as 0x1f: additional info 31 on major type 0 is not well-formed (no indefinite integers).",
+        signed(with_(seq=Raw(b"\x1f")), sign_map=BASE))
+    bad("info31_on_negative_int", "DecodeError", "A payload value 0x3f: info 31 on major type 1.",
+        signed(meta(Raw(b"\x3f")), sign_map=meta(-1)))
+    bad("info31_on_tag", "DecodeError", "A parent link whose tag head is 0xdf: info 31 on major type 6.",
+        signed(with_(parents=[Raw(b"\xdf" + enc(cid)[2:])]), sign_map=with_(parents=[cid])))
+    bad("indefinite_bytes_with_text_chunk", "DecodeError",
+        "An indefinite-length byte string (0x5f) whose chunk is a text string.",
+        signed(meta(Raw(b"\x5f\x63abc\xff")), sign_map=meta(b"abc")))
+    bad("indefinite_bytes_with_indefinite_chunk", "DecodeError",
+        "An indefinite-length byte string whose chunk is itself indefinite (0x5f 0x5f …).",
+        signed(meta(Raw(b"\x5f\x5f\x43abc\xff\xff")), sign_map=meta(b"abc")))
+    bad("indefinite_text_with_bytes_chunk", "DecodeError",
+        "An indefinite-length text string (0x7f) whose chunk is a byte string.",
+        signed(meta(Raw(b"\x7f\x43abc\xff")), sign_map=meta("abc")))
+    bad("half_float_nan", "DecodeError", "A 16-bit NaN (0xf9 0x7e00): NaN outranks the short width.",
+        signed(meta(Raw(b"\xf9\x7e\x00")), sign_map=meta(0.0)))
+    bad("half_float_infinity", "DecodeError", "A 16-bit +Infinity (0xf9 0x7c00).",
+        signed(meta(Raw(b"\xf9\x7c\x00")), sign_map=meta(0.0)))
+    bad("single_float_nan", "DecodeError", "A 32-bit NaN (0xfa 0x7fc00000).",
+        signed(meta(Raw(b"\xfa\x7f\xc0\x00\x00")), sign_map=meta(0.0)))
+    bad("single_float_negative_infinity", "DecodeError", "A 32-bit -Infinity (0xfa 0xff800000).",
+        signed(meta(Raw(b"\xfa\xff\x80\x00\x00")), sign_map=meta(0.0)))
+    # Several faults: a fault no encoding of a value has wins over form faults, wherever it is.
+    bad("form_fault_then_bad_utf8", "DecodeError",
+        "seq 1 as 0x18 0x01 (a form fault), then conv with invalid UTF-8 later in the bytes.",
+        signed(with_(seq=Raw(b"\x18\x01"), conv=Raw(b"\x64dem\xff")), sign_map=BASE))
+    bad("form_fault_then_truncated", "DecodeError",
+        "seq 1 as 0x18 0x01 (a form fault), and the last byte missing.",
+        signed(with_(seq=Raw(b"\x18\x01")), sign_map=BASE)[:-1])
+    bad("two_form_faults", "NonCanonicalError",
+        "seq 1 as 0x18 0x01 and a payload float 1.0 as a 16-bit half: only form faults.",
+        signed(with_(seq=Raw(b"\x18\x01"), payload={"content": "hello", "meta": {"v": Raw(b"\xf9\x3c\x00")}}),
+               sign_map=meta(1.0)))
 
     # Structure of the record map.
     bad("seq_zero", "SchemaError", "seq 0: the chain starts at 1.", signed(with_(seq=0)))
@@ -856,7 +892,13 @@ _BECAUSE: dict[str, str] = {
     "payload_bad_enum": "'result'", "payload_depth_65": "deeper than 64",
     "bad_signature_bit_flip": "signature", "signature_by_other_key": "signature",
     "signature_without_domain": "signature", "signature_over_other_content": "signature",
-    "claimed_cid_mismatch": "CID mismatch", "signature_small_order_key_identity": "signature",
+    "claimed_cid_mismatch": "CID mismatch", "info31_on_unsigned_int": "major type 0",
+    "info31_on_negative_int": "major type 1", "info31_on_tag": "major type 6",
+    "indefinite_bytes_with_text_chunk": "chunk", "indefinite_bytes_with_indefinite_chunk": "chunk",
+    "indefinite_text_with_bytes_chunk": "chunk", "half_float_nan": "NaN", "half_float_infinity": "NaN",
+    "single_float_nan": "NaN", "single_float_negative_infinity": "NaN",
+    "form_fault_then_bad_utf8": "UTF-8", "form_fault_then_truncated": "truncated",
+    "two_form_faults": "minimally", "signature_small_order_key_identity": "signature",
     "signature_small_order_key_order_2": "signature", "signature_small_order_key_non_canonical": "signature",
     "signature_small_order_key_negative_x": "signature", "signature_small_order_r": "signature",
     "signature_s_not_reduced": "signature", "signature_cofactored_only": "signature",
