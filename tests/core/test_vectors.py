@@ -156,7 +156,8 @@ def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
     assert {
         "genesis_user_message", "two_parents_and_refs", "record_on_branch", "float_payload",
         "negative_and_wide_integers", "length_first_key_sort", "bytes_that_look_like_cids",
-        "unicode_text", "limits_at_bounds", "payload_depth_64",
+        "unicode_text", "limits_at_bounds", "payload_depth_64", "latency_ms_negative_zero",
+        "latency_ms_float_at_bound", "grant_rights_all_three",
     } <= names
     assert len(names) == len(CASES)
     shapes = {c["name"]: c["inputs"] for c in CASES}
@@ -182,6 +183,8 @@ def test_invalid_cases_cover_the_required_rules() -> None:
         "info31_on_unsigned_int", "info31_on_negative_int", "info31_on_tag",
         "indefinite_bytes_with_text_chunk", "indefinite_bytes_with_indefinite_chunk",
         "half_float_nan", "single_float_nan", "form_fault_then_bad_utf8", "two_form_faults",
+        # payload types at their edges (§9.3)
+        "grant_rights_unsorted", "latency_ms_negative", "latency_ms_too_large",
     } <= names
 
 

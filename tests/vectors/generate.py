@@ -340,6 +340,26 @@ def _cases() -> list[tuple[str, str, dict[str, Any]]]:
         )
     covered = {fields["kind"] for _, _, fields in out}
     assert covered == set(KINDS), f"kinds without a vector: {set(KINDS) - covered}"
+    add(
+        "latency_ms_negative_zero",
+        "routing_observation.latency_ms is an integer or a float in [0, 2**53-1]; -0.0 is in "
+        "range (it equals 0) and stays fb 8000000000000000.",
+        conv="demo", seq=12, hlc=(T0 + 20_000, 0), parents=[made["payload_depth_64"]],
+        kind="routing_observation", payload={"model": "m", "latency_ms": -0.0, "ok": True},
+    )
+    add(
+        "latency_ms_float_at_bound",
+        "latency_ms as the float 2**53-1 (9007199254740991.0): the bound is inclusive for floats "
+        "as for integers.",
+        conv="demo", seq=13, hlc=(T0 + 20_001, 0), parents=[made["latency_ms_negative_zero"]],
+        kind="routing_observation", payload={"model": "m", "latency_ms": float(2**53 - 1), "ok": False},
+    )
+    add(
+        "grant_rights_all_three",
+        "A set of text values is strictly increasing by Unicode code point: admin < read < write.",
+        conv="demo", seq=14, hlc=(T0 + 20_002, 0), parents=[made["latency_ms_float_at_bound"]],
+        kind="grant", payload={"grantee": OTHER_KEY.public, "rights": ["admin", "read", "write"]},
+    )
     return out
 
 
@@ -793,6 +813,16 @@ def _invalid() -> list[dict[str, Any]]:
         signed(with_(kind="audit", payload={"target": cid, "result": "ok"})))
     bad("payload_depth_65", "SchemaError", "A payload nesting 65 containers (64 is the maximum).",
         signed(with_(payload={"content": "deep", "meta": nested(64, "leaf")})))
+    grant = {"grantee": OTHER_KEY.public}
+    bad("grant_rights_unsorted", "SchemaError", "grant rights ['write', 'read']: a set is strictly increasing.",
+        signed(with_(kind="grant", payload={**grant, "rights": ["write", "read"]})))
+    bad("grant_rights_duplicate", "SchemaError", "grant rights ['read', 'read'].",
+        signed(with_(kind="grant", payload={**grant, "rights": ["read", "read"]})))
+    observation = {"model": "m", "ok": True}
+    bad("latency_ms_negative", "SchemaError", "latency_ms -5e-324, the float just below -0.0.",
+        signed(with_(kind="routing_observation", payload={**observation, "latency_ms": -5e-324})))
+    bad("latency_ms_too_large", "SchemaError", "latency_ms 9007199254740992.0 (2**53), one past the bound.",
+        signed(with_(kind="routing_observation", payload={**observation, "latency_ms": float(2**53)})))
 
     # Authenticity.
     flipped = bytearray(good.data)
@@ -898,7 +928,9 @@ _BECAUSE: dict[str, str] = {
     "indefinite_text_with_bytes_chunk": "chunk", "half_float_nan": "NaN", "half_float_infinity": "NaN",
     "single_float_nan": "NaN", "single_float_negative_infinity": "NaN",
     "form_fault_then_bad_utf8": "UTF-8", "form_fault_then_truncated": "truncated",
-    "two_form_faults": "minimally", "signature_small_order_key_identity": "signature",
+    "two_form_faults": "minimally", "grant_rights_unsorted": "'rights'",
+    "grant_rights_duplicate": "'rights'", "latency_ms_negative": "'latency_ms'",
+    "latency_ms_too_large": "'latency_ms'", "signature_small_order_key_identity": "signature",
     "signature_small_order_key_order_2": "signature", "signature_small_order_key_non_canonical": "signature",
     "signature_small_order_key_negative_x": "signature", "signature_small_order_r": "signature",
     "signature_s_not_reduced": "signature", "signature_cofactored_only": "signature",
