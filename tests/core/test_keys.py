@@ -1,19 +1,20 @@
 """Ed25519 keys: signatures, key files (0600, never overwritten, refused when open to others).
 
-Strict verification (docs/format.md §6) is checked three ways: forgeries that satisfy the
-cofactorless equation are refused; every encoding our own byte checks refuse, libsodium
-refuses too; and with libsodium swapped for OpenSSL, which accepts the forgeries, `verify`
-still refuses them.
+Strict verification (docs/format.md §6) is checked three ways: the forgery vectors, which
+satisfy the cofactorless equation, are refused; every encoding our own byte checks refuse,
+libsodium refuses too; and with libsodium swapped for OpenSSL, which accepts five of the
+forgeries, `verify` still refuses them.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import dag_cbor
 import nacl.bindings
 import nacl.exceptions
 import pytest
@@ -34,6 +35,7 @@ from convgraph.core.keys import (
 from convgraph.errors import KeyFileError
 
 KEY = SigningKey(bytes(range(32)))
+INVALID = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "invalid.json").read_text("utf-8"))
 
 
 @given(st.binary(max_size=200))
@@ -143,32 +145,16 @@ def openssl_accepts(public: bytes, message: bytes, sig: bytes) -> bool:
     return True
 
 
-def challenge(r: bytes, public: bytes, message: bytes) -> int:
-    return int.from_bytes(hashlib.sha512(r + public + message).digest(), "little") % L
-
-
-def secret_scalar(seed: bytes) -> int:
-    h = bytearray(hashlib.sha512(seed).digest()[:32])
-    h[0] &= 248
-    h[31] = (h[31] & 127) | 64
-    return int.from_bytes(h, "little")
-
-
 def forgeries() -> dict[str, tuple[bytes, bytes, bytes]]:
-    """(key, message, signature) that satisfy [S]B = R + [k]A: only the strict rules refuse them."""
-    order_2 = bytes.fromhex(SMALL_ORDER_Y[4])
-    even = next(MESSAGE + bytes([i]) for i in range(64) if challenge(IDENTITY, order_2, MESSAGE + bytes([i])) % 2 == 0)
-    s_r = challenge(IDENTITY, KEY.public, MESSAGE) * secret_scalar(KEY.seed) % L
-    honest = KEY.sign(MESSAGE)
-    unreduced = honest[:32] + (int.from_bytes(honest[32:], "little") + L).to_bytes(32, "little")
-    return {
-        "identity key": (IDENTITY, MESSAGE, IDENTITY + bytes(32)),
-        "order-2 key": (order_2, even, IDENTITY + bytes(32)),
-        "identity key, y = p + 1": (bytes.fromhex(SMALL_ORDER_Y[6]), MESSAGE, IDENTITY + bytes(32)),
-        "identity key, x sign set": (SMALL_ORDER[3], MESSAGE, IDENTITY + bytes(32)),
-        "small-order R": (KEY.public, MESSAGE, IDENTITY + s_r.to_bytes(32, "little")),
-        "S + L": (KEY.public, MESSAGE, unreduced),
-    }
+    """(key, message, signature) of the signature reject vectors that satisfy [S]B = R + [k]A
+    (tests/core/test_vectors.py checks that): only the strict rules refuse them."""
+    out = {}
+    for case in INVALID["cases"]:
+        if case["name"].startswith(("signature_small_order", "signature_s_not")):
+            record = dag_cbor.decode(bytes.fromhex(case["hex"]))
+            sig = record.pop("sig")
+            out[case["name"]] = (record["actor"], b"convgraph/record/v1\n" + dag_cbor.encode(record), sig)
+    return out
 
 
 def test_blocklist_is_fourteen_encodings_and_the_non_canonical_ones_thirty_eight() -> None:
@@ -184,6 +170,10 @@ def test_the_spec_states_the_same_rule() -> None:
     assert "`p = 2**255 - 19`" in section
 
 
+def test_the_forgeries_are_the_six_vectors() -> None:
+    assert len(forgeries()) == 6
+
+
 @pytest.mark.parametrize("name", sorted(forgeries()))
 def test_forgeries_are_refused(name: str) -> None:
     public, message, sig = forgeries()[name]
@@ -195,8 +185,7 @@ def test_forgeries_are_refused(name: str) -> None:
 def test_what_our_byte_checks_refuse_libsodium_refuses_too(point: bytes) -> None:
     as_key = IDENTITY + bytes(32)  # with a key at the identity the equation holds for it
     assert not verify(point, MESSAGE, as_key) and not sodium_accepts(point, MESSAGE, as_key)
-    s = challenge(point, KEY.public, MESSAGE) * secret_scalar(KEY.seed) % L
-    as_r = point + s.to_bytes(32, "little")
+    as_r = point + KEY.sign(MESSAGE)[32:]
     assert not verify(KEY.public, MESSAGE, as_r) and not sodium_accepts(KEY.public, MESSAGE, as_r)
 
 
@@ -215,7 +204,7 @@ def test_honest_signatures_pass_the_byte_checks(seed: bytes, message: bytes) -> 
 def test_strictness_does_not_rest_on_libsodium(monkeypatch: pytest.MonkeyPatch) -> None:
     """With OpenSSL in libsodium's place, which accepts five of the forgeries, none passes."""
     accepted_by_openssl = [n for n, (a, m, s) in forgeries().items() if openssl_accepts(a, m, s)]
-    assert len(accepted_by_openssl) == 5  # all but S + L: OpenSSL checks S < L itself
+    assert len(accepted_by_openssl) == 5 and "signature_s_not_reduced" not in accepted_by_openssl
 
     def open_with_openssl(signed: bytes, public: bytes) -> bytes:
         if not openssl_accepts(public, signed[64:], signed[:64]):
