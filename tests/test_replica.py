@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from convgraph import Draft, ManualClock, NotFoundError, Replica, SigningKey
+from convgraph import Draft, Hlc, ManualClock, NotFoundError, Replica, SigningKey, sign_record
 from convgraph.core.cid import CID
-from convgraph.core.hlc import MAX_COUNTER, MAX_WALL_MS, Hlc
-from convgraph.core.record import sign_record
 from convgraph.errors import SchemaError, UnknownKindError
 
 
@@ -61,6 +59,9 @@ def test_clock_is_monotonic_even_when_wall_clock_stalls_or_goes_back(clock: Manu
     clock.advance(-5000)
     second = r.write("c", "user_message", {"content": "a"})
     assert second.hlc > first.hlc and second.cid != first.cid
+
+
+MAX_WALL_MS, MAX_COUNTER = 2**53 - 1, 2**32 - 1  # the last stamp, as docs/format.md §4 writes it
 
 
 def _seen_at(replica: Replica, stamp: Hlc) -> None:
