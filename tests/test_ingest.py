@@ -88,6 +88,23 @@ def test_quarantine_bound_evicts_oldest() -> None:
     assert report.evicted == [orphans[0].cid]
 
 
+def test_held_records_count_against_the_quarantine_bounds() -> None:
+    """Held and parent-waiting records share one quarantine; the oldest go first, whatever
+    they wait for (docs/format.md §11.3)."""
+    clock = ManualClock(1_000_000)
+    r = fresh(clock, max_drift_ms=60_000, quarantine=QuarantineBounds(max_count=10, max_bytes=1 << 20))
+    held = [sign_record(A, conv=f"h{i}", seq=1, hlc=Hlc(2_000_000 + i, 0), parents=[], kind="user_message",
+                        payload={"content": f"early {i}"}) for i in range(30)]
+    report = r.ingest([h.data for h in held])
+    assert report.held == [h.cid for h in held]
+    assert report.evicted == [h.cid for h in held[:20]] and r.store.pending_stats()[0] == 10
+    orphans = [chain(A, 2, conv=f"o{i}")[1] for i in range(4)]
+    assert r.ingest([o.data for o in orphans]).evicted == [h.cid for h in held[20:24]]
+    clock.advance(1_000_000)
+    released = r.release_held()
+    assert released.accepted == [h.cid for h in held[24:]] and r.store.count() == 6
+
+
 def test_far_future_record_is_held_and_never_advances_the_clock() -> None:
     clock = ManualClock(1_000_000)
     r = fresh(clock, max_drift_ms=60_000)

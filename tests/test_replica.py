@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from convgraph import Draft, ManualClock, NotFoundError, Replica
+from convgraph import Draft, Hlc, ManualClock, NotFoundError, Replica, SigningKey, sign_record
 from convgraph.core.cid import CID
 from convgraph.errors import InvalidTextError, SchemaError, UnknownKindError
 
@@ -59,6 +59,38 @@ def test_clock_is_monotonic_even_when_wall_clock_stalls_or_goes_back(clock: Manu
     clock.advance(-5000)
     second = r.write("c", "user_message", {"content": "a"})
     assert second.hlc > first.hlc and second.cid != first.cid
+
+
+MAX_WALL_MS, MAX_COUNTER = 2**53 - 1, 2**32 - 1  # the last stamp, as docs/format.md §4 writes it
+
+
+def _seen_at(replica: Replica, stamp: Hlc) -> None:
+    """Let `replica` receive a foreign record stamped `stamp` (in a conversation of its own)."""
+    other = sign_record(SigningKey(bytes(32)), conv="elsewhere", seq=1, hlc=stamp, parents=[],
+                        kind="user_message", payload={"content": "a peer's"})
+    assert replica.ingest([other.data]).accepted == [other.cid]
+
+
+def test_counter_overflow_moves_the_wall_time_one_millisecond_on() -> None:
+    replica = Replica.in_memory(clock=ManualClock(5))
+    _seen_at(replica, Hlc(5, MAX_COUNTER - 2))
+    stamps = [replica.write("c", "user_message", {"content": str(i)}).hlc for i in range(3)]
+    assert stamps == [Hlc(5, MAX_COUNTER), Hlc(6, 0), Hlc(6, 1)]  # the physical clock still says 5
+
+
+def test_no_record_can_be_written_past_the_maximum_stamp() -> None:
+    replica = Replica.in_memory(clock=ManualClock(MAX_WALL_MS))
+    _seen_at(replica, Hlc(MAX_WALL_MS, MAX_COUNTER - 2))
+    last = replica.write("c", "user_message", {"content": "the last one"})
+    assert last.hlc == Hlc(MAX_WALL_MS, MAX_COUNTER)
+    for _ in range(2):  # the clock does not move: the next write fails the same way
+        with pytest.raises(SchemaError, match=r"past the last stamp a record can carry"):
+            replica.write("c", "user_message", {"content": "one more"})
+    assert replica.store.count() == 2 and replica.now() == last.hlc
+    broken = Replica.in_memory(clock=ManualClock(MAX_WALL_MS + 1))
+    with pytest.raises(SchemaError, match=r"\[9007199254740992, 0\] is past"):
+        broken.write("c", "user_message", {"content": "from a clock past the maximum"})
+    assert broken.store.count() == 0
 
 
 def test_records_last_and_conversations(replica: Replica) -> None:

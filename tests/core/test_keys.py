@@ -1,11 +1,25 @@
-"""Ed25519 keys: signatures, key files (0600, never overwritten, refused when open to others)."""
+"""Ed25519 keys: signatures, key files (0600, never overwritten, refused when open to others).
+
+Strict verification (docs/format.md §6) is checked three ways: the forgery vectors, which
+satisfy the cofactorless equation, are refused; every encoding our own byte checks refuse,
+libsodium refuses too; and with libsodium swapped for OpenSSL, which accepts five of the
+forgeries, `verify` still refuses them.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
+import dag_cbor
+import nacl.bindings
+import nacl.exceptions
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +35,7 @@ from convgraph.core.keys import (
 from convgraph.errors import KeyFileError
 
 KEY = SigningKey(bytes(range(32)))
+INVALID = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "invalid.json").read_text("utf-8"))
 
 
 @given(st.binary(max_size=200))
@@ -93,3 +108,111 @@ def test_actor_text_and_fingerprint() -> None:
     assert fingerprint(KEY.public) != fingerprint(SigningKey.generate().public)
     with pytest.raises(KeyFileError):
         parse_actor(text[:-1])
+
+
+# --- strict Ed25519 -----------------------------------------------------------------------------
+
+P = 2**255 - 19
+L = 2**252 + 27742317777372353535851937790883648493
+SMALL_ORDER_Y = [  # libsodium's blocklist, the sign bit clear
+    "00" * 32,
+    "01" + "00" * 31,
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "ec" + "ff" * 30 + "7f",
+    "ed" + "ff" * 30 + "7f",
+    "ee" + "ff" * 30 + "7f",
+]
+SMALL_ORDER = [bytes.fromhex(y[:62] + f"{int(y[62:], 16) | sign:02x}") for y in SMALL_ORDER_Y for sign in (0, 0x80)]
+NON_CANONICAL = [((P + i) | sign << 255).to_bytes(32, "little") for i in range(19) for sign in (0, 1)]
+IDENTITY = bytes.fromhex("01" + "00" * 31)
+MESSAGE = b"convgraph/record/v1\nany message at all"
+
+
+def sodium_accepts(public: bytes, message: bytes, sig: bytes) -> bool:
+    try:
+        nacl.bindings.crypto_sign_open(sig + message, public)
+    except (nacl.exceptions.BadSignatureError, ValueError):
+        return False
+    return True
+
+
+def openssl_accepts(public: bytes, message: bytes, sig: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(sig, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def forgeries() -> dict[str, tuple[bytes, bytes, bytes]]:
+    """(key, message, signature) of the signature reject vectors that satisfy [S]B = R + [k]A
+    (tests/core/test_vectors.py checks that): only the strict rules refuse them."""
+    out = {}
+    for case in INVALID["cases"]:
+        if case["name"].startswith(("signature_small_order", "signature_s_not")):
+            record = dag_cbor.decode(bytes.fromhex(case["hex"]))
+            sig = record.pop("sig")
+            out[case["name"]] = (record["actor"], b"convgraph/record/v1\n" + dag_cbor.encode(record), sig)
+    return out
+
+
+def test_blocklist_is_fourteen_encodings_and_the_non_canonical_ones_thirty_eight() -> None:
+    assert len(set(SMALL_ORDER)) == 14 and len(set(NON_CANONICAL)) == 38
+    assert len(set(SMALL_ORDER) & set(NON_CANONICAL)) == 4  # y = p and y = p + 1, either sign
+
+
+def test_the_spec_states_the_same_rule() -> None:
+    spec = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text("utf-8")
+    section = spec[spec.index("**Verification**") : spec.index("## 7.")]
+    assert re.findall(r"^   ([0-9a-f]{64})   ", section, re.MULTILINE) == SMALL_ORDER_Y
+    assert "`L = 2**252 + 27742317777372353535851937790883648493`" in section
+    assert "`p = 2**255 - 19`" in section
+
+
+def test_the_forgeries_are_the_six_vectors() -> None:
+    assert len(forgeries()) == 6
+
+
+@pytest.mark.parametrize("name", sorted(forgeries()))
+def test_forgeries_are_refused(name: str) -> None:
+    public, message, sig = forgeries()[name]
+    assert not verify(public, message, sig)
+    assert not sodium_accepts(public, message, sig)
+
+
+@pytest.mark.parametrize("point", SMALL_ORDER + NON_CANONICAL, ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+def test_what_our_byte_checks_refuse_libsodium_refuses_too(point: bytes) -> None:
+    as_key = IDENTITY + bytes(32)  # with a key at the identity the equation holds for it
+    assert not verify(point, MESSAGE, as_key) and not sodium_accepts(point, MESSAGE, as_key)
+    as_r = point + KEY.sign(MESSAGE)[32:]
+    assert not verify(KEY.public, MESSAGE, as_r) and not sodium_accepts(KEY.public, MESSAGE, as_r)
+
+
+@pytest.mark.parametrize("s", [L, L + 1, 2**253, 2**256 - 1])
+def test_an_unreduced_s_is_refused_by_both(s: int) -> None:
+    sig = KEY.sign(MESSAGE)[:32] + s.to_bytes(32, "little")
+    assert not verify(KEY.public, MESSAGE, sig) and not sodium_accepts(KEY.public, MESSAGE, sig)
+
+
+@given(seed=st.binary(min_size=32, max_size=32), message=st.binary(max_size=64))
+def test_honest_signatures_pass_the_byte_checks(seed: bytes, message: bytes) -> None:
+    key = SigningKey(seed)
+    assert verify(key.public, message, key.sign(message))
+
+
+def test_strictness_does_not_rest_on_libsodium(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With OpenSSL in libsodium's place, which accepts five of the forgeries, none passes."""
+    accepted_by_openssl = [n for n, (a, m, s) in forgeries().items() if openssl_accepts(a, m, s)]
+    assert len(accepted_by_openssl) == 5 and "signature_s_not_reduced" not in accepted_by_openssl
+
+    def open_with_openssl(signed: bytes, public: bytes) -> bytes:
+        if not openssl_accepts(public, signed[64:], signed[:64]):
+            raise nacl.exceptions.BadSignatureError("OpenSSL says no")
+        return signed[64:]
+
+    lenient: Callable[[bytes, bytes], bytes] = open_with_openssl
+    monkeypatch.setattr(nacl.bindings, "crypto_sign_open", lenient)
+    assert verify(KEY.public, MESSAGE, KEY.sign(MESSAGE))  # the stand-in does verify
+    for name, (public, message, sig) in forgeries().items():
+        assert not verify(public, message, sig), name

@@ -25,6 +25,8 @@ import dag_cbor
 import nacl.exceptions
 import nacl.signing
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from dag_cbor.decoding import CBORDecodingError
 from hypothesis import given
 from hypothesis import strategies as st
@@ -154,7 +156,8 @@ def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
     assert {
         "genesis_user_message", "two_parents_and_refs", "record_on_branch", "float_payload",
         "negative_and_wide_integers", "length_first_key_sort", "bytes_that_look_like_cids",
-        "unicode_text", "limits_at_bounds", "payload_depth_64",
+        "unicode_text", "limits_at_bounds", "payload_depth_64", "latency_ms_negative_zero",
+        "latency_ms_float_at_bound", "grant_rights_all_three",
     } <= names
     assert len(names) == len(CASES)
     shapes = {c["name"]: c["inputs"] for c in CASES}
@@ -173,6 +176,15 @@ def test_invalid_cases_cover_the_required_rules() -> None:
         "trailing_bytes", "unknown_kind", "bad_signature_bit_flip", "seq_zero", "missing_field_refs",
         "extra_top_level_field", "unsorted_parents", "duplicate_parents", "raw_codec_parent",
         "tag42_cid_too_short", "payload_undeclared_field", "payload_depth_65", "sig_wrong_length",
+        # strict Ed25519 (docs/format.md §6)
+        "signature_small_order_key_identity", "signature_small_order_key_order_2",
+        "signature_small_order_r", "signature_s_not_reduced", "signature_cofactored_only",
+        # the error class of input that is not well-formed, or has several faults (§2.7)
+        "info31_on_unsigned_int", "info31_on_negative_int", "info31_on_tag",
+        "indefinite_bytes_with_text_chunk", "indefinite_bytes_with_indefinite_chunk",
+        "half_float_nan", "single_float_nan", "form_fault_then_bad_utf8", "two_form_faults",
+        # payload types at their edges (§9.3)
+        "grant_rights_unsorted", "latency_ms_negative", "latency_ms_too_large",
     } <= names
 
 
@@ -315,6 +327,45 @@ def test_reject_vector_is_what_it_says_to_an_independent_decoder(case: dict[str,
     except nacl.exceptions.BadSignatureError:
         valid = False
     assert valid == (case["error"] != "SignatureError")
+
+
+# The signature vectors whose signature satisfies [S]B = R + [k]A (points read leniently, S
+# unreduced): only libsodium's encoding rules refuse them. OpenSSL checks S < L but not the rest.
+ISOLATED_BY_STRICT_RULES = {
+    "signature_small_order_key_identity": True, "signature_small_order_key_order_2": True,
+    "signature_small_order_key_non_canonical": True, "signature_small_order_key_negative_x": True,
+    "signature_small_order_r": True, "signature_s_not_reduced": False,
+}
+
+
+def _signature_parts(name: str) -> tuple[bytes, bytes, bytes]:
+    """(actor, signing input, sig) of a signature reject vector, read by the independent decoder."""
+    value = dag_cbor.decode(bytes.fromhex({c["name"]: c for c in BAD}[name]["hex"]))
+    sig = value.pop("sig")
+    return value["actor"], DOMAIN + dag_cbor.encode(value), sig
+
+
+@pytest.mark.parametrize("name", sorted(ISOLATED_BY_STRICT_RULES))
+def test_signature_vector_breaks_only_the_strict_rules(name: str) -> None:
+    gen = _load_generator()
+    actor, message, sig = _signature_parts(name)
+    assert gen.ed_equation(actor, sig, message)
+    try:
+        Ed25519PublicKey.from_public_bytes(actor).verify(sig, message)
+        openssl = True
+    except InvalidSignature:
+        openssl = False
+    assert openssl == ISOLATED_BY_STRICT_RULES[name]  # OpenSSL would take it; we must not
+    with pytest.raises(convgraph.errors.SignatureError):
+        decode_record(bytes.fromhex({c["name"]: c for c in BAD}[name]["hex"]))
+
+
+def test_cofactored_only_vector_pins_the_cofactorless_equation() -> None:
+    gen = _load_generator()
+    actor, message, sig = _signature_parts("signature_cofactored_only")
+    assert actor.hex() == RECORDS["key"]["public_hex"]  # an honest key, signing with its secret
+    assert gen.ed_equation(actor, sig, message, cofactor=8)
+    assert not gen.ed_equation(actor, sig, message)
 
 
 def _resigned(key: SigningKey, m: dict[str, Any]) -> bytes:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import math
 import struct
@@ -339,6 +340,26 @@ def _cases() -> list[tuple[str, str, dict[str, Any]]]:
         )
     covered = {fields["kind"] for _, _, fields in out}
     assert covered == set(KINDS), f"kinds without a vector: {set(KINDS) - covered}"
+    add(
+        "latency_ms_negative_zero",
+        "routing_observation.latency_ms is an integer or a float in [0, 2**53-1]; -0.0 is in "
+        "range (it equals 0) and stays fb 8000000000000000.",
+        conv="demo", seq=12, hlc=(T0 + 20_000, 0), parents=[made["payload_depth_64"]],
+        kind="routing_observation", payload={"model": "m", "latency_ms": -0.0, "ok": True},
+    )
+    add(
+        "latency_ms_float_at_bound",
+        "latency_ms as the float 2**53-1 (9007199254740991.0): the bound is inclusive for floats "
+        "as for integers.",
+        conv="demo", seq=13, hlc=(T0 + 20_001, 0), parents=[made["latency_ms_negative_zero"]],
+        kind="routing_observation", payload={"model": "m", "latency_ms": float(2**53 - 1), "ok": False},
+    )
+    add(
+        "grant_rights_all_three",
+        "A set of text values is strictly increasing by Unicode code point: admin < read < write.",
+        conv="demo", seq=14, hlc=(T0 + 20_002, 0), parents=[made["latency_ms_float_at_bound"]],
+        kind="grant", payload={"grantee": OTHER_KEY.public, "rights": ["admin", "read", "write"]},
+    )
     return out
 
 
@@ -506,6 +527,99 @@ def with_(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in m.items() if v is not ...}
 
 
+# --- Ed25519 arithmetic for the signature reject vectors (RFC 8032 §5.1, extended coordinates)
+# Slow and not constant-time: it builds forgeries and checks equations, it never signs a secret.
+
+ED_P = 2**255 - 19
+ED_L = 2**252 + 27742317777372353535851937790883648493
+_ED_D = -121665 * pow(121666, -1, ED_P) % ED_P
+_ED_SQRT_M1 = pow(2, (ED_P - 1) // 4, ED_P)
+Point = tuple[int, int, int, int]
+ED_IDENTITY: Point = (0, 1, 1, 0)
+
+
+def ed_add(p: Point, q: Point) -> Point:
+    x1, y1, z1, t1 = p
+    x2, y2, z2, t2 = q
+    a, b = (y1 - x1) * (y2 - x2) % ED_P, (y1 + x1) * (y2 + x2) % ED_P
+    c, d = 2 * t1 * t2 * _ED_D % ED_P, 2 * z1 * z2 % ED_P
+    e, f, g, h = b - a, d - c, d + c, b + a
+    return (e * f % ED_P, g * h % ED_P, f * g % ED_P, e * h % ED_P)
+
+
+def ed_mul(n: int, p: Point) -> Point:
+    q = ED_IDENTITY
+    while n:
+        if n & 1:
+            q = ed_add(q, p)
+        p, n = ed_add(p, p), n >> 1
+    return q
+
+
+def ed_neg(p: Point) -> Point:
+    x, y, z, t = p
+    return (-x % ED_P, y, z, -t % ED_P)
+
+
+def ed_equal(p: Point, q: Point) -> bool:
+    return (p[0] * q[2] - q[0] * p[2]) % ED_P == 0 and (p[1] * q[2] - q[1] * p[2]) % ED_P == 0
+
+
+def ed_encode(p: Point) -> bytes:
+    zi = pow(p[2], -1, ED_P)
+    x, y = p[0] * zi % ED_P, p[1] * zi % ED_P
+    return (y | (x & 1) << 255).to_bytes(32, "little")
+
+
+def ed_decode_lenient(b: bytes) -> Point | None:
+    """The point `b` names, read the lenient way: y taken mod p, no small-order check."""
+    n = int.from_bytes(b, "little")
+    y = (n & ((1 << 255) - 1)) % ED_P
+    x2 = (y * y - 1) * pow(_ED_D * y * y + 1, -1, ED_P) % ED_P
+    x = pow(x2, (ED_P + 3) // 8, ED_P)
+    if (x * x - x2) % ED_P:
+        x = x * _ED_SQRT_M1 % ED_P
+    if (x * x - x2) % ED_P:
+        return None
+    if x & 1 != n >> 255:
+        x = -x % ED_P
+    return (x, y, 1, x * y % ED_P)
+
+
+ED_BASE = ed_decode_lenient((4 * pow(5, -1, ED_P) % ED_P).to_bytes(32, "little"))
+assert ED_BASE is not None
+
+
+def ed_challenge(r: bytes, public: bytes, message: bytes) -> int:
+    return int.from_bytes(hashlib.sha512(r + public + message).digest(), "little") % ED_L
+
+
+def ed_secret_scalar(seed: bytes) -> int:
+    h = bytearray(hashlib.sha512(seed).digest()[:32])
+    h[0] &= 248
+    h[31] = (h[31] & 127) | 64
+    return int.from_bytes(h, "little")
+
+
+def ed_equation(public: bytes, sig: bytes, message: bytes, *, cofactor: int = 1) -> bool:
+    """Whether [c][S]B = [c]R + [c][k]A holds, the points read leniently and S unreduced:
+    what a verifier without libsodium's encoding rules checks (c = 8: a cofactored one)."""
+    a, r = ed_decode_lenient(public), ed_decode_lenient(sig[:32])
+    if a is None or r is None:
+        return False
+    s = int.from_bytes(sig[32:], "little")
+    k = ed_challenge(sig[:32], public, message)
+    diff = ed_add(ed_mul(s, ED_BASE), ed_neg(ed_add(r, ed_mul(k, a))))
+    return ed_equal(ed_mul(cofactor, diff), ED_IDENTITY)
+
+
+IDENTITY_ENC = bytes.fromhex("01" + "00" * 31)  # y = 1, x = 0: the neutral element
+ORDER_2_ENC = bytes.fromhex("ec" + "ff" * 30 + "7f")  # y = p - 1, x = 0: order 2
+IDENTITY_AS_P_PLUS_1 = bytes.fromhex("ee" + "ff" * 30 + "7f")  # y = p + 1: the identity, non-canonical
+IDENTITY_NEGATIVE_X = bytes.fromhex("01" + "00" * 30 + "80")  # y = 1 with the x sign bit set
+ORDER_8_ENC = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+
 def _invalid() -> list[dict[str, Any]]:
     good = sign_record(KEY, conv="demo", seq=1, hlc=(T0, 0), parents=[], kind="user_message",
                        payload={"content": "hello"})
@@ -596,6 +710,42 @@ def _invalid() -> list[dict[str, Any]]:
         well_formed=True)
     bad("tag42_cidv0", "DecodeError", "A payload link in CIDv0 form (0x12 0x20 + digest).",
         signed(meta(link_bytes(b"\x12\x20" + cid.digest))), well_formed=True)
+    # Not well-formed CBOR, though a head in it looks like a form fault (docs/format.md §2.7).
+    bad("info31_on_unsigned_int", "DecodeError",
+        "seq as 0x1f: additional info 31 on major type 0 is not well-formed (no indefinite integers).",
+        signed(with_(seq=Raw(b"\x1f")), sign_map=BASE))
+    bad("info31_on_negative_int", "DecodeError", "A payload value 0x3f: info 31 on major type 1.",
+        signed(meta(Raw(b"\x3f")), sign_map=meta(-1)))
+    bad("info31_on_tag", "DecodeError", "A parent link whose tag head is 0xdf: info 31 on major type 6.",
+        signed(with_(parents=[Raw(b"\xdf" + enc(cid)[2:])]), sign_map=with_(parents=[cid])))
+    bad("indefinite_bytes_with_text_chunk", "DecodeError",
+        "An indefinite-length byte string (0x5f) whose chunk is a text string.",
+        signed(meta(Raw(b"\x5f\x63abc\xff")), sign_map=meta(b"abc")))
+    bad("indefinite_bytes_with_indefinite_chunk", "DecodeError",
+        "An indefinite-length byte string whose chunk is itself indefinite (0x5f 0x5f …).",
+        signed(meta(Raw(b"\x5f\x5f\x43abc\xff\xff")), sign_map=meta(b"abc")))
+    bad("indefinite_text_with_bytes_chunk", "DecodeError",
+        "An indefinite-length text string (0x7f) whose chunk is a byte string.",
+        signed(meta(Raw(b"\x7f\x43abc\xff")), sign_map=meta("abc")))
+    bad("half_float_nan", "DecodeError", "A 16-bit NaN (0xf9 0x7e00): NaN outranks the short width.",
+        signed(meta(Raw(b"\xf9\x7e\x00")), sign_map=meta(0.0)))
+    bad("half_float_infinity", "DecodeError", "A 16-bit +Infinity (0xf9 0x7c00).",
+        signed(meta(Raw(b"\xf9\x7c\x00")), sign_map=meta(0.0)))
+    bad("single_float_nan", "DecodeError", "A 32-bit NaN (0xfa 0x7fc00000).",
+        signed(meta(Raw(b"\xfa\x7f\xc0\x00\x00")), sign_map=meta(0.0)))
+    bad("single_float_negative_infinity", "DecodeError", "A 32-bit -Infinity (0xfa 0xff800000).",
+        signed(meta(Raw(b"\xfa\xff\x80\x00\x00")), sign_map=meta(0.0)))
+    # Several faults: a fault no encoding of a value has wins over form faults, wherever it is.
+    bad("form_fault_then_bad_utf8", "DecodeError",
+        "seq 1 as 0x18 0x01 (a form fault), then conv with invalid UTF-8 later in the bytes.",
+        signed(with_(seq=Raw(b"\x18\x01"), conv=Raw(b"\x64dem\xff")), sign_map=BASE))
+    bad("form_fault_then_truncated", "DecodeError",
+        "seq 1 as 0x18 0x01 (a form fault), and the last byte missing.",
+        signed(with_(seq=Raw(b"\x18\x01")), sign_map=BASE)[:-1])
+    bad("two_form_faults", "NonCanonicalError",
+        "seq 1 as 0x18 0x01 and a payload float 1.0 as a 16-bit half: only form faults.",
+        signed(with_(seq=Raw(b"\x18\x01"), payload={"content": "hello", "meta": {"v": Raw(b"\xf9\x3c\x00")}}),
+               sign_map=meta(1.0)))
 
     # Structure of the record map.
     bad("seq_zero", "SchemaError", "seq 0: the chain starts at 1.", signed(with_(seq=0)))
@@ -663,6 +813,16 @@ def _invalid() -> list[dict[str, Any]]:
         signed(with_(kind="audit", payload={"target": cid, "result": "ok"})))
     bad("payload_depth_65", "SchemaError", "A payload nesting 65 containers (64 is the maximum).",
         signed(with_(payload={"content": "deep", "meta": nested(64, "leaf")})))
+    grant = {"grantee": OTHER_KEY.public}
+    bad("grant_rights_unsorted", "SchemaError", "grant rights ['write', 'read']: a set is strictly increasing.",
+        signed(with_(kind="grant", payload={**grant, "rights": ["write", "read"]})))
+    bad("grant_rights_duplicate", "SchemaError", "grant rights ['read', 'read'].",
+        signed(with_(kind="grant", payload={**grant, "rights": ["read", "read"]})))
+    observation = {"model": "m", "ok": True}
+    bad("latency_ms_negative", "SchemaError", "latency_ms -5e-324, the float just below -0.0.",
+        signed(with_(kind="routing_observation", payload={**observation, "latency_ms": -5e-324})))
+    bad("latency_ms_too_large", "SchemaError", "latency_ms 9007199254740992.0 (2**53), one past the bound.",
+        signed(with_(kind="routing_observation", payload={**observation, "latency_ms": float(2**53)})))
 
     # Authenticity.
     flipped = bytearray(good.data)
@@ -676,9 +836,58 @@ def _invalid() -> list[dict[str, Any]]:
     bad("signature_over_other_content", "SignatureError",
         "A signature copied from a record with another payload.",
         enc({**with_(payload={"content": "hellO"}), "sig": sig}))
+    for name, description, actor in (
+        ("signature_small_order_key_identity", "the identity (01 00…00)", IDENTITY_ENC),
+        ("signature_small_order_key_order_2", "the point of order 2 (ec ff…ff 7f)", ORDER_2_ENC),
+        ("signature_small_order_key_non_canonical", "the identity spelled y = p + 1 (ee ff…ff 7f)",
+         IDENTITY_AS_P_PLUS_1),
+        ("signature_small_order_key_negative_x", "the identity with the x sign bit set (01 00…00 80)",
+         IDENTITY_NEGATIVE_X),
+    ):
+        bad(name, "SignatureError",
+            f"The forgery 'key = {description}, sig = identity ‖ S 0': [0]B = R + [k]A holds, so a "
+            "verifier without libsodium's small-order checks (OpenSSL) accepts it.",
+            _forged(actor))
+    honest = KEY.sign(signing_bytes(BASE))
+    bad("signature_small_order_r", "SignatureError",
+        "The actor's own key, R = the identity and S = k·a mod L: [S]B = R + [k]A holds, only the "
+        "small-order R rule rejects it.", _small_order_r(BASE))
+    bad("signature_s_not_reduced", "SignatureError",
+        "A valid signature with S replaced by S + L: the equation still holds, S ≥ L is the fault.",
+        enc({**BASE, "sig": honest[:32] + (int.from_bytes(honest[32:], "little") + ED_L).to_bytes(32, "little")}))
+    bad("signature_cofactored_only", "SignatureError",
+        "R = [r]B + a point of order 8, S = r + k·a: [8][S]B = [8]R + [8][k]A holds but [S]B = R + [k]A "
+        "does not. Cofactorless verifiers reject it; cofactored ones (ZIP-215) accept it.",
+        _cofactored_only(BASE))
     bad("claimed_cid_mismatch", "CidMismatchError",
         "A valid record offered under another record's CID.", good.data, claimed=rec_cid("x"))
     return out
+
+
+def _forged(actor: bytes) -> bytes:
+    """The record BASE under `actor`, signed identity ‖ 0, its content chosen so the cofactorless
+    equation holds (for a key of order 2 that takes an even challenge)."""
+    for i in range(64):
+        m = with_(actor=actor, payload={"content": "hello" if i == 0 else f"hello {i}"})
+        sig = IDENTITY_ENC + bytes(32)
+        if ed_equation(actor, sig, signing_bytes(m)):
+            return enc({**m, "sig": sig})
+    raise AssertionError("no content gives an even challenge")
+
+
+def _small_order_r(m: dict[str, Any]) -> bytes:
+    k = ed_challenge(IDENTITY_ENC, KEY.public, signing_bytes(m))
+    s = k * ed_secret_scalar(SEED) % ED_L
+    return enc({**m, "sig": IDENTITY_ENC + s.to_bytes(32, "little")})
+
+
+def _cofactored_only(m: dict[str, Any]) -> bytes:
+    torsion = ed_decode_lenient(ORDER_8_ENC)
+    assert torsion is not None
+    r = int.from_bytes(hashlib.sha512(b"convgraph cofactored-only vector").digest(), "little") % ED_L
+    big_r = ed_encode(ed_add(ed_mul(r, ED_BASE), torsion))
+    s = (r + ed_challenge(big_r, KEY.public, signing_bytes(m)) * ed_secret_scalar(SEED)) % ED_L
+    return enc({**m, "sig": big_r + s.to_bytes(32, "little")})
 
 
 # A fragment of the message each reject vector must raise: generation fails when a vector is
@@ -713,7 +922,18 @@ _BECAUSE: dict[str, str] = {
     "payload_bad_enum": "'result'", "payload_depth_65": "deeper than 64",
     "bad_signature_bit_flip": "signature", "signature_by_other_key": "signature",
     "signature_without_domain": "signature", "signature_over_other_content": "signature",
-    "claimed_cid_mismatch": "CID mismatch",
+    "claimed_cid_mismatch": "CID mismatch", "info31_on_unsigned_int": "major type 0",
+    "info31_on_negative_int": "major type 1", "info31_on_tag": "major type 6",
+    "indefinite_bytes_with_text_chunk": "chunk", "indefinite_bytes_with_indefinite_chunk": "chunk",
+    "indefinite_text_with_bytes_chunk": "chunk", "half_float_nan": "NaN", "half_float_infinity": "NaN",
+    "single_float_nan": "NaN", "single_float_negative_infinity": "NaN",
+    "form_fault_then_bad_utf8": "UTF-8", "form_fault_then_truncated": "truncated",
+    "two_form_faults": "minimally", "grant_rights_unsorted": "'rights'",
+    "grant_rights_duplicate": "'rights'", "latency_ms_negative": "'latency_ms'",
+    "latency_ms_too_large": "'latency_ms'", "signature_small_order_key_identity": "signature",
+    "signature_small_order_key_order_2": "signature", "signature_small_order_key_non_canonical": "signature",
+    "signature_small_order_key_negative_x": "signature", "signature_small_order_r": "signature",
+    "signature_s_not_reduced": "signature", "signature_cofactored_only": "signature",
 }
 
 

@@ -5,7 +5,9 @@ keys sorted length-first then bytewise, CIDs as tag 42). Decoding accepts only w
 encoding would produce: cbrrr already refuses indefinite lengths, foreign tags, NaN/Inf,
 short floats and unsorted or duplicate keys, and we re-encode and compare besides, so no
 second encoding of one value can ever reach the store. Invariant: for every `b` that
-`decode` accepts, `encode(decode(b)) == b`.
+`decode` accepts, `encode(decode(b)) == b`; a refused `b` raises `NonCanonicalError` exactly
+when it is a DAG-CBOR value in some other encoding (`lenient.invalidity(b) is None`), else
+`DecodeError`, whichever fault comes first in the bytes (docs/format.md §2.7).
 """
 
 from __future__ import annotations
@@ -15,16 +17,20 @@ from typing import Any
 
 import cbrrr
 
+from convgraph.core import lenient
 from convgraph.core.cid import CID
 from convgraph.errors import DecodeError, NonCanonicalError, SchemaError
 
 # A value of the DAG-CBOR data model as Python holds it.
 Value = Any
 
-# cbrrr's messages for well-formed CBOR in a non-canonical form: unsorted or duplicate map
-# keys, over-long integers or lengths, 16/32-bit floats, indefinite lengths (extra info 31).
-_NON_CANONICAL = ("non-canonical", "not minimally encoded", "float mtype (25)", "float mtype (26)",
-                  "extra info (31)")
+# cbrrr stops at the first fault it meets. These messages name a fault of form (unsorted or
+# duplicate map keys, over-long heads, 16/32-bit floats, info 31), which the input may have
+# without being anything but a DAG-CBOR value in another encoding; every other message names
+# a fault that no encoding of a DAG-CBOR value has. Info 31 is a form fault on strings, arrays
+# and maps only, and a short float only when finite: the lenient reading settles those too.
+_FORM_FAULTS = ("non-canonical", "not minimally encoded", "float mtype (25)", "float mtype (26)",
+                "extra info (31)")
 
 def _link(raw: bytes) -> CID:
     return CID(raw)
@@ -46,10 +52,14 @@ def decode(data: bytes) -> Value:
         raise
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         # cbrrr raises CbrrrDecodeError (a ValueError), ValueError for trailing bytes,
-        # UnicodeDecodeError for bad UTF-8: all mean "not DAG-CBOR". Valid CBOR that is
-        # merely not in canonical form gets the narrower error, so reports can tell them apart.
-        if any(sign in str(exc) for sign in _NON_CANONICAL):
-            raise NonCanonicalError(f"not canonical DAG-CBOR: {exc}") from exc
+        # UnicodeDecodeError for bad UTF-8. Input that is a DAG-CBOR value in some encoding
+        # gets the narrower error, so reports can tell "other bytes" from "not DAG-CBOR";
+        # a fault of the second kind anywhere in the input wins over one of the first.
+        if any(sign in str(exc) for sign in _FORM_FAULTS):
+            invalid = lenient.invalidity(data)
+            if invalid is None:
+                raise NonCanonicalError(f"not canonical DAG-CBOR: {exc}") from exc
+            raise DecodeError(f"not DAG-CBOR: {invalid}") from exc
         raise DecodeError(f"not DAG-CBOR: {exc}") from exc
     if encode(value) != data:
         raise NonCanonicalError("bytes decode but are not the canonical DAG-CBOR encoding")

@@ -2,7 +2,10 @@
 
 Signing goes through PyNaCl (libsodium), measured faster here than `cryptography`. A key
 file holds the 32-byte seed only, written once with mode 0600 and never rewritten; a file
-that others can read, or that is malformed, is refused with `KeyFileError`.
+that others can read, or that is malformed, is refused with `KeyFileError`. Verification is
+strict as libsodium's releases are (docs/format.md §6): the encoding rules are checked here on
+the bytes too, so they hold whatever libsodium build is linked and no verifier that lacks
+them (OpenSSL accepts a small-order key with the signature identity ‖ 0) can be swapped in.
 """
 
 from __future__ import annotations
@@ -23,6 +26,20 @@ PUBLIC_KEY_LEN: Final = 32
 SIGNATURE_LEN: Final = 64
 _SEED_LEN: Final = 32
 _FILE_HEADER: Final = "convgraph-ed25519-seed-v1"
+_P: Final = 2**255 - 19  # the field prime: an encoded y must be below it
+_L: Final = 2**252 + 27742317777372353535851937790883648493  # the group order: S must be below it
+# libsodium's blocklist (ge25519_has_small_order): the y of every point of order 1, 2, 4 or 8,
+# plus p and p + 1, the non-canonical spellings of y = 0 and y = 1. It is matched with the x
+# sign bit (the top bit of byte 31) cleared, so each entry blocks two encodings.
+_SMALL_ORDER: Final = frozenset(bytes.fromhex(y) for y in (
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+))
 
 
 class SigningKey:
@@ -59,11 +76,29 @@ def verify(public: bytes, message: bytes, signature: bytes) -> bool:
     """True when `signature` is a valid Ed25519 signature of `message` under `public`."""
     if len(public) != PUBLIC_KEY_LEN or len(signature) != SIGNATURE_LEN:
         return False
+    if not _strictly_encoded(public, signature):
+        return False
     try:
         nacl.bindings.crypto_sign_open(signature + message, public)
     except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
         return False
     return True
+
+
+def _strictly_encoded(public: bytes, signature: bytes) -> bool:
+    """False when S is not reduced, or the key or R is small-order or not canonically encoded."""
+    return (
+        int.from_bytes(signature[32:], "little") < _L
+        and _large_order_canonical(public)
+        and _large_order_canonical(signature[:32])
+    )
+
+
+def _large_order_canonical(point: bytes) -> bool:
+    # R's canonicity is implied by libsodium's final comparison of encodings; checking it
+    # here as well changes no outcome and keeps the rule whole without libsodium.
+    y = point[:31] + bytes((point[31] & 0x7F,))
+    return y not in _SMALL_ORDER and int.from_bytes(y, "little") < _P
 
 
 def actor_text(public: bytes) -> str:

@@ -205,10 +205,12 @@ def sign_record(
     if type(hlc) not in (Hlc, tuple, list) or len(hlc) != 2:
         raise SchemaError("hlc must be (wall_ms, counter)")
     wall, counter = hlc
-    if type(wall) is not int or type(counter) is not int or not (
-        0 <= wall <= MAX_WALL_MS and 0 <= counter <= MAX_COUNTER
-    ):
+    if type(wall) is not int or type(counter) is not int or wall < 0 or counter < 0:
         raise SchemaError("hlc must be [wall_ms, counter] of bounded non-negative integers")
+    if wall > MAX_WALL_MS or counter > MAX_COUNTER:
+        # the local clock ran past the last stamp a record can carry (docs/format.md §11.4)
+        raise SchemaError(f"hlc [{wall}, {counter}] is past the last stamp a record can carry, "
+                          f"[{MAX_WALL_MS}, {MAX_COUNTER}]: no record can be written after it")
     if type(kind) is not str:
         raise SchemaError("kind must be text")
     check_payload(kind, payload)
