@@ -195,7 +195,7 @@ class Replica:
             )
             self.store.commit(writes)
             if writes.pending_put:  # only a growing quarantine can exceed its bounds
-                report.evicted = self.store.evict_pending(self.config.quarantine)
+                report.evict(self.store.evict_pending(self.config.quarantine))
         for stamp in report.accepted_hlcs:
             self._hlc = hlc_.receive(self._hlc, stamp, now)
         return report
