@@ -15,6 +15,7 @@ from collections import defaultdict, deque
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
+from convgraph.adoption import Adoption
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc, too_far_ahead
 from convgraph.core.record import (
@@ -70,6 +71,7 @@ class IngestReport:
     rejected: list[Rejection] = field(default_factory=list)
     evicted: list[CID] = field(default_factory=list)
     equivocations: list[tuple[CID, CID]] = field(default_factory=list)
+    adopted: list[CID] = field(default_factory=list)  # checkpoints adopted (they are accepted too)
     accepted_hlcs: list[Hlc] = field(default_factory=list)
 
     def evict(self, evicted: list[CID]) -> None:
@@ -162,12 +164,28 @@ class _Plan:
 
     def _wake(self, cid: CID) -> None:
         self.work.extend(self.waiting.pop(cid, ()))
+        self._wake_stored([cid])
+
+    def _wake_stored(self, cids: list[CID]) -> None:
         if not self.store_waits:
             return
-        for entry in self.store.pending_waiting_on([cid]):
+        for entry in self.store.pending_waiting_on(cids):
             if entry.cid not in self.decided and entry.cid not in self.pending:
                 self.was_pending.add(entry.cid)
                 self.work.append(load_trusted(entry.data, entry.cid))
+
+    def adopt(self, adoption: Adoption) -> None:
+        """Hold the cover's headers as compaction leaves them, then place the checkpoint on them."""
+        for header in adoption.headers:
+            self.known[header.cid] = header
+            self.chain[(header.actor, header.conv, header.seq)].append(header.cid)
+        self.writes.headers.extend(adoption.headers)
+        checkpoint = adoption.checkpoint
+        if self.store_waits and self.store.pending_get([checkpoint.cid]):
+            self.was_pending.add(checkpoint.cid)
+        self.report.adopted.append(checkpoint.cid)
+        self.work.append(checkpoint)
+        self._wake_stored([h.cid for h in adoption.headers])
 
     def refuse(self, cid: CID) -> None:
         """`cid` failed the intrinsic checks: whatever names it as a parent is rejected too."""
@@ -195,14 +213,18 @@ def plan_ingest(
     max_drift_ms: int,
     limits: Limits = DEFAULT_LIMITS,
     conversations: Container[str] | None = None,
+    adoption: Adoption | None = None,
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds.
 
     With `conversations`, a record of any other conversation is rejected (`ForbiddenError`):
-    a sync peer admitted to some conversations cannot smuggle records into others.
+    a sync peer admitted to some conversations cannot smuggle records into others. With an
+    `adoption` (checked by `plan_adoption`), its headers and checkpoint are placed first.
     """
     plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
     plan.writes.fresh = True  # only records found absent below are ever accepted
+    if adoption is not None:
+        plan.adopt(adoption)
     fresh: dict[CID, Record] = {}
     for item in items:
         data, claimed = (item, None) if isinstance(item, bytes) else item
