@@ -17,7 +17,8 @@ def test_all_is_sorted_and_importable() -> None:
 
 def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(convgraph) if not n.startswith("_")}
-    modules = {"cli", "core", "errors", "graph", "ingest", "projections", "replica", "store", "sync", "server"}
+    modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "projections", "replica", "store", "sync",
+               "server"}
     assert public - modules == set(convgraph.__all__)
 
 

@@ -486,9 +486,9 @@ def ingest_and_check(replica: Replica, items: list[Item]) -> None:
     assert not set(report.accepted) & before
     stored = check_store(replica, before | set(report.accepted))
     check_fed(replica, stored, intrinsic)
-    outcomes = {*report.accepted, *report.duplicates, *report.quarantined, *report.held,
+    outcomes = {*report.accepted, *report.duplicates, *report.quarantined, *report.held, *report.evicted,
                 *(r.cid for r in report.rejected)}
-    assert fed <= outcomes, "a well-formed record was neither accepted, held, quarantined nor rejected"
+    assert fed <= outcomes, "a well-formed record was neither accepted, held, quarantined, evicted nor rejected"
     tally(report)
 
     again = replica.ingest([d if c is None else (d, c) for d, c in items])

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convgraph import Config, ManualClock, QuarantineBounds, Record, Replica, SigningKey
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
 from convgraph.errors import HlcOrderError, ParentRejectedError, SeqChainError
@@ -194,3 +195,75 @@ def test_any_delivery_order_gives_identical_replicas(seed: int, rnd: random.Rand
         views.append((r.heads("c"), b"".join(d for _, d in r.store.records("c"))))
     assert views[0] == views[1] == views[2]
     assert len(views[0][1]) == sum(len(m.data) for m in made)
+
+
+def forged(rec: Record) -> bytes:
+    """`rec` with one byte of its signature flipped: well-formed, wrongly signed."""
+    data = bytearray(rec.data)
+    at = data.find(rec.sig)
+    data[at] ^= 1
+    return bytes(data)
+
+
+def test_a_child_of_a_parent_that_fails_the_intrinsic_checks_is_rejected_in_any_order() -> None:
+    recs = chain(A, 3)
+    bad = forged(recs[0])
+    bad_cid = CID.of_record(bad)
+    child = sign_record(B, conv="c", seq=1, hlc=Hlc(2000, 0), parents=[bad_cid], kind="user_message",
+                        payload={"content": "a reply to a forgery"})
+    grandchild = sign_record(B, conv="c", seq=2, hlc=Hlc(2001, 0), parents=[child.cid], kind="user_message",
+                             payload={"content": "and more"})
+    for items in ([bad, child.data, grandchild.data], [grandchild.data, child.data, bad],
+                  [(child.data, child.cid), (bad, bad_cid), grandchild.data]):
+        r = fresh()
+        report = r.ingest(items)
+        errors = {x.cid: x.rule for x in report.rejected}
+        assert errors == {bad_cid: "signature", child.cid: "parent_rejected", grandchild.cid: "parent_rejected"}
+        assert not report.quarantined and not report.accepted
+        assert r.store.count() == 0 and r.store.pending_stats() == (0, 0)
+
+
+def test_a_waiting_child_is_rejected_when_its_parent_arrives_forged() -> None:
+    r = fresh()
+    bad = forged(chain(A, 1)[0])
+    child = sign_record(B, conv="c", seq=1, hlc=Hlc(2000, 0), parents=[CID.of_record(bad)],
+                        kind="user_message", payload={"content": "early"})
+    assert r.ingest([child.data]).quarantined == [child.cid]
+    report = r.ingest([bad])
+    assert [x.rule for x in report.rejected] == ["signature", "parent_rejected"]
+    assert report.rejected[1].cid == child.cid and not report.quarantined
+    assert r.store.pending_stats() == (0, 0)
+
+
+def test_bytes_offered_under_another_cid_reject_no_child() -> None:
+    r = fresh()
+    recs = chain(A, 2)
+    report = r.ingest([(recs[0].data, recs[1].cid), recs[1].data])
+    assert [x.rule for x in report.rejected] == ["cid"]
+    assert report.quarantined == [recs[1].cid]  # the real recs[0] may still come
+    assert r.ingest([recs[0].data]).accepted == [recs[0].cid, recs[1].cid]
+
+
+def test_each_record_is_reported_once_by_where_it_ended() -> None:
+    recs = chain(A, 4)
+    r = fresh()
+    report = r.ingest([recs[3].data, recs[1].data, recs[2].data, recs[0].data])
+    assert report.accepted == [recs[0].cid, recs[1].cid, recs[2].cid, recs[3].cid]
+    assert report.quarantined == [] and report.held == [] and report.released == []
+    stale = sign_record(B, conv="c", seq=1, hlc=Hlc(999, 0), parents=[recs[0].cid], kind="user_message",
+                        payload={"content": "clock behind its parent"})
+    late = sign_record(B, conv="c", seq=2, hlc=Hlc(3000, 0), parents=[stale.cid], kind="user_message",
+                       payload={"content": "x"})
+    r = fresh()
+    report = r.ingest([late.data, recs[0].data, stale.data])
+    assert [x.cid for x in report.rejected] == [stale.cid, late.cid] and report.quarantined == []
+    outcomes = [*report.accepted, *report.quarantined, *report.held, *(x.cid for x in report.rejected)]
+    assert sorted(outcomes) == sorted({recs[0].cid, stale.cid, late.cid})
+
+
+def test_a_record_evicted_at_once_is_reported_evicted_only() -> None:
+    r = fresh(quarantine=QuarantineBounds(max_count=1, max_bytes=1 << 20))
+    orphans = [chain(A, 2, conv=f"c{i}")[1] for i in range(3)]
+    report = r.ingest([o.data for o in orphans])
+    assert report.evicted == [orphans[0].cid, orphans[1].cid]
+    assert report.quarantined == [orphans[2].cid]

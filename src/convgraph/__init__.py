@@ -10,6 +10,7 @@
     True
 """
 
+from convgraph.adoption import Compaction, compaction_of
 from convgraph.core.cid import CID
 from convgraph.core.codec import decode, encode
 from convgraph.core.hlc import Clock, Hlc, ManualClock, system_clock
@@ -32,6 +33,8 @@ from convgraph.errors import (
     CidMismatchError,
     CompactedError,
     ConvgraphError,
+    CoverConflictError,
+    CoverError,
     DecodeError,
     ForbiddenError,
     HlcOrderError,
@@ -84,7 +87,7 @@ from convgraph.replica import Config, Draft, Replica, VerifyReport, resume
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore
-from convgraph.sync.car import read_car, write_car
+from convgraph.sync.car import OtherBlock, read_car, write_car
 from convgraph.sync.deadline import Deadline
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import ConvReport, Initiator, Remote, SyncReport, synchronize
@@ -104,10 +107,13 @@ __all__ = [
     "CidMismatchError",
     "Clock",
     "CompactedError",
+    "Compaction",
     "Config",
     "ConvReport",
     "ConvState",
     "ConvgraphError",
+    "CoverConflictError",
+    "CoverError",
     "DEFAULT_CONVERSATION",
     "Deadline",
     "DecodeError",
@@ -128,6 +134,7 @@ __all__ = [
     "Message",
     "NonCanonicalError",
     "NotFoundError",
+    "OtherBlock",
     "Outcome",
     "PROVIDERS",
     "ParentConversationError",
@@ -183,6 +190,7 @@ __all__ = [
     "canonical_order",
     "check_causality",
     "check_payload",
+    "compaction_of",
     "decode",
     "decode_record",
     "encode",

@@ -9,7 +9,9 @@
     │   └── InvalidTextError        text that cannot be UTF-8 (a lone surrogate)
     ├── VerificationError           well-formed but not authentic
     │   ├── CidMismatchError        the claimed CID is not the hash of the bytes
-    │   └── SignatureError          the signature does not verify under `actor`
+    │   ├── SignatureError          the signature does not verify under `actor`
+    │   └── CoverError              a checkpoint's cover that does not vouch for what it names
+    │       └── CoverConflictError  … or that contradicts what the replica holds
     ├── CausalityError              authentic, but it contradicts the history it names
     │   ├── ParentConversationError a parent from another conversation
     │   ├── HlcOrderError           hlc not after every parent's
@@ -127,6 +129,21 @@ class CidMismatchError(VerificationError):
 
 class SignatureError(VerificationError):
     """The signature does not verify under the record's actor key."""
+
+
+class CoverError(VerificationError):
+    """A checkpoint's cover (the headers of the records its snapshot holds) that does not match
+    the checkpoint or its snapshot. `checkpoint` names the checkpoint; `record`, when set, the
+    covered record at fault."""
+
+    def __init__(self, message: str, *, checkpoint: object, record: object = None) -> None:
+        super().__init__(message if record is None else f"{message}: covered record {record}", cid=checkpoint)
+        self.checkpoint = str(checkpoint)
+        self.record = None if record is None else str(record)
+
+
+class CoverConflictError(CoverError):
+    """A cover that vouches for itself but contradicts what this replica already holds."""
 
 
 class CausalityError(ConvgraphError):
@@ -276,6 +293,8 @@ _RULES: dict[type[ConvgraphError], str] = {
     VerificationError: "verification",
     CidMismatchError: "cid",
     SignatureError: "signature",
+    CoverError: "cover",
+    CoverConflictError: "cover_conflict",
     CausalityError: "causality",
     ParentConversationError: "parent_conv",
     HlcOrderError: "hlc",

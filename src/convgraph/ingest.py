@@ -4,8 +4,9 @@
 `IngestReport`; it writes nothing, reads no clock (the time is passed in) and raises only
 for store failures: every bad record becomes a `Rejection` and never stops the rest.
 Invariants: a record is accepted only when all its parents are stored or accepted before
-it in the same plan; a rejected record leaves no trace; a record waiting for parents or
-for our clock goes to quarantine and is placed the moment what it waits for arrives.
+it in the same plan; a rejected record leaves no trace, and nothing that names it as a
+parent is ever placed; a record waiting for parents or for our clock goes to quarantine
+and is placed the moment what it waits for arrives.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import defaultdict, deque
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
+from convgraph.adoption import Adoption
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc, too_far_ahead
 from convgraph.core.record import (
@@ -25,7 +27,13 @@ from convgraph.core.record import (
     load_trusted,
 )
 from convgraph.core.validation import check_causality, missing_parents
-from convgraph.errors import CausalityError, ConvgraphError, ForbiddenError, ParentRejectedError
+from convgraph.errors import (
+    CausalityError,
+    CidMismatchError,
+    ConvgraphError,
+    ForbiddenError,
+    ParentRejectedError,
+)
 from convgraph.store.base import Pending, Store, WriteSet
 
 Item = bytes | tuple[bytes, CID]
@@ -47,7 +55,13 @@ class Rejection:
 
 @dataclass
 class IngestReport:
-    """What one ingest did with each record it was handed (and with what it woke up)."""
+    """What one ingest did with each record it was handed (and with what it woke up).
+
+    A CID is in at most one of `accepted`, `quarantined`, `held`, `rejected` and `evicted`:
+    where the record stands when the ingest ends. `duplicates` lists the handed-in copies
+    that were already stored, already waiting, or repeated; `released` is the part of
+    `accepted` that had been waiting in the stored quarantine.
+    """
 
     accepted: list[CID] = field(default_factory=list)
     duplicates: list[CID] = field(default_factory=list)
@@ -57,7 +71,15 @@ class IngestReport:
     rejected: list[Rejection] = field(default_factory=list)
     evicted: list[CID] = field(default_factory=list)
     equivocations: list[tuple[CID, CID]] = field(default_factory=list)
+    adopted: list[CID] = field(default_factory=list)  # checkpoints adopted (they are accepted too)
     accepted_hlcs: list[Hlc] = field(default_factory=list)
+
+    def evict(self, evicted: list[CID]) -> None:
+        """Record what the quarantine bounds evicted: those records are no longer waiting."""
+        self.evicted = evicted
+        gone = set(evicted)
+        self.quarantined = [c for c in self.quarantined if c not in gone]
+        self.held = [c for c in self.held if c not in gone]
 
 
 @dataclass
@@ -85,7 +107,7 @@ class _Plan:
         if rec.cid in self.decided:
             return
         if too_far_ahead(rec.hlc, self.now_ms, self.max_drift_ms):
-            self._hold(rec, Pending(rec.cid, rec.data, "clock", rec.hlc.wall_ms), self.report.held)
+            self.pending[rec.cid] = Pending(rec.cid, rec.data, "clock", rec.hlc.wall_ms)
             return
         if any(p in self.rejected for p in rec.parents):
             self._reject(rec, ParentRejectedError("a parent was rejected", cid=str(rec.cid)))
@@ -97,8 +119,7 @@ class _Plan:
             self.known.update(self.store.metas(unasked))
             missing = missing_parents(rec, self.known)
         if missing:
-            entry = Pending(rec.cid, rec.data, "parents", rec.hlc.wall_ms, tuple(missing))
-            self._hold(rec, entry, self.report.quarantined)
+            self.pending[rec.cid] = Pending(rec.cid, rec.data, "parents", rec.hlc.wall_ms, tuple(missing))
             for parent in missing:
                 self.waiting[parent].append(rec)
             return
@@ -108,11 +129,6 @@ class _Plan:
             self._reject(rec, exc)
             return
         self._accept(rec)
-
-    def _hold(self, rec: Record, entry: Pending, bucket: list[CID]) -> None:
-        if rec.cid not in self.was_pending:
-            bucket.append(rec.cid)
-        self.pending[rec.cid] = entry
 
     def _reject(self, rec: Record, error: ConvgraphError) -> None:
         self.decided.add(rec.cid)
@@ -148,12 +164,33 @@ class _Plan:
 
     def _wake(self, cid: CID) -> None:
         self.work.extend(self.waiting.pop(cid, ()))
+        self._wake_stored([cid])
+
+    def _wake_stored(self, cids: list[CID]) -> None:
         if not self.store_waits:
             return
-        for entry in self.store.pending_waiting_on([cid]):
+        for entry in self.store.pending_waiting_on(cids):
             if entry.cid not in self.decided and entry.cid not in self.pending:
                 self.was_pending.add(entry.cid)
                 self.work.append(load_trusted(entry.data, entry.cid))
+
+    def adopt(self, adoption: Adoption) -> None:
+        """Hold the cover's headers as compaction leaves them, then place the checkpoint on them."""
+        for header in adoption.headers:
+            self.known[header.cid] = header
+            self.chain[(header.actor, header.conv, header.seq)].append(header.cid)
+        self.writes.headers.extend(adoption.headers)
+        checkpoint = adoption.checkpoint
+        if self.store_waits and self.store.pending_get([checkpoint.cid]):
+            self.was_pending.add(checkpoint.cid)
+        self.report.adopted.append(checkpoint.cid)
+        self.work.append(checkpoint)
+        self._wake_stored([h.cid for h in adoption.headers])
+
+    def refuse(self, cid: CID) -> None:
+        """`cid` failed the intrinsic checks: whatever names it as a parent is rejected too."""
+        self.rejected.add(cid)
+        self._wake(cid)  # stored waiters come back to be rejected; batch ones check at placing
 
     def run(self) -> None:
         while self.work:
@@ -162,8 +199,10 @@ class _Plan:
             if entry is None:
                 if cid in self.was_pending:
                     self.writes.pending_remove.append(cid)
-            else:
-                self.writes.pending_put.append(entry)
+                continue
+            self.writes.pending_put.append(entry)
+            if cid not in self.was_pending:  # reported once, by where it ended: not if placed later
+                (self.report.held if entry.reason == "clock" else self.report.quarantined).append(cid)
 
 
 def plan_ingest(
@@ -174,20 +213,29 @@ def plan_ingest(
     max_drift_ms: int,
     limits: Limits = DEFAULT_LIMITS,
     conversations: Container[str] | None = None,
+    adoption: Adoption | None = None,
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds.
 
     With `conversations`, a record of any other conversation is rejected (`ForbiddenError`):
-    a sync peer admitted to some conversations cannot smuggle records into others.
+    a sync peer admitted to some conversations cannot smuggle records into others. With an
+    `adoption` (checked by `plan_adoption`), its headers and checkpoint are placed first.
     """
     plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
     plan.writes.fresh = True  # only records found absent below are ever accepted
+    if adoption is not None:
+        plan.adopt(adoption)
     fresh: dict[CID, Record] = {}
     for item in items:
         data, claimed = (item, None) if isinstance(item, bytes) else item
         try:
             rec = decode_record(bytes(data), limits=limits, expected_cid=claimed)
         except ConvgraphError as exc:
+            # bytes that break an intrinsic rule name an invalid record forever, unless they
+            # were offered under another CID or were too big to hash (then nothing is known)
+            if not isinstance(exc, CidMismatchError) and len(data) <= limits.max_record_bytes:
+                claimed = claimed or CID.of_record(bytes(data))
+                plan.refuse(claimed)
             plan.report.rejected.append(Rejection(claimed, exc))
             continue
         if conversations is not None and rec.conv not in conversations:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from convgraph.adoption import check_cover, plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -74,10 +75,16 @@ class Config:
 
 @dataclass
 class VerifyReport:
-    """The result of re-checking every stored record from its bytes."""
+    """The result of re-checking every stored record from its bytes.
+
+    `headers_only` counts the records held without bytes (compacted here, or adopted with a
+    checkpoint): their signatures cannot be re-checked, only that the signed checkpoint's
+    snapshot and cover vouch for them.
+    """
 
     checked: int = 0
     failures: list[tuple[CID, ConvgraphError]] = field(default_factory=list)
+    headers_only: int = 0
 
     @property
     def ok(self) -> bool:
@@ -195,12 +202,43 @@ class Replica:
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
                 limits=self.config.limits, conversations=conversations,
             )
-            self.store.commit(writes)
-            if writes.pending_put:  # only a growing quarantine can exceed its bounds
-                report.evicted = self.store.evict_pending(self.config.quarantine)
+            self._land(writes, report)
+        self._merge_clock(report, now)
+        return report
+
+    def adopt(self, checkpoint: bytes, snapshot: bytes, cover: bytes) -> IngestReport:
+        """Take a compacted conversation on its checkpoint signer's word (docs/format.md 11.5).
+
+        Stores the cover's headers as compacted records, the checkpoint, and the snapshot as
+        the conversation's latest, then places what waited for them; raises `SnapshotError`,
+        `CoverError` (or the checkpoint's own intrinsic error) and changes nothing when they
+        do not vouch for one another. A checkpoint already held is reported as a duplicate.
+        """
+        with self.store.transaction():
+            now = self.clock()
+            adoption = plan_adoption(checkpoint, snapshot, cover, self.store, now_ms=now,
+                                     max_drift_ms=self.config.max_drift_ms, limits=self.config.limits)
+            if adoption is None:
+                return IngestReport(duplicates=[CID.of_record(checkpoint)])
+            writes, report = plan_ingest(
+                (), self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
+                limits=self.config.limits, adoption=adoption,
+            )
+            self._land(writes, report)
+            record = adoption.checkpoint
+            self.store.compact(record.conv, (), record.cid, snapshot)  # drops nothing: keeps the snapshot
+        self._views.pop(record.conv, None)  # the folded view lacks what only the snapshot holds
+        self._merge_clock(report, now)
+        return report
+
+    def _land(self, writes: WriteSet, report: IngestReport) -> None:
+        self.store.commit(writes)
+        if writes.pending_put:  # only a growing quarantine can exceed its bounds
+            report.evict(self.store.evict_pending(self.config.quarantine))
+
+    def _merge_clock(self, report: IngestReport, now: int) -> None:
         for stamp in report.accepted_hlcs:
             self._hlc = hlc_.receive(self._hlc, stamp, now)
-        return report
 
     def release_held(self) -> IngestReport:
         """Place records that were held for our clock (or their parents) and are now due."""
@@ -357,6 +395,7 @@ class Replica:
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         report = VerifyReport()
+        total = self.store.count()
         for cid, data in self.store.iter_all():
             report.checked += 1
             try:
@@ -367,12 +406,14 @@ class Replica:
                 check_causality(record, parents)
             except ConvgraphError as exc:
                 report.failures.append((cid, exc))
+        report.headers_only = max(0, total - report.checked)
         for conv in self.conversations():
             self._verify_snapshot(conv, report)
         return report
 
     def _verify_snapshot(self, conv: str, report: VerifyReport) -> None:
-        """A compacted conversation's snapshot must be the one its signed checkpoint names."""
+        """A compacted conversation's snapshot must be the one its signed checkpoint names, and
+        the headers held for its records must be its cover (`adoption.check_cover`)."""
         snap = self.store.snapshot(conv)
         if snap is None:
             return
@@ -380,9 +421,11 @@ class Replica:
         report.checked += 1
         try:
             record = self.get(checkpoint)
-            state_.restore(data)
-            if record.kind != "checkpoint" or record.payload["snapshot"] != state_.snapshot_cid(data):
-                raise SnapshotError("the kept snapshot is not the one its checkpoint names", cid=checkpoint)
+            cids = list(state_.restore(data).entries)
+            headers = self.store.metas(cids)
+            if len(headers) != len(cids):
+                raise SnapshotError("the snapshot holds a record held nowhere here", cid=checkpoint)
+            check_cover(record, data, headers.values())
         except ConvgraphError as exc:
             report.failures.append((checkpoint, exc))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -9,17 +10,21 @@ import pty
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from convgraph import Draft, ManualClock, Replica
-from convgraph.cli import car as car_cli
 from convgraph.core.cid import CID
 from convgraph.core.codec import encode
 from convgraph.errors import StoreError
+from convgraph.projections import state as state_
+from convgraph.projections.transcript import transcript_bytes
+from convgraph.sync import carfile
 from convgraph.sync.car import write_car
+from convgraph.sync.varint import uvarint
 
 
 def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -77,7 +82,7 @@ def test_export_then_import_into_a_fresh_replica_gives_identical_records(source:
     _, exported = run_json(source, "export", str(file))
     assert exported == {
         "file": str(file), "records": total, "roots": heads(source, "x", "y", "z"),
-        "bytes": file.stat().st_size, "skipped_compacted": 0,
+        "bytes": file.stat().st_size, "compacted": 0, "checkpoints": 0,
     }
     assert len(exported["roots"]) == 4
     fresh = tmp_path / "b"
@@ -122,9 +127,9 @@ def test_a_failed_export_leaves_no_half_file(source: Path, tmp_path: Path, monke
         out.write(b"half a file")
         raise StoreError("the store went away mid-export")
 
-    monkeypatch.setattr(car_cli, "write_car", broken)
+    monkeypatch.setattr(carfile, "write_car", broken)
     with Replica.open(source) as r, pytest.raises(StoreError):
-        car_cli.export_car(r, target)
+        carfile.export_car(r, target)
     assert target.read_bytes() == b"the previous export"
     assert list(tmp_path.iterdir()) == [target]
 
@@ -186,23 +191,119 @@ def test_a_file_that_is_no_car_exits_2_without_a_traceback(tmp_path: Path) -> No
     assert proc.returncode == 2 and "CARv2 is not supported" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_compacted_records_are_skipped_and_counted(tmp_path: Path) -> None:
-    home = tmp_path / "a"
-    with Replica.open(home) as r:
-        r.write_many("c", [Draft("user_message", {"content": str(i)}) for i in range(3)])
+def _section(raw_cid: bytes, data: bytes) -> bytes:
+    return uvarint(len(raw_cid) + len(data)) + raw_cid + data
+
+
+def _car_with_foreign_blocks(roots: list[CID], records: list[tuple[CID, bytes]], artifact: bytes) -> bytes:
+    """A valid CARv1: the records with a raw block, a CIDv0 block and an identity-hash block
+    halfway through, as IPFS tools write them."""
+    raw = bytes(CID.of_raw(artifact))
+    v0 = b"\x12\x20" + hashlib.sha256(b"\x0a\x00").digest()
+    identity = b"\x01\x55\x00\x04" + b"tiny"
+    header = encode({"roots": roots, "version": 1})
+    half = len(records) // 2
+    body = [_section(bytes(c), d) for c, d in records]
+    foreign = [_section(raw, artifact), _section(v0, b"\x0a\x00"), _section(identity, b"tiny")]
+    return uvarint(len(header)) + header + b"".join([*body[:half], *foreign, *body[half:]])
+
+
+def test_blocks_that_are_no_records_are_skipped_and_reported_and_the_rest_imported(tmp_path: Path) -> None:
+    with Replica.open(tmp_path / "a", clock=ManualClock()) as r:
+        r.write_many("c", [Draft("user_message", {"content": f"{i}"}) for i in range(13)])
+        blob = b"the bytes of an artifact"
+        r.write("c", "code_snapshot", {"path": "a.py", "blob": CID.of_raw(blob)}, refs=[CID.of_raw(blob)])
+        records, roots = r.store.records("c"), r.heads("c")
+    file = tmp_path / "mixed.car"
+    file.write_bytes(_car_with_foreign_blocks(roots, records, b"named by no record"))
+    code, report = run_json(tmp_path / "b", "import", str(file), ok=False)
+    assert code == 1 and report["error"] is None and report["blocks"] == 17
+    assert report["accepted"] == 14 and report["roots_held"] and report["rejected_total"] == 0
+    assert report["skipped_total"] == 3 and report["artifacts"] == 0
+    assert [k["reason"].split(":")[0] for k in report["skipped"]] == ["codec 0x55", "CIDv0", "identity hash"]
+    assert report["problems"] == ["3 block(s) that are no records, named by no record's refs"]
+    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    assert proc.returncode == 1 and "SKIP" in proc.stderr and "problems: 3 block(s)" in proc.stdout
+    file.write_bytes(_car_with_foreign_blocks(roots, records, blob))  # now the raw block is an artifact
+    code, report = run_json(tmp_path / "d", "import", str(file), ok=False)
+    assert code == 1 and report["accepted"] == 14 and report["artifacts"] == 1
+    assert report["problems"] == ["2 block(s) that are no records, named by no record's refs"]
+
+
+def test_a_missing_root_or_a_record_left_waiting_is_a_problem(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with Replica.open(tmp_path / "a", clock=clock) as r:
+        made = r.write_many("c", [Draft("user_message", {"content": f"{i}"}) for i in range(4)])
+    gap = tmp_path / "gap.car"
+    with gap.open("wb") as fh:  # the second record is not in the file: the last two wait for it
+        write_car(fh, [made[-1].cid], [(m.cid, m.data) for m in made if m is not made[1]])
+    code, report = run_json(tmp_path / "b", "import", str(gap), ok=False)
+    assert code == 1 and report["accepted"] == 1 and report["quarantined"] == 2 and not report["roots_held"]
+    assert report["problems"] == ["2 record(s) left in quarantine, waiting for parents", "1 root(s) missing"]
+    proc = run(tmp_path / "b", "import", str(gap), ok=False)  # still waiting on a second try
+    assert proc.returncode == 1 and "quarantined  2" in proc.stdout and "missing root" in proc.stdout
+    in_an_hour = ManualClock(int(time.time() * 1000) + 3_600_000)  # the CLI reads the real clock
+    future = Replica.in_memory(clock=in_an_hour).say("c", "user", "from the future")
+    ahead = tmp_path / "ahead.car"
+    with ahead.open("wb") as fh:
+        write_car(fh, [future.cid], [(future.cid, future.data)])
+    code, report = run_json(tmp_path / "c", "import", str(ahead), ok=False)
+    assert code == 1 and report["held"] == 1 and report["problems"] == [
+        "1 record(s) held, timestamped ahead of this machine's clock", "1 root(s) missing"]
+
+
+def compacted_source(home: Path) -> dict[str, Any]:
+    """30 records compacted behind a checkpoint, then a late reply naming a compacted one as
+    parent, a branch and more turns: what each view of the conversation gives."""
+    clock = ManualClock()
+    other = Replica.in_memory(clock=clock)
+    with Replica.open(home, clock=clock) as r:
+        r.write_many("c", [Draft("user_message", {"content": f"turn {i}"}) for i in range(28)])
+        other.ingest([d for _, d in r.store.records("c")])
+        first = r.say("c", "user", "a fork point")
+        r.say("c", "assistant", "before the checkpoint")
+        late = other.say("c", "assistant", "written before, arriving after the checkpoint")
         r.checkpoint("c", compact=True)
-        last = r.say("c", "user", "after the checkpoint")
+        r.ingest([late.data])
+        r.branch("c", "alt", first.cid)
+        r.say("c", "user", "on the branch", branch="alt")
+        r.say("c", "user", "after the checkpoint")
+        assert r.store.count("c") - len(r.store.records("c")) == 30
+        return {"main": transcript_bytes(r.transcript("c")), "alt": transcript_bytes(r.transcript("c", branch="alt")),
+                "heads": r.heads("c"), "state": state_.snapshot(r.state("c")), "count": r.store.count("c")}
+
+
+def test_a_compacted_conversation_rebuilds_from_its_own_car(tmp_path: Path) -> None:
+    views = compacted_source(tmp_path / "a")
     file = tmp_path / "c.car"
-    _, exported = run_json(home, "export", str(file))
-    assert exported["skipped_compacted"] == 3 and exported["records"] == 2 and exported["roots"] == [str(last.cid)]
-    assert "skipped 3 compacted record(s)" in run(home, "export", str(file)).stdout
+    _, exported = run_json(tmp_path / "a", "export", str(file))
+    assert exported["compacted"] == 30 and exported["checkpoints"] == 1
+    code, report = run_json(tmp_path / "b", "import", str(file))
+    assert code == 0 and report["ok"] and report["problems"] == [], report
+    assert report["quarantined"] == report["held"] == report["rejected_total"] == report["skipped_total"] == 0
+    assert report["roots_held"] and report["accepted"] == exported["records"]
+    assert [a["covers"] for a in report["adopted"]] == [30]
+    with Replica.open(tmp_path / "b") as r:
+        assert transcript_bytes(r.transcript("c")) == views["main"]
+        assert transcript_bytes(r.transcript("c", branch="alt")) == views["alt"]
+        assert r.heads("c") == views["heads"] and r.store.count("c") == views["count"]
+        assert state_.snapshot(r.state("c")) == views["state"]
+        verified = r.verify()
+        assert verified.ok and verified.headers_only == 30
+    again = tmp_path / "again.car"
+    run(tmp_path / "b", "export", str(again))
+    assert again.read_bytes() == file.read_bytes()  # the adopted replica hands on the same file
+    code, report = run_json(tmp_path / "b", "import", str(file))
+    assert code == 0 and report["duplicates"] == exported["records"] and report["adopted"] == []
+    out = run(tmp_path / "c", "import", str(file)).stdout
+    assert "adopted checkpoint" in out and "30 compacted record(s)" in out and "ok: every block imported" in out
 
 
 def test_a_big_import_shows_progress_on_a_terminal(tmp_path: Path) -> None:
     home = tmp_path / "a"
     with Replica.open(home) as r:
         r.write_many("big", [Draft("user_message", {"content": f"{i} " + "x" * 200_000}) for i in range(25)])
-        car_cli.export_car(r, tmp_path / "big.car")
+        carfile.export_car(r, tmp_path / "big.car")
     assert (tmp_path / "big.car").stat().st_size > 4 << 20
     master, slave = pty.openpty()
     seen = bytearray()

@@ -952,3 +952,24 @@ def test_a_refused_compact_caught_inside_a_transaction_changes_nothing(store: St
     with store.transaction(), pytest.raises(StoreError):
         store.compact("c1", [c1[0].cid, c2[0].cid], CHECKPOINTS[0], b"snap")
     assert observe(store, universe) == before and store.snapshot("c1") is None
+
+
+def test_headers_are_stored_as_compaction_leaves_them(new_store: StoreMaker) -> None:
+    """A store that is handed headers (an adopted checkpoint's cover) answers every query as
+    one that held the records and compacted them."""
+    c1, c2 = chain(4, "c1"), chain(2, "c2", key=1)
+    nxt = rec("c1", 5, T0 + 9, (c1[-1],), text="after the checkpoint")
+    universe = Universe.of([*c1, *c2, nxt])
+    with closing(new_store()) as compacted, closing(new_store()) as adopted:
+        commit(compacted, *c1, *c2)
+        compacted.compact("c1", [r.cid for r in c1], CHECKPOINTS[0], b"snap")
+        commit(compacted, nxt)
+        commit(adopted, *c2)
+        commit(adopted, nxt, headers=[r.meta for r in c1])  # headers land first: nxt names one
+        adopted.compact("c1", [], CHECKPOINTS[0], b"snap")
+        want = observe(compacted, universe)
+        assert observe(adopted, universe) == want
+        assert adopted.since(0, "c1")[0] == pairs(nxt) and adopted.snapshot("c1") == (CHECKPOINTS[0], b"snap")
+        commit(adopted, headers=[r.meta for r in c1])  # again: nothing changes
+        commit(adopted, headers=[c2[0].meta])  # a header for a record held whole keeps its bytes
+        assert observe(adopted, universe) == want

@@ -6,6 +6,8 @@
 //   node car_peer.mjs check FILE.car          read, decode, re-hash and re-encode every block
 //   node car_peer.mjs write-blocks IN.json FILE.car   {"roots": [cid text], "blocks": [hex]}
 //   node car_peer.mjs write-value FILE.car    DAG-CBOR values of its own (not records)
+//   node car_peer.mjs write-mixed IN.json FILE.car    the blocks, with a raw, a CIDv0 and an
+//                                                     identity-hash block halfway through
 
 import { createReadStream, createWriteStream } from 'node:fs'
 import { readFile } from 'node:fs/promises'
@@ -16,6 +18,8 @@ import { CarBlockIterator, CarReader, CarWriter } from '@ipld/car'
 import * as dagCbor from '@ipld/dag-cbor'
 import { equals } from 'multiformats/bytes'
 import { CID } from 'multiformats/cid'
+import * as raw from 'multiformats/codecs/raw'
+import { identity } from 'multiformats/hashes/identity'
 import { sha256 } from 'multiformats/hashes/sha2'
 
 async function cidOf (bytes) {
@@ -74,14 +78,20 @@ async function writeCar (path, roots, blocks) {
   await finished(sink)
 }
 
-async function writeBlocks (spec, path) {
+async function readSpec (spec) {
+  // {"roots": [cid text], "blocks": [hex]}: the roots parsed, each block named by its CID
   const { roots, blocks } = JSON.parse(await readFile(spec, 'utf8'))
   const made = []
   for (const hex of blocks) {
     const bytes = Uint8Array.from(Buffer.from(hex, 'hex'))
     made.push({ cid: await cidOf(bytes), bytes })
   }
-  await writeCar(path, roots.map((r) => CID.parse(r)), made)
+  return { roots: roots.map((r) => CID.parse(r)), made }
+}
+
+async function writeBlocks (spec, path) {
+  const { roots, made } = await readSpec(spec)
+  await writeCar(path, roots, made)
   return { count: made.length, cids: made.map((b) => b.cid.toString()) }
 }
 
@@ -95,11 +105,28 @@ async function writeValue (path) {
   return { count: 2, cids: [leafCid.toString(), topCid.toString()], roots: [topCid.toString()] }
 }
 
+async function writeMixed (spec, path) {
+  // blocks no convgraph record can be, in a valid CARv1: raw, CIDv0 (dag-pb) and identity-hashed
+  const { roots, made } = await readSpec(spec)
+  const blob = new TextEncoder().encode('an artifact')
+  const pb = Uint8Array.from([0x0a, 0x00])  // a dag-pb node with empty data
+  const tiny = new TextEncoder().encode('tiny')
+  const foreign = [
+    { cid: CID.create(1, raw.code, await sha256.digest(blob)), bytes: blob },
+    { cid: CID.createV0(await sha256.digest(pb)), bytes: pb },
+    { cid: CID.create(1, raw.code, identity.digest(tiny)), bytes: tiny }
+  ]
+  const half = Math.floor(made.length / 2)
+  await writeCar(path, roots, [...made.slice(0, half), ...foreign, ...made.slice(half)])
+  return { count: made.length + foreign.length, foreign: foreign.map((b) => b.cid.toString()) }
+}
+
 const [command, ...args] = process.argv.slice(2)
 const commands = {
   check: () => check(args[0]),
   'write-blocks': () => writeBlocks(args[0], args[1]),
-  'write-value': () => writeValue(args[0])
+  'write-value': () => writeValue(args[0]),
+  'write-mixed': () => writeMixed(args[0], args[1])
 }
 if (!(command in commands)) {
   console.error(`usage: car_peer.mjs ${Object.keys(commands).join('|')} ...`)

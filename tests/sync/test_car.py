@@ -14,7 +14,7 @@ from convgraph import Draft, ManualClock, Replica
 from convgraph.core.cid import CID
 from convgraph.core.codec import encode
 from convgraph.errors import CarError
-from convgraph.sync.car import MAX_BLOCK, read_car, write_car
+from convgraph.sync.car import MAX_BLOCK, OtherBlock, read_car, write_car
 from convgraph.sync.varint import uvarint as _varint
 
 Blocks = list[tuple[CID, bytes]]
@@ -338,3 +338,66 @@ def test_blocks_after_a_good_one_are_checked_too() -> None:
     good = block(b"\xa0")
     at = len(OK_HEADER) + len(good)
     fails(OK_HEADER + good + section(bytes(CID.of_record(b"\xa0")), b"\xf6"), f"byte {at}")
+
+
+# ------------------------------------------------------------------ blocks that are not records
+
+
+def _read_all(data: bytes) -> tuple[Blocks, list[OtherBlock], list[CarError]]:
+    others: list[OtherBlock] = []
+    tampered: list[CarError] = []
+    _, blocks = read_car(io.BytesIO(data), on_other=others.append, on_mismatch=tampered.append)
+    return list(blocks), others, tampered
+
+
+def _cidv1(codec: int, code: int, digest: bytes) -> bytes:
+    return bytes([1, codec, code, len(digest)]) + digest
+
+
+ART = b"an artifact, raw bytes"
+FOREIGN = [  # (section, what the reason says, checked, a link a record's refs can hold)
+    (section(_cidv1(0x55, 0x12, hashlib.sha256(ART).digest()), ART), "codec 0x55", True, True),
+    (section(b"\x12\x20" + hashlib.sha256(b"\x0a\x02pb").digest(), b"\x0a\x02pb"), "CIDv0", True, False),
+    (section(_cidv1(0x55, 0x00, b"tiny"), b"tiny"), "identity hash", True, False),
+    (section(_cidv1(0x71, 0x00, b"\xa0"), b"\xa0"), "identity hash", True, False),
+    (section(_cidv1(0x55, 0x13, bytes(64)), b"sha2-512, unchecked"), "hash 0x13 not checked", False, False),
+    (section(b"\x02\x71\x12\x20" + bytes(32), b"x"), "CID version 2", False, False),
+    (section(b"\x01\x71\x12\x7f" + bytes(40), b""), "does not parse", False, False),
+]
+
+
+@pytest.mark.parametrize(("raw_section", "needle", "checked", "is_link"), FOREIGN)
+def test_with_on_other_a_block_that_is_no_record_is_reported_and_the_rest_still_read(
+    raw_section: bytes, needle: str, checked: bool, is_link: bool
+) -> None:
+    first, rest = block(BLOCKS[0][1]), b"".join(block(b) for _, b in BLOCKS[1:])
+    data = header({"roots": ROOTS, "version": 1}) + first + raw_section + rest
+    got, others, tampered = _read_all(data)
+    assert got == BLOCKS and tampered == []
+    (other,) = others
+    assert other.at == len(header({"roots": ROOTS, "version": 1})) + len(first)
+    assert needle in other.reason and other.checked == checked and (other.link is not None) == is_link
+    assert other.size == len(raw_section) - len(_varint(other.size))
+    fails(data, "byte")  # without on_other it stays a CarError
+
+
+def test_other_blocks_are_named_as_multiformats_names_them() -> None:
+    raw = _cidv1(0x55, 0x12, hashlib.sha256(ART).digest())
+    v0 = b"\x12\x20" + hashlib.sha256(b"x").digest()
+    _, others, _ = _read_all(OK_HEADER + section(raw, ART) + section(v0, b"x"))
+    assert others[0].cid == str(CID.of_raw(ART)) and others[0].link == CID.of_raw(ART)
+    assert others[1].cid == "QmRQ353oFNqt8zfZ9X1HgRUszwv9RkEEwmMZZkbkYEsybn"  # as npm multiformats prints it
+
+
+def test_a_tampered_block_that_is_no_record_goes_to_on_mismatch() -> None:
+    wrong = [section(_cidv1(0x55, 0x12, hashlib.sha256(ART).digest()), ART + b"!"),
+             section(b"\x12\x20" + bytes(32), b"x"), section(_cidv1(0x55, 0x00, b"tiny"), b"tinY")]
+    for bad in wrong:
+        got, others, tampered = _read_all(OK_HEADER + bad + block(b"\xa0"))
+        assert got == [(CID.of_record(b"\xa0"), b"\xa0")] and others == []
+        assert len(tampered) == 1 and "does not hash" in tampered[0].message and tampered[0].cid
+
+
+def test_with_on_other_an_empty_section_is_still_broken_framing() -> None:
+    with pytest.raises(CarError, match="0 bytes is shorter"):
+        _read_all(OK_HEADER + b"\x00" + block(b"\xa0"))

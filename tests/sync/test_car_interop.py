@@ -122,13 +122,20 @@ def test_npm_reads_what_we_export(peer: Peer, source: Path, tmp_path: Path) -> N
     assert summary["roots"] == exported["roots"] and len(summary["roots"]) == 5 and summary["roots_present"]
 
 
-def test_we_import_what_npm_writes_from_our_records(peer: Peer, source: Path, tmp_path: Path) -> None:
+def spec_of(source: Path, spec: Path) -> tuple[list[CID], list[tuple[CID, bytes]]]:
+    """Write the records and heads of `source` for car_peer.mjs to `spec`; return them."""
     held = records(source)
     blocks = [pair for recs in held.values() for pair in recs]
     with Replica.open(source) as r:
         roots = sorted({h for c in held for h in r.heads(c)})
-    spec = tmp_path / "blocks.json"
     spec.write_text(json.dumps({"roots": [str(c) for c in roots], "blocks": [d.hex() for _, d in blocks]}))
+    return roots, blocks
+
+
+def test_we_import_what_npm_writes_from_our_records(peer: Peer, source: Path, tmp_path: Path) -> None:
+    held = records(source)
+    spec = tmp_path / "blocks.json"
+    roots, blocks = spec_of(source, spec)
     file = tmp_path / "theirs.car"
     written = peer("write-blocks", spec, file)
     assert written["cids"] == [str(c) for c, _ in blocks]  # their CIDs of our bytes are ours
@@ -156,3 +163,30 @@ def test_npm_values_that_are_no_records_are_rejected_not_a_crash(peer: Peer, tmp
     assert [r["cid"] for r in report["rejected"]] == written["cids"]
     assert all(r["rule"] == "schema" for r in report["rejected"])
     assert report["roots"] == written["roots"] and not report["roots_held"]
+
+
+def test_we_read_past_the_blocks_npm_writes_that_are_no_records(peer: Peer, source: Path, tmp_path: Path) -> None:
+    held = records(source)
+    spec = tmp_path / "blocks.json"
+    _, blocks = spec_of(source, spec)
+    file = tmp_path / "mixed.car"
+    written = peer("write-mixed", spec, file)
+    code, report = convgraph(tmp_path / "b", "import", str(file))
+    assert code == 1 and report["error"] is None and report["blocks"] == written["count"] == len(blocks) + 3
+    assert report["accepted"] == len(blocks) and report["roots_held"] and report["rejected"] == []
+    assert [k["cid"] for k in report["skipped"]] == written["foreign"]  # named as multiformats names them
+    assert records(tmp_path / "b") == held
+
+
+def test_npm_reads_a_compacted_conversation_we_export(peer: Peer, tmp_path: Path) -> None:
+    home = tmp_path / "a"
+    with Replica.open(home, clock=ManualClock()) as r:
+        r.write_many("c", [Draft("user_message", {"content": f"{i}"}) for i in range(5)])
+        r.checkpoint("c", compact=True)
+        r.say("c", "user", "after")
+    file = tmp_path / "c.car"
+    code, exported = convgraph(home, "export", str(file))
+    assert code == 0 and exported["compacted"] == 5
+    summary = peer("check", file)
+    assert summary["problems"] == [] and summary["count"] == exported["records"] + 2  # + cover, snapshot
+    assert summary["roots_present"]

@@ -227,11 +227,15 @@ def verify(ctx: click.Context, as_json: bool) -> None:
         report = r.verify()
     failures = [{"cid": str(c), "rule": e.rule, "error": str(e)} for c, e in report.failures]
     if as_json:
-        _emit({"checked": report.checked, "ok": report.ok, "failures": failures})
+        _emit({"checked": report.checked, "ok": report.ok, "failures": failures,
+               "headers_only": report.headers_only})
     else:
         for f in failures:
             err.print(error_line("FAIL", f"{f['cid']} {f['rule']}: {f['error']}"))
         out.print(f"{report.checked} records checked, {len(failures)} failed")
+        if report.headers_only:
+            out.print(f"{report.headers_only} compacted record(s) held as headers only: their signatures "
+                      "cannot be re-checked, their checkpoint's snapshot and cover were")
     if not report.ok:
         sys.exit(1)
 

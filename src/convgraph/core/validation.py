@@ -21,8 +21,8 @@ def missing_parents(record: Record, known: Mapping[CID, RecordMeta]) -> list[CID
     return [p for p in record.parents if p not in known]
 
 
-def check_causality(record: Record, parents: Mapping[CID, RecordMeta]) -> None:
-    """Raise a `CausalityError` unless `record` is consistent with its (known) parents."""
+def check_causality(record: Record | RecordMeta, parents: Mapping[CID, RecordMeta]) -> None:
+    """Raise a `CausalityError` unless `record` (or a header) is consistent with its parents."""
     text = record.cid  # rendered only if an error is shown
     own_seqs: list[int] = []
     for cid in record.parents:

@@ -42,6 +42,9 @@ class WriteSet:
     equivocations: list[tuple[CID, CID]] = field(default_factory=list)
     # none of the records is stored: just signed, or checked inside this same transaction
     fresh: bool = False
+    # compacted records adopted from a checkpoint's cover: stored as headers, without bytes,
+    # before `records` (a record may name them); one already stored is left as it is
+    headers: list[RecordMeta] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,9 @@ class Store(Protocol):
     def commit(self, writes: WriteSet) -> None:
         """Apply `writes` atomically (idempotent for records already stored).
 
-        Precondition: every parent of a record is stored or precedes it in `writes.records`
-        (ingest guarantees it), which is what lets heads be maintained incrementally.
+        Precondition: every parent of a record or header is stored or precedes it in
+        `writes.headers` + `writes.records` (ingest guarantees it), which is what lets heads
+        be maintained incrementally.
         """
         ...
 
@@ -182,6 +186,12 @@ def pending_of_row(row: tuple[bytes, str, int, bytes, bytes]) -> Pending:
     cid, reason, wall, missing, data = row
     why: PendingReason = "clock" if reason == "clock" else "parents"
     return Pending(CID(cid), data, why, wall, split_cids(missing))
+
+
+def header_row(meta: RecordMeta) -> tuple[bytes, str, bytes, int, int, int, bytes, bytes]:
+    """The SQL stores' `records` row of a header-only record: every column, empty `data`."""
+    return (bytes(meta.cid), meta.conv, meta.actor, meta.seq, meta.hlc.wall_ms, meta.hlc.counter,
+            b"".join(map(bytes, meta.parents)), b"")
 
 
 def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:

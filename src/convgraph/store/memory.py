@@ -17,7 +17,7 @@ from typing import Any
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import Record, RecordMeta
+from convgraph.core.record import RecordMeta
 from convgraph.errors import StoreError
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet, sort_pairs
 
@@ -99,8 +99,10 @@ class MemoryStore:
     def commit(self, writes: WriteSet) -> None:
         with self.transaction():
             self._version += 1
+            for meta in writes.headers:
+                self._put(meta, b"")
             for record in writes.records:
-                self._put(record)
+                self._put(record.meta, record.data)
             for cid in writes.pending_remove:
                 self._unpend(cid)
             for entry in writes.pending_put:
@@ -122,36 +124,36 @@ class MemoryStore:
             waiters = self._own(self._waiting, missing, set)
             waiters.discard(cid)
 
-    def _put(self, record: Record) -> None:
-        if record.cid in self._data:
+    def _put(self, meta: RecordMeta, data: bytes) -> None:
+        """Store a record (`data` empty: its header only, as compaction leaves one)."""
+        if meta.cid in self._data:
             return
-        meta = record.meta
-        self._set(self._data, record.cid, record.data)
-        self._set(self._meta, record.cid, meta)
-        entry = (record.order_key, record.cid)
-        order = self._order[record.conv]
+        self._set(self._data, meta.cid, data)
+        self._set(self._meta, meta.cid, meta)
+        entry = ((meta.hlc.wall_ms, meta.hlc.counter, meta.actor, bytes(meta.cid)), meta.cid)
+        order = self._order[meta.conv]
         bisect.insort(order, entry)
-        heads = self._heads[record.conv]
-        dropped = heads.intersection(record.parents)
+        heads = self._heads[meta.conv]
+        dropped = heads.intersection(meta.parents)
         heads.difference_update(dropped)
-        heads.add(record.cid)
-        chain = self._chain[(record.actor, record.conv, record.seq)]
-        chain.append(record.cid)
-        self._arrival.append(record.cid)
+        heads.add(meta.cid)
+        chain = self._chain[(meta.actor, meta.conv, meta.seq)]
+        chain.append(meta.cid)
+        self._arrival.append(meta.cid)
         if self._undo is not None:  # precise inverses: copying a conversation's order is O(n)
 
             def undo() -> None:
                 self._arrival.pop()
                 del order[bisect.bisect_left(order, entry)]
-                heads.discard(record.cid)
+                heads.discard(meta.cid)
                 heads.update(dropped)
-                chain.remove(record.cid)
+                chain.remove(meta.cid)
 
             self._undo.append(undo)
-        last = self._last.get((record.actor, record.conv))
-        if last is None or (record.seq, bytes(record.cid)) > (last.seq, bytes(last.cid)):
-            self._set(self._last, (record.actor, record.conv), meta)
-        self._max_hlc = max(self._max_hlc, record.hlc)
+        last = self._last.get((meta.actor, meta.conv))
+        if last is None or (meta.seq, bytes(meta.cid)) > (last.seq, bytes(last.cid)):
+            self._set(self._last, (meta.actor, meta.conv), meta)
+        self._max_hlc = max(self._max_hlc, meta.hlc)
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
         with self.transaction():

@@ -31,12 +31,13 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import RecordMeta
+from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
 from convgraph.store.base import (
     Pending,
     QuarantineBounds,
     WriteSet,
+    header_row,
     meta_of_row,
     pending_of_row,
     sort_pairs,
@@ -278,18 +279,22 @@ class PostgresStore:
             asked = {bytes(p.cid) for p in writes.pending_put} | {bytes(c) for ab in pairs for c in ab}
             if not writes.fresh:
                 asked |= {bytes(r.cid) for r in writes.records}
+            asked |= {bytes(m.cid) for m in writes.headers}
             known: dict[bytes, str] = dict(self._run(
                 conn, "SELECT cid, conv FROM {s}.records WHERE cid = ANY(%s::bytea[])", list(asked)
             ).fetchall()) if asked else {}
             fresh = {r.cid: r for r in writes.records if writes.fresh or bytes(r.cid) not in known}
-            rows = [(bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
-                     b"".join(map(bytes, r.parents)), r.data) for r in fresh.values()]
+            headers = {m.cid: m for m in writes.headers if bytes(m.cid) not in known and m.cid not in fresh}
+            rows = [*map(header_row, headers.values()),
+                    *((bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
+                       b"".join(map(bytes, r.parents)), r.data) for r in fresh.values())]
             known.update((row[0], row[1]) for row in rows)
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
-            named = {(r.conv, p) for r in fresh.values() for p in r.parents}
-            unheaded = [(c, bytes(p)) for c, p in named if p not in fresh]
-            headed = [(r.conv, bytes(r.cid)) for r in fresh.values() if (r.conv, r.cid) not in named]
+            added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
+            named = {(r.conv, p) for r in added for p in r.parents}
+            unheaded = [(c, bytes(p)) for c, p in named if p not in fresh and p not in headers]
+            headed = [(r.conv, bytes(r.cid)) for r in added if (r.conv, r.cid) not in named]
             unpend = [bytes(c) for c in writes.pending_remove] + [bytes(p.cid) for p in writes.pending_put]
             last = {bytes(p.cid): (i, p) for i, p in enumerate(writes.pending_put)}  # a later entry wins
             entries = [p for c, (_, p) in sorted(last.items(), key=lambda kv: kv[1][0]) if c not in known]
@@ -313,7 +318,7 @@ class PostgresStore:
                 ("INSERT INTO {s}.equivocations VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                  [(bytes(a), bytes(b), known[bytes(a)]) for a, b in pairs]),
                 ("SELECT pg_notify(%s, c) FROM unnest(%s::text[]) c",  # delivered only at COMMIT
-                 [(self.notify_channel, sorted({r.conv for r in fresh.values()}))] if rows else []),
+                 [(self.notify_channel, sorted({r.conv for r in added}))] if rows else []),
             ]
             with conn.pipeline(), conn.cursor() as cur:  # every write, without waiting for each
                 for text, params in batches:

@@ -22,12 +22,13 @@ from typing import Any, Final, Literal
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import RecordMeta
+from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
 from convgraph.store.base import (
     Pending,
     QuarantineBounds,
     WriteSet,
+    header_row,
     meta_of_row,
     pending_of_row,
     sort_pairs,
@@ -198,22 +199,26 @@ class SqliteStore:
             db = self._db
             stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
             fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
+            held = self._stored(m.cid for m in writes.headers) if writes.headers else set()
+            headers = {m.cid: m for m in writes.headers if m.cid not in held and m.cid not in fresh}
             db.executemany(
                 "INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
-                  b"".join(map(bytes, r.parents)), r.data) for r in fresh.values()],
+                [*map(header_row, headers.values()),
+                 *((bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
+                    b"".join(map(bytes, r.parents)), r.data) for r in fresh.values())],
             )
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
-            named = {(r.conv, p) for r in fresh.values() for p in r.parents}
+            added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
+            named = {(r.conv, p) for r in added for p in r.parents}
             db.executemany(  # a parent inside the batch never became a head row
                 "DELETE FROM heads WHERE conv = ? AND cid = ?",
-                [(c, bytes(p)) for c, p in named if p not in fresh],
+                [(c, bytes(p)) for c, p in named if p not in fresh and p not in headers],
             )
             db.executemany(
                 "INSERT INTO heads VALUES (?, ?)",
-                [(r.conv, bytes(r.cid)) for r in fresh.values() if (r.conv, r.cid) not in named],
+                [(r.conv, bytes(r.cid)) for r in added if (r.conv, r.cid) not in named],
             )
             for cid in writes.pending_remove:
                 self._unpend(bytes(cid))

@@ -2,19 +2,22 @@
 
 A file is `varint(len(header)) header` then, per block, `varint(len(cid) + len(data)) cid
 data`; the header is the canonical DAG-CBOR map `{"roots": [links], "version": 1}` and the
-varints are unsigned LEB128. Only CIDv1 / dag-cbor / sha2-256 blocks are read, each one
-re-hashed, and every fault is a `CarError` naming its byte offset. Invariant: `read_car`
-yields a block only if its CID is the hash of its data, and reads back exactly what
-`write_car` wrote under the same bounds.
+varints are unsigned LEB128. Only CIDv1 / dag-cbor / sha2-256 blocks are yielded, each one
+re-hashed; any other well-framed block (raw, CIDv0, identity hash, …) is handed to
+`on_other` when given, and every fault is a `CarError` naming its byte offset. Invariant:
+`read_car` yields a block only if its CID is the hash of its data, and reads back exactly
+what `write_car` wrote under the same bounds.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from convgraph.core.cid import CID
+from convgraph.core.cid import CID, RAW
 from convgraph.core.codec import decode, encode
 from convgraph.errors import CarError, ConvgraphError
 from convgraph.sync.varint import uvarint
@@ -24,6 +27,28 @@ MAX_HEADER: Final = 1 << 16
 _CID_LEN: Final = 36
 _PREFIX: Final = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32-byte digest
 _MAX_VARINT: Final = 9  # 63 bits: far past any bound, short enough to refuse a runaway
+_READ_CHUNK: Final = 1 << 20  # a lying length never makes us allocate more than what the file holds
+_SHA2_256: Final = 0x12
+_IDENTITY: Final = 0x00
+_CIDV0: Final = b"\x12\x20"  # a bare sha2-256 multihash: CIDv0, dag-pb
+_B58: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class OtherBlock:
+    """A well-framed block that is not CIDv1 / dag-cbor / sha2-256: never a record, so skipped.
+
+    `cid` is its text form (base32 CIDv1, base58btc CIDv0) or, when the CID does not parse,
+    the hex of the section's first bytes; `link` is set when a record's `refs` can name it
+    (raw, sha2-256), and `checked` says whether its data was found to hash to its CID.
+    """
+
+    at: int
+    cid: str
+    reason: str
+    size: int
+    checked: bool = False
+    link: CID | None = None
 
 
 def write_car(
@@ -69,7 +94,7 @@ class _Source:
     def read(self, n: int, what: str) -> bytes:
         start, parts, got = self.pos, [], 0
         while got < n:  # a pipe or socket may hand back less than asked
-            part = self.src.read(n - got)
+            part = self.src.read(min(n - got, _READ_CHUNK))
             if not part:
                 break
             parts.append(part)
@@ -143,8 +168,54 @@ def _check_prefix(raw: bytes, at: int) -> None:
         raise CarError(f"block at byte {at} is not hashed with sha2-256 (32 bytes): prefix {raw[:4].hex()}")
 
 
+def _uvarint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """The varint at `buf[pos:]` and the position after it; (-1, len) when it does not end."""
+    value = 0
+    for i in range(_MAX_VARINT):
+        if pos + i >= len(buf):
+            break
+        value |= (buf[pos + i] & 0x7F) << (7 * i)
+        if not buf[pos + i] & 0x80:
+            return value, pos + i + 1
+    return -1, len(buf)
+
+
+def _other(section: bytes, at: int) -> tuple[OtherBlock, bool]:
+    """Describe a block that is no record candidate; the flag is False when its hash is wrong."""
+    if section[:2] == _CIDV0:
+        fields, end = [0, 0x70, _SHA2_256, 32], 34
+    else:
+        fields, end = [], 0
+        for _ in range(4):  # version, codec, multihash code, digest length
+            value, end = _uvarint_at(section, end)
+            fields.append(value)
+        end += max(fields[3], 0)
+    version, codec, code, length = fields
+    if min(fields) < 0 or end > len(section) or version not in (0, 1):
+        why = "its CID does not parse" if version in (0, 1) else f"CID version {version} is not supported"
+        return OtherBlock(at, section[:_CID_LEN].hex(), why, len(section)), True
+    raw, data = section[:end], section[end:]
+    text = _base58(raw) if version == 0 else "b" + base64.b32encode(raw).decode().lower().rstrip("=")
+    digest = raw[end - length :]
+    checked = (code == _SHA2_256 and length == 32) or code == _IDENTITY
+    ok = not checked or digest == (data if code == _IDENTITY else hashlib.sha256(data).digest())
+    kind = "CIDv0" if version == 0 else "identity hash" if code == _IDENTITY else f"codec 0x{codec:02x}"
+    why = f"{kind}: not a dag-cbor sha2-256 block" + ("" if checked else f" (hash 0x{code:02x} not checked)")
+    link = CID(raw) if version == 1 and codec == RAW and checked and code == _SHA2_256 else None
+    return OtherBlock(at, text, why, len(section), checked, link), ok
+
+
+def _base58(raw: bytes) -> str:
+    n, out = int.from_bytes(raw, "big"), ""
+    while n:
+        n, digit = divmod(n, 58)
+        out = _B58[digit] + out
+    return "1" * (len(raw) - len(raw.lstrip(b"\0"))) + out
+
+
 def _blocks(
-    src: _Source, max_block: int, on_mismatch: Callable[[CarError], None] | None
+    src: _Source, max_block: int, on_mismatch: Callable[[CarError], None] | None,
+    on_other: Callable[[OtherBlock], None] | None,
 ) -> Iterator[tuple[CID, bytes]]:
     while True:
         at = src.pos
@@ -153,32 +224,49 @@ def _blocks(
             return
         if size > max_block:  # refused before a byte of the body is read
             raise CarError(f"block at byte {at} of {size} bytes exceeds max_block={max_block}")
-        if size < _CID_LEN:
+        if size < _CID_LEN and (on_other is None or size == 0):
             raise CarError(f"block at byte {at} of {size} bytes is shorter than a {_CID_LEN}-byte CIDv1")
-        raw = src.read(_CID_LEN, "block CID")
-        _check_prefix(raw, at)
+        raw = src.read(min(size, _CID_LEN), "block CID")
+        if raw[:4] != _PREFIX or len(raw) < _CID_LEN:
+            if on_other is None:
+                _check_prefix(raw, at)
+            other, ok = _other(raw + src.read(size - len(raw), "block data"), at)
+            if not ok:
+                _mismatch(CarError(f"block at byte {at}: its data does not hash to its CID",
+                                   cid=other.cid), on_mismatch)
+            elif on_other is not None:
+                on_other(other)
+            continue
         data = src.read(size - _CID_LEN, "block data")
         cid = CID(raw)
         if hashlib.sha256(data).digest() != cid.digest:
             error = CarError(f"block at byte {at}: its data does not hash to its CID", cid=cid)
-            if on_mismatch is None:
-                raise error
-            on_mismatch(error)  # the framing is intact: report this block and read on
+            _mismatch(error, on_mismatch)
             continue
         yield cid, data
+
+
+def _mismatch(error: CarError, on_mismatch: Callable[[CarError], None] | None) -> None:
+    if on_mismatch is None:
+        raise error
+    on_mismatch(error)  # the framing is intact: report this block and read on
 
 
 def read_car(
     src: BinaryIO, *, max_block: int = MAX_BLOCK, max_header: int = MAX_HEADER,
     on_mismatch: Callable[[CarError], None] | None = None,
+    on_other: Callable[[OtherBlock], None] | None = None,
 ) -> tuple[list[CID], Iterator[tuple[CID, bytes]]]:
     """Read the header of a CARv1 now and return its roots and a lazy iterator of blocks.
 
     The iterator raises `CarError` at the first fault, after yielding every block before it,
     so a caller can keep what was good; `max_block` bounds `len(cid) + len(data)`. With
     `on_mismatch`, a block whose data does not hash to its CID is handed to it and skipped
-    instead, and reading goes on: one tampered block does not hide the rest.
+    instead, and reading goes on: one tampered block does not hide the rest. With
+    `on_other`, so is every well-framed block that is not CIDv1 / dag-cbor / sha2-256
+    (its hash checked when it is sha2-256 or identity); without it, such a block is a
+    `CarError`. Only a broken frame always ends the reading.
     """
     source = _Source(src)
     roots = _read_header(source, max_header)
-    return roots, _blocks(source, max_block, on_mismatch)
+    return roots, _blocks(source, max_block, on_mismatch, on_other)

@@ -1,0 +1,298 @@
+"""Conversations to and from CARv1 files: `export_car` writes them, `import_car` ingests one.
+
+An export holds, per conversation, the cover, snapshot and checkpoint of its latest
+compaction (if any) and then every record that still has its bytes, in canonical order;
+the roots are the heads. An import streams the blocks into `Replica.ingest` in batches,
+adopts each checkpoint whose cover and snapshot it met (`Replica.adopt`), skips and reports
+blocks that are no records, and ends only at a broken frame. Invariant: an export of a
+replica, imported into an empty one, rebuilds every conversation's records, heads and
+folded state (`docs/sync.md`, CAR files).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from convgraph.adoption import Compaction, compaction_of, cover_checkpoint, role
+from convgraph.core import codec
+from convgraph.core.cid import CID
+from convgraph.core.keys import actor_text
+from convgraph.errors import CarError, ConvgraphError, CoverError, NotFoundError
+from convgraph.ingest import IngestReport
+from convgraph.replica import Replica
+from convgraph.sync.car import OtherBlock, read_car, write_car
+
+BATCH: Final = 1000
+MAX_HEADER: Final = 1 << 22  # one ~40-byte root per conversation: room for ~100k of them
+MAX_BLOCK: Final = 1 << 28  # a record is at most 1 MiB; a big conversation's snapshot or cover is not
+MAX_SHOWN: Final = 1000  # rejections and skipped blocks listed: past this only the counts grow
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def export_car(replica: Replica, path: Path, convs: Sequence[str] = ()) -> dict[str, Any]:
+    """Write `convs` (default: all) of `replica` to the CAR file `path`; returns the summary."""
+    chosen = sorted(set(convs)) if convs else replica.conversations()
+    for conv in chosen:
+        if replica.store.count(conv) == 0:
+            raise NotFoundError(f"no conversation {conv!r} in this replica")
+    # heads before records: a record written meanwhile only adds blocks, never loses a root
+    roots = sorted({h for conv in chosen for h in replica.store.heads(conv)})
+    tally = {"records": 0, "compacted": 0, "checkpoints": 0}
+
+    def blocks() -> Iterator[tuple[CID, bytes]]:
+        for conv in chosen:
+            compaction = compaction_of(replica.store, conv)
+            if compaction is not None:  # first what a fresh replica adopts, so nothing waits for it
+                tally["compacted"] += compaction.count
+                tally["checkpoints"] += 1
+                tally["records"] += 1
+                yield from _compaction_blocks(compaction)
+            for cid, data in replica.store.records(conv):  # canonical order; compacted ones have no bytes
+                if compaction is None or cid != compaction.checkpoint:
+                    tally["records"] += 1
+                    yield cid, data
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    except OSError as exc:
+        raise ConvgraphError(f"cannot write {path}: {exc}") from exc
+    try:
+        os.fchmod(fd, _new_file_mode())  # mkstemp's 0600 is for secrets; this is an ordinary file
+        with os.fdopen(fd, "wb") as fh:
+            size = write_car(fh, roots, blocks(), max_header=MAX_HEADER, max_block=MAX_BLOCK)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ConvgraphError(f"cannot write {path}: {exc}") from exc
+        raise
+    return {"file": str(path), **tally, "roots": [str(c) for c in roots], "bytes": size}
+
+
+def _compaction_blocks(c: Compaction) -> Iterator[tuple[CID, bytes]]:
+    yield CID.of_record(c.cover), c.cover
+    yield CID.of_record(c.snapshot), c.snapshot
+    yield c.checkpoint, c.record
+
+
+@dataclass
+class ImportSummary:
+    """What one `import` did: counts over every batch, the first rejections and skipped
+    blocks, the checkpoints adopted, what was left waiting, and the roots."""
+
+    file: str
+    blocks: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    released: int = 0
+    quarantined: int = 0  # left waiting for parents when the import ended
+    held: int = 0  # left waiting for the clock
+    evicted: int = 0
+    rejected_total: int = 0
+    rejected: list[dict[str, str | None]] = field(default_factory=list)
+    skipped_total: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: int = 0  # skipped blocks that a record's refs name: expected, not a problem
+    adopted: list[dict[str, Any]] = field(default_factory=list)
+    roots: list[CID] = field(default_factory=list)
+    missing_roots: list[CID] = field(default_factory=list)
+    error: CarError | None = None
+
+    def add(self, report: IngestReport) -> None:
+        self.accepted += len(report.accepted)
+        self.duplicates += len(report.duplicates)
+        self.released += len(report.released)
+        self.evicted += len(report.evicted)
+        for r in report.rejected:
+            self.reject(r.cid, r.error)
+
+    def reject(self, cid: object, error: ConvgraphError, rule: str | None = None) -> None:
+        """A block refused: a record that broke a rule, a tampered block, a cover not adopted."""
+        self.rejected_total += 1
+        if len(self.rejected) < MAX_SHOWN:
+            self.rejected.append({"cid": None if cid is None else str(cid), "rule": rule or error.rule,
+                                  "error": error.message})
+
+    def skip(self, cid: str, reason: str) -> None:
+        """A well-framed block that is no record: read past, never ingested."""
+        self.skipped_total += 1
+        if len(self.skipped) < MAX_SHOWN:
+            self.skipped.append({"cid": cid, "reason": reason})
+
+    @property
+    def problems(self) -> list[str]:
+        """What keeps this import from being complete; empty means exit 0."""
+        found = [
+            (self.rejected_total, "block(s) rejected"),
+            (self.skipped_total - self.artifacts, "block(s) that are no records, named by no record's refs"),
+            (self.quarantined, "record(s) left in quarantine, waiting for parents"),
+            (self.held, "record(s) held, timestamped ahead of this machine's clock"),
+            (self.evicted, "record(s) evicted from a full quarantine"),
+            (len(self.missing_roots), "root(s) missing"),
+        ]
+        problems = [f"{n} {what}" for n, what in found if n]
+        return [*problems, f"malformed file: {self.error}"] if self.error is not None else problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "blocks": self.blocks, "accepted": self.accepted,
+            "duplicates": self.duplicates, "released": self.released, "quarantined": self.quarantined,
+            "held": self.held, "evicted": self.evicted, "rejected_total": self.rejected_total,
+            "rejected": self.rejected, "skipped_total": self.skipped_total, "skipped": self.skipped,
+            "artifacts": self.artifacts, "adopted": self.adopted,
+            "roots": [str(c) for c in self.roots], "roots_held": not self.missing_roots,
+            "missing_roots": [str(c) for c in self.missing_roots],
+            "error": None if self.error is None else str(self.error),
+            "problems": self.problems, "ok": not self.problems,
+        }
+
+
+class _Import:
+    """The state of one import: the batch, the blocks kept for adoption, what is waiting."""
+
+    def __init__(self, replica: Replica, summary: ImportSummary) -> None:
+        self.replica, self.summary = replica, summary
+        self.batch: list[tuple[bytes, CID]] = []
+        self.snapshots: dict[CID, bytes] = {}
+        self.covers: dict[CID, tuple[CID, bytes]] = {}  # checkpoint -> (cover block, cover)
+        self.waiting: set[CID] = set()  # records of the file quarantined or held along the way
+        self.refs: set[CID] = set()
+        self.links: list[CID] = []  # skipped blocks a record's refs could name
+
+    def block(self, cid: CID, data: bytes) -> None:
+        self.summary.blocks += 1
+        kind = role(data)
+        if kind == "snapshot":
+            self.snapshots[cid] = data
+        elif kind == "cover":
+            checkpoint = cover_checkpoint(data)
+            if checkpoint is None:
+                self.summary.reject(cid, CoverError("not a well-formed cover", checkpoint=None))
+            elif checkpoint in self.covers:
+                self.summary.skip(str(cid), f"a second cover of checkpoint {checkpoint}")
+            else:
+                self.covers[checkpoint] = (cid, data)
+        elif cid in self.covers and self._snapshot_for(data) is not None:
+            self.flush()  # what came before may be what the checkpoint's children wait for
+            if not self._adopt(cid, data):
+                self.batch.append((data, cid))
+        else:
+            self.batch.append((data, cid))
+        if len(self.batch) >= BATCH:
+            self.flush()
+
+    def other(self, block: OtherBlock) -> None:
+        self.summary.blocks += 1
+        self.summary.skip(block.cid, block.reason)
+        if block.link is not None:
+            self.links.append(block.link)
+
+    def tampered(self, error: CarError) -> None:
+        self.summary.blocks += 1
+        self.summary.reject(error.cid, error, "cid")
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        report = self.replica.ingest(self.batch)
+        self._note(report)
+        refused = {r.cid for r in report.rejected}
+        for data, cid in self.batch:
+            if cid not in refused:  # a valid record (or a stored one): its refs name artifacts
+                self.refs.update(codec.decode_trusted(data)["refs"])
+        self.batch = []
+
+    def _note(self, report: IngestReport) -> None:
+        self.summary.add(report)
+        self.waiting.update(report.quarantined, report.held)
+        if report.duplicates and self.replica.store.pending_stats()[0]:  # already waiting before
+            self.waiting.update(self.replica.store.pending_get(report.duplicates))
+
+    def _snapshot_for(self, checkpoint: bytes) -> bytes | None:
+        """The snapshot block a checkpoint names, if the file brought it (decoded loosely:
+        `Replica.adopt` checks everything)."""
+        with suppress(ConvgraphError, KeyError, TypeError):
+            link = codec.decode(checkpoint)["payload"]["snapshot"]
+            return self.snapshots.get(link) if type(link) is CID else None
+        return None
+
+    def _adopt(self, checkpoint: CID, data: bytes) -> bool:
+        """Adopt `checkpoint` with its cover and snapshot; False (and reported) if refused."""
+        cover_cid, cover = self.covers.pop(checkpoint)
+        snapshot = self._snapshot_for(data)
+        try:
+            if snapshot is None:
+                raise CoverError("its checkpoint names a snapshot the file does not hold",
+                                 checkpoint=checkpoint)
+            report = self.replica.adopt(data, snapshot, cover)
+        except ConvgraphError as exc:
+            self.summary.reject(cover_cid, exc)
+            return False
+        self.snapshots.pop(CID.of_record(snapshot), None)
+        self._note(report)
+        if report.adopted:
+            record = self.replica.get(checkpoint)
+            self.summary.adopted.append({
+                "checkpoint": str(checkpoint), "conv": record.conv, "signer": actor_text(record.actor),
+                "covers": record.payload["count"],
+            })
+        return True
+
+    def finish(self) -> None:
+        """Adopt what waited for the end of the file, then count what is still missing."""
+        self.flush()
+        store = self.replica.store
+        for checkpoint in list(self.covers):  # its checkpoint came before its snapshot, or never
+            waiting = store.pending_get([checkpoint]).get(checkpoint)
+            data = store.get(checkpoint) or (waiting.data if waiting else None)
+            if data is None:
+                error = CoverError("its checkpoint is neither in the file nor held", checkpoint=checkpoint)
+                self.summary.reject(self.covers.pop(checkpoint)[0], error)
+            else:
+                self._adopt(checkpoint, data)
+        for cid in self.snapshots:
+            self.summary.skip(str(cid), "a snapshot no adopted checkpoint names")
+        self.summary.artifacts = sum(1 for link in self.links if link in self.refs)
+        left = store.pending_get(self.waiting) if self.waiting and store.pending_stats()[0] else {}
+        self.summary.held = sum(1 for p in left.values() if p.reason == "clock")
+        self.summary.quarantined = len(left) - self.summary.held
+        self.summary.missing_roots = [c for c in self.summary.roots if not store.has(c)]
+
+
+def import_car(
+    replica: Replica, path: Path, *, progress: Callable[[int], None] | None = None
+) -> ImportSummary:
+    """Ingest the CAR file `path`. A tampered block is rejected, a block that is no record is
+    skipped, and the reading goes on; a broken frame (`CarError`, kept in `.error`) ends it
+    after every valid block before it was ingested. `progress` hears the bytes read so far."""
+    summary = ImportSummary(str(path))
+    state = _Import(replica, summary)
+    try:
+        with path.open("rb") as fh:
+            try:
+                summary.roots, blocks = read_car(fh, max_header=MAX_HEADER, max_block=MAX_BLOCK,
+                                                 on_mismatch=state.tampered, on_other=state.other)
+                for cid, data in blocks:
+                    state.block(cid, data)
+                    if progress is not None and not state.batch:
+                        progress(fh.tell())
+            except CarError as exc:
+                summary.error = exc
+            state.finish()
+    except OSError as exc:
+        raise ConvgraphError(f"cannot read {path}: {exc}") from exc
+    return summary
