@@ -27,6 +27,7 @@ from convgraph.core.record import (
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     AuthError,
+    BindError,
     CarError,
     CausalityError,
     CidMismatchError,
@@ -45,6 +46,7 @@ from convgraph.errors import (
     RetentionRefusedError,
     SchemaError,
     SeqChainError,
+    ServerBusyError,
     SignatureError,
     SizeLimitError,
     SnapshotError,
@@ -92,6 +94,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuthError",
+    "BindError",
     "CID",
     "CarError",
     "CausalityError",
@@ -141,6 +144,7 @@ __all__ = [
     "SURFACES",
     "SchemaError",
     "SeqChainError",
+    "ServerBusyError",
     "SignatureError",
     "SigningKey",
     "SizeLimitError",
