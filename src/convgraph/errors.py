@@ -33,6 +33,7 @@
             ├── UnauthenticatedError  no valid signature, or a replay (HTTP 401)
             ├── ForbiddenError      a valid key without access to what it asked (HTTP 403)
             └── ServerBusyError     a bound the server keeps is full; retry later (HTTP 503)
+                └── NonceLogFullError  the replay window holds as many nonces as it may
 
 Every leaf that concerns one record carries its `cid` (text form) when it is known, so a
 report can say which record broke which rule.
@@ -227,6 +228,19 @@ class ServerBusyError(AuthError):
         self.limit = limit
 
 
+class NonceLogFullError(ServerBusyError):
+    """The nonce log holds `limit` unexpired nonces and forgets none of them early.
+
+    Forgetting one would make its request replayable, so a new request is refused instead.
+    """
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(
+            "too many requests in the replay window", limit=limit,
+            reason=f"the server holds {limit} unexpired request nonces; retry later",
+        )
+
+
 _RULES: dict[type[ConvgraphError], str] = {
     DecodeError: "decode",
     NonCanonicalError: "canonical",
@@ -253,5 +267,6 @@ _RULES: dict[type[ConvgraphError], str] = {
     UnauthenticatedError: "unauthenticated",
     ForbiddenError: "forbidden",
     ServerBusyError: "busy",
+    NonceLogFullError: "busy",
     BindError: "bind",
 }

@@ -19,7 +19,7 @@ from typing import Final, Protocol
 
 from convgraph.core import keys
 from convgraph.core.keys import SigningKey
-from convgraph.errors import ConvgraphError, ServerBusyError, UnauthenticatedError
+from convgraph.errors import ConvgraphError, NonceLogFullError, UnauthenticatedError
 
 DOMAIN: Final = b"convgraph/http/v1\n"
 ACTOR: Final = "x-convgraph-actor"
@@ -53,20 +53,12 @@ class NonceLog(Protocol):
     """Remembers nonces for as long as their requests could still be fresh.
 
     Invariant: an unexpired nonce is never forgotten; a log that cannot take another one
-    raises `ServerBusyError` (the request is refused, 503) instead of making room.
+    raises `NonceLogFullError` (the request is refused, 503) instead of making room.
     """
 
     def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
         """Record the nonce; False when it was already recorded and has not expired."""
         ...
-
-
-def full(limit: int) -> ServerBusyError:
-    """The refusal of a nonce log holding `limit` unexpired nonces."""
-    return ServerBusyError(
-        "too many requests in the replay window", limit=limit,
-        reason=f"the server holds {limit} unexpired nonces and forgets none of them early; retry later",
-    )
 
 
 class MemoryNonces:
@@ -86,7 +78,7 @@ class MemoryNonces:
             if (actor, nonce) in self._seen:
                 return False
             if len(self._seen) >= self._max:
-                raise full(self._max)
+                raise NonceLogFullError(limit=self._max)
             self._seen[(actor, nonce)] = expires_ms
             heapq.heappush(self._expiry, (expires_ms, actor, nonce))
             return True
