@@ -91,20 +91,30 @@ class Verifier:
     nonces: NonceLog
     window_ms: int = DEFAULT_WINDOW_MS
 
-    def verify(
-        self, method: str, target: str, body: bytes, headers: Mapping[str, str], *, now_ms: int
-    ) -> bytes:
-        """The actor that signed the request; `UnauthenticatedError` saying why otherwise."""
+    def claimed(self, headers: Mapping[str, str]) -> bytes:
+        """The actor the headers name, unverified: all a server may check before reading the body."""
         missing = [h for h in HEADERS if h not in headers]
         if missing:
             raise UnauthenticatedError(
                 "request is not signed", reason=f"missing header(s): {', '.join(missing)}"
             )
         try:
-            actor = keys.parse_actor(headers[ACTOR])
+            return keys.parse_actor(headers[ACTOR])
+        except ConvgraphError as exc:
+            raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
+
+    def verify(
+        self, method: str, target: str, body: bytes, headers: Mapping[str, str], *, now_ms: int
+    ) -> bytes:
+        """The actor that signed the request; `UnauthenticatedError` saying why otherwise.
+
+        The nonce is recorded only once the signature verifies, so forgeries cannot fill the log.
+        """
+        actor = self.claimed(headers)
+        try:
             stamp = int(headers[TIMESTAMP])
             signature = bytes.fromhex(headers[SIGNATURE])
-        except (ConvgraphError, ValueError) as exc:
+        except ValueError as exc:
             raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
         nonce = headers[NONCE]
         if not 16 <= len(nonce) <= 64 or not nonce.isascii():
