@@ -8,15 +8,21 @@ silent connections itself, and it must never run out of descriptors.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import resource
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from convgraph.errors import BindError
 from convgraph.server import listener
@@ -37,6 +43,113 @@ def test_bind_refuses_a_port_out_of_range_and_a_taken_one() -> None:
             listener.bind("127.0.0.1", port)
     with pytest.raises(BindError):
         listener.bind("no-such-host.invalid", 0)
+
+
+class _App:
+    """`/health` answers at once; `/slow` holds its request until `release` is set."""
+
+    def __init__(self) -> None:
+        self.release, self.inside = threading.Event(), 0
+
+    async def health(self, _: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    async def slow(self, _: Request) -> PlainTextResponse:
+        self.inside += 1
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return PlainTextResponse("done")
+
+    def starlette(self) -> Starlette:
+        return Starlette(routes=[Route("/health", self.health), Route("/slow", self.slow)])
+
+
+@contextlib.contextmanager
+def _guarded(app: _App, **limits: float) -> Iterator[tuple[str, int]]:
+    """`listener.server` in a thread of this process, on a free port of 127.0.0.1."""
+    sock = listener.bind("127.0.0.1", 0)
+    served = listener.server(app.starlette(), listener.ConnectionLimits(**limits))  # type: ignore[arg-type]
+    thread = threading.Thread(target=served.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not served.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield sock.getsockname()[:2]
+    finally:
+        app.release.set()
+        served.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _wait_closed(sock: socket.socket, within_s: float) -> bool:
+    sock.settimeout(within_s)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_a_head_must_arrive_in_time_on_a_new_connection_and_between_requests() -> None:
+    with _guarded(_App(), header_timeout_s=0.5) as address:
+        with socket.create_connection(address) as silent:
+            start = time.monotonic()
+            assert _wait_closed(silent, 10.0)
+            assert time.monotonic() - start >= 0.4  # the deadline, not sooner
+        with socket.create_connection(address, timeout=10) as kept:
+            kept.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            assert kept.recv(4096).startswith(b"HTTP/1.1 200 ")
+            closed = False
+            for byte in b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: " + b"y" * 200:  # ~20 s at this pace
+                try:
+                    kept.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.1)
+            assert closed or _wait_closed(kept, 0.1), "a keep-alive connection trickled its next head for 20 s"
+
+
+def test_at_the_cap_the_connection_waiting_longest_for_a_head_makes_room() -> None:
+    with _guarded(_App(), header_timeout_s=60, max_connections=3) as address:
+        waiting = [socket.create_connection(address) for _ in range(3)]
+        time.sleep(0.2)  # accepted, in this order
+        try:
+            answer = httpx.get(f"http://{address[0]}:{address[1]}/health", timeout=10)
+            assert answer.status_code == 200
+            assert _wait_closed(waiting[0], 5.0)
+            assert [_wait_closed(s, 0.2) for s in waiting[1:]] == [False, False]
+        finally:
+            for sock in waiting:
+                sock.close()
+
+
+def test_when_every_connection_is_in_a_request_a_newcomer_gets_503() -> None:
+    app = _App()
+    with _guarded(app, header_timeout_s=60, max_connections=2) as address:
+        url = f"http://{address[0]}:{address[1]}"
+        answers: list[int] = []
+        slow = [threading.Thread(target=lambda: answers.append(httpx.get(url + "/slow", timeout=30).status_code))
+                for _ in range(2)]
+        for thread in slow:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while app.inside < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        refused = httpx.get(url + "/health", timeout=10)
+        assert refused.status_code == 503 and "too many open connections" in refused.text
+        app.release.set()
+        for thread in slow:
+            thread.join(10)
+        assert answers == [200, 200]
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
 
 
 def _raise_own_limit(wanted: int) -> None:

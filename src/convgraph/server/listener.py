@@ -85,12 +85,17 @@ def url_of(sock: socket.socket) -> str:
 
 def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> None:
     """Serve `app` on `sock` with uvicorn until interrupted."""
+    server(app, limits).run(sockets=[sock])
+
+
+def server(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits()) -> uvicorn.Server:
+    """The uvicorn server `serve` runs; `run(sockets=[sock])` it, set `should_exit` to stop it."""
     config = uvicorn.Config(
         app, http=guarded_protocol(limits), loop="asyncio", lifespan="on", log_level="warning",
         timeout_keep_alive=limits.keep_alive_s, h11_max_incomplete_event_size=limits.max_head,
         backlog=_ACCEPT_BATCH,
     )
-    _Server(config, _QUEUE).run(sockets=[sock])
+    return _Server(config, _QUEUE)
 
 
 class _Server(uvicorn.Server):
