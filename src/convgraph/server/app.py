@@ -2,7 +2,10 @@
 
 Every route but `/v1/health` and `/openapi.json` wants a signed request (`auth.py`) from a
 key the access configuration admits for the conversations concerned: no signature is a
-401, a key without access a 403, each with a JSON reason. The sync route runs the
+401, a key without access a 403, each with a JSON reason, and the cheapest refusal comes
+first (docs/sync.md, "Order of checks"); a record the key may not read is a 404, as an
+unknown one is. Decoding and hashing run in worker threads, never on the event loop, so
+`/v1/health` answers whatever a request costs. The sync route runs the
 stateless `Responder`, so instances sharing one PostgreSQL database are interchangeable;
 the events route streams a conversation's new records as server-sent events.
 Invariant: a request is refused whole before anything of it is stored, or its records
