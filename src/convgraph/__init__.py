@@ -28,6 +28,7 @@ from convgraph.core.record import (
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     AuthError,
+    BindError,
     CarError,
     CausalityError,
     CidMismatchError,
@@ -41,6 +42,7 @@ from convgraph.errors import (
     InvalidTextError,
     KeyFileError,
     NonCanonicalError,
+    NonceLogFullError,
     NotFoundError,
     ParentConversationError,
     ParentRejectedError,
@@ -51,6 +53,7 @@ from convgraph.errors import (
     RoundTripLimitError,
     SchemaError,
     SeqChainError,
+    ServerBusyError,
     SignatureError,
     SizeLimitError,
     SlowTransferError,
@@ -101,6 +104,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuthError",
+    "BindError",
     "CID",
     "CarError",
     "CausalityError",
@@ -133,6 +137,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "NonCanonicalError",
+    "NonceLogFullError",
     "NotFoundError",
     "OtherBlock",
     "Outcome",
@@ -159,6 +164,7 @@ __all__ = [
     "SURFACES",
     "SchemaError",
     "SeqChainError",
+    "ServerBusyError",
     "SignatureError",
     "SigningKey",
     "SizeLimitError",

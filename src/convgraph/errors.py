@@ -23,6 +23,7 @@
     │   ├── StoreCorruptError       the database file is damaged or not ours
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
+    ├── BindError                   the sync server cannot listen on the address asked for
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
     │   ├── CompactedError          the raw records asked for were compacted away
@@ -38,7 +39,9 @@
         │                           named or not valid, a head that is not a head)
         └── AuthError               the server refused the request
             ├── UnauthenticatedError  no valid signature, or a replay (HTTP 401)
-            └── ForbiddenError      a valid key without access to what it asked (HTTP 403)
+            ├── ForbiddenError      a valid key without access to what it asked (HTTP 403)
+            └── ServerBusyError     a bound the server keeps is full; retry later (HTTP 503)
+                └── NonceLogFullError  the replay window holds as many nonces as it may
 
 Every leaf that concerns one record carries its `cid` (text form) when it is known, so a
 report can say which record broke which rule.
@@ -190,6 +193,15 @@ class NotFoundError(ConvgraphError):
     """The replica holds no record (or conversation) by that name."""
 
 
+class BindError(ConvgraphError):
+    """The sync server cannot listen on `host`:`port` (taken, not allowed, or no such address)."""
+
+    def __init__(self, message: str, *, host: str, port: int) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {message}")
+        self.host = host
+        self.port = port
+
+
 class ProjectionError(ConvgraphError):
     """A view of the records cannot be built as asked."""
 
@@ -283,6 +295,32 @@ class ForbiddenError(AuthError):
     status = 403
 
 
+class ServerBusyError(AuthError):
+    """The server refused the request rather than exceed one of its bounds (HTTP 503).
+
+    `limit` is the bound that was full; nothing of the request was acted on.
+    """
+
+    status = 503
+
+    def __init__(self, message: str, *, limit: int, reason: str = "") -> None:
+        super().__init__(message, reason=reason)
+        self.limit = limit
+
+
+class NonceLogFullError(ServerBusyError):
+    """The nonce log holds `limit` unexpired nonces and forgets none of them early.
+
+    Forgetting one would make its request replayable, so a new request is refused instead.
+    """
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(
+            "too many requests in the replay window", limit=limit,
+            reason=f"the server holds {limit} unexpired request nonces; retry later",
+        )
+
+
 _RULES: dict[type[ConvgraphError], str] = {
     DecodeError: "decode",
     NonCanonicalError: "canonical",
@@ -315,4 +353,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     AuthError: "auth",
     UnauthenticatedError: "unauthenticated",
     ForbiddenError: "forbidden",
+    ServerBusyError: "busy",
+    NonceLogFullError: "busy",
+    BindError: "bind",
 }

@@ -156,8 +156,26 @@ def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Pa
     assert refused.returncode == 2, refused.stderr
     assert "Traceback" not in refused.stderr and "403" in message, message
     assert run(stranger, "transcript", "--conv", "c", "--format", "json").stdout.count('"op"') == 0
-    # the server's reason ("key … may not read conversation(s) c") is what tells the user why
-    assert "may not read" in message, f"the server's reason is not shown: {message!r}"
+    # the server's reason ("key … is admitted to no conversation") is what tells the user why
+    assert "admitted to no conversation" in message, f"the server's reason is not shown: {message!r}"
+
+
+def test_serve_on_a_port_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
+    proc = run(tmp_path / "server", "serve", "--port", "99999", ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "99999 is not in the range 0<=x<=65535" in one_line(proc.stderr)
+    assert "serving" not in proc.stderr
+
+
+def test_serve_announces_its_url_only_once_it_listens(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run(tmp_path / "server", "serve", "--port", str(port), ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in one_line(proc.stderr)
+    assert "serving" not in proc.stderr  # no claim of a server that is not there
 
 
 def test_sync_with_a_target_that_is_neither_url_nor_replica(tmp_path: Path) -> None:

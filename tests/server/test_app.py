@@ -96,11 +96,14 @@ def test_a_key_without_access_gets_403_never_an_empty_answer(served: tuple[Repli
     stranger = client(STRANGER)
     with pytest.raises(ForbiddenError) as caught:
         sync(stranger, url, ["c"])
-    assert "may not read conversation(s) c" in caught.value.reason
+    assert "admitted to no conversation" in caught.value.reason
     with pytest.raises(ForbiddenError), HttpRemote(url, STRANGER) as remote:
         remote.heads("c")
     with pytest.raises(ForbiddenError), HttpRemote(url, READER) as remote:
         remote.heads("d")
+    with pytest.raises(ForbiddenError) as caught:
+        sync(client(READER), url, ["c", "d"])
+    assert "may not read conversation(s) d" in caught.value.reason
     assert stranger.records("c") == []
 
 
@@ -129,9 +132,22 @@ def test_records_and_heads(served: tuple[Replica, str]) -> None:
                                       kind="user_message", payload={"content": "x"}).cid)
         with pytest.raises(ProtocolError, match="400"):
             remote._request("GET", "/v1/records/not-a-cid")
-    other = server.write("d", "user_message", {"content": "d"})
-    with pytest.raises(ForbiddenError), HttpRemote(url, READER) as remote:
-        remote.record(other.cid)
+
+
+def _signed_get(url: str, key: SigningKey, path: str) -> httpx.Response:
+    headers = auth.sign(key, "GET", path, b"", now_ms=int(time.time() * 1000), nonce=os.urandom(8).hex())
+    return httpx.get(url + path, headers=headers)
+
+
+def test_a_record_the_key_may_not_read_looks_exactly_like_an_unknown_one(served: tuple[Replica, str]) -> None:
+    server, url = served
+    hidden = server.write("d", "user_message", {"content": "only writers of d may see this"}).cid
+    unknown = sign_record(STRANGER, conv="d", seq=1, hlc=Hlc(1, 0), parents=[], kind="user_message",
+                          payload={"content": "never stored"}).cid
+    answers = [_signed_get(url, READER, f"/v1/records/{cid}") for cid in (hidden, unknown)]
+    assert [a.status_code for a in answers] == [404, 404]
+    assert answers[0].json() == {k: v.replace(str(unknown), str(hidden)) for k, v in answers[1].json().items()}
+    assert _signed_get(url, WRITER, f"/v1/records/{hidden}").status_code == 200
 
 
 def test_live_events_push_new_records_as_they_land(served: tuple[Replica, str]) -> None:

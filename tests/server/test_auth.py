@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convgraph import SigningKey
-from convgraph.errors import UnauthenticatedError
+from convgraph.errors import ServerBusyError, UnauthenticatedError
 from convgraph.server import auth
 from convgraph.server.auth import MemoryNonces, Verifier
 
@@ -52,13 +52,26 @@ def test_a_nonce_is_good_once_within_the_window_and_forgotten_after() -> None:
     assert verifier.verify("POST", "/v1/sync", b"msg", headers, now_ms=NOW) == other.public  # per key
 
 
-def test_the_nonce_log_is_bounded_and_drops_the_oldest() -> None:
+def test_a_full_nonce_log_refuses_new_requests_and_forgets_no_unexpired_nonce() -> None:
     log = MemoryNonces(max_entries=3)
-    for i in range(5):
-        assert log.first_use(b"a", f"n{i}", NOW + 10, NOW)
-    assert not log.first_use(b"a", "n4", NOW + 10, NOW)
-    assert log.first_use(b"a", "n0", NOW + 10, NOW)  # evicted: only a bound, the window still holds
-    assert log.first_use(b"a", "n4", NOW + 20, NOW + 11)  # expired
+    for i in range(3):
+        assert log.first_use(b"a", f"n{i}", NOW + 10 + i, NOW)
+    with pytest.raises(ServerBusyError) as caught:
+        log.first_use(b"a", "n3", NOW + 10, NOW)
+    assert caught.value.status == 503 and caught.value.limit == 3 and caught.value.rule == "busy"
+    assert not log.first_use(b"a", "n0", NOW + 10, NOW)  # the oldest is still remembered: no replay
+    assert log.first_use(b"a", "n3", NOW + 20, NOW + 11)  # n0 expired, which made room
+    assert not log.first_use(b"a", "n1", NOW + 20, NOW + 11)  # n1 still within its window
+    assert log.first_use(b"a", "n0", NOW + 30, NOW + 13)  # expired nonces may be used again
+
+
+def test_a_full_log_refuses_a_signed_request_after_checking_its_signature() -> None:
+    verifier = Verifier(MemoryNonces(max_entries=1))
+    verify(signed(), verifier=verifier)
+    with pytest.raises(UnauthenticatedError, match="bad request signature"):  # forgeries never reach the log
+        verify(signed(nonce="f" * 16), verifier=verifier, body=b"forged")
+    with pytest.raises(ServerBusyError):
+        verify(signed(nonce="g" * 16), verifier=verifier)
 
 
 @pytest.mark.parametrize(("headers", "why"), [

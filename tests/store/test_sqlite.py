@@ -12,9 +12,15 @@ from typing import Any
 import pytest
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
 
-from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.errors import (
+    NonceLogFullError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreSchemaError,
+)
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet
-from convgraph.store.sqlite import SCHEMA_VERSION, SqliteStore
+from convgraph.store.sqlite import SCHEMA_VERSION, SqliteNonces, SqliteStore
 
 
 @pytest.fixture
@@ -252,3 +258,25 @@ def test_change_token_sees_commits_by_another_connection(path: Path) -> None:
         before = one.change_token()
         two.commit(WriteSet(records=[rec()]))
         assert one.change_token() != before
+
+
+def test_nonces_survive_a_reopen_and_expire_with_their_window(path: Path) -> None:
+    with closing(SqliteStore(path)) as store:
+        assert SqliteNonces(store).first_use(b"a", "n1", 2_000, 1_000)
+    with closing(SqliteStore(path)) as store:  # another process, or this one after a restart
+        log = SqliteNonces(store)
+        assert not log.first_use(b"a", "n1", 2_500, 1_500)
+        assert log.first_use(b"b", "n1", 2_500, 1_500)  # per actor
+        assert log.first_use(b"a", "n1", 3_001, 2_001)  # expired: usable again
+
+
+def test_a_full_sqlite_nonce_log_refuses_and_forgets_nothing(path: Path) -> None:
+    with closing(SqliteStore(path)) as store:
+        log = SqliteNonces(store, max_entries=2)
+        assert log.first_use(b"a", "n0", 2_000, 1_000) and log.first_use(b"a", "n1", 2_100, 1_000)
+        with pytest.raises(NonceLogFullError) as caught:
+            log.first_use(b"a", "n2", 2_000, 1_000)
+        assert caught.value.limit == 2 and caught.value.status == 503
+        assert not log.first_use(b"a", "n0", 2_000, 1_500)  # still a replay, full or not
+        assert log.first_use(b"a", "n2", 4_000, 2_050)  # n0 expired and was swept: room again
+        assert not log.first_use(b"a", "n1", 4_000, 2_050)

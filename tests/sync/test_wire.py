@@ -149,3 +149,30 @@ def test_limits_are_enforced_before_reading_the_body() -> None:
     many = Section("a", ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 5),))
     with pytest.raises(ProtocolError, match="limit of 4"):
         wire.decode(_message(many), limits)
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_admit_sees_each_name_before_its_section_is_read() -> None:
+    seen: list[str] = []
+    message = Message(Kind.CONTINUE, b"s" * 8, (Section("a", count=1, strong=b"x" * STRONG_LEN), Section("b")))
+    assert wire.decode(wire.encode(message), admit=seen.append) == message
+    assert seen == ["a", "b"]
+
+
+def test_a_refused_name_ends_decoding_before_the_rest_of_the_message() -> None:
+    """What follows the refused name is never read: garbage there is not even noticed."""
+    good = _message(Section("ok"), Section("secret", ranges=(Range(INFINITY, Mode.SKIP),)))
+    name_end = good.index(b"secret") + len(b"secret")
+    hostile = good[:name_end] + b"\xff" * 1000  # a flags byte and then nothing that parses
+
+    def admit(conv: str) -> None:
+        if conv != "ok":
+            raise _Refused(conv)
+
+    with pytest.raises(ProtocolError):
+        wire.decode(hostile)
+    with pytest.raises(_Refused, match="secret"):
+        wire.decode(hostile, admit=admit)

@@ -58,7 +58,8 @@ def register(cli: click.Group) -> None:
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)
-    @click.option("--port", default=8750, show_default=True, type=int)
+    @click.option("--port", default=8750, show_default=True, type=click.IntRange(0, 65_535),
+                  help="TCP port; 0 picks a free one (the line `serving … on URL` names it).")
     @click.option("--db", default=None, help="postgresql://… to serve a shared PostgreSQL schema.")
     @click.option("--schema", default="convgraph", show_default=True, help="PostgreSQL schema.")
     @click.option("--access", "access_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -67,32 +68,39 @@ def register(cli: click.Group) -> None:
                   help="Admit ACTOR to CONV (* for all); repeatable.")
     @click.option("--spool", type=click.Path(path_type=Path, file_okay=False), default=None,
                   help="Answer sync messages left in this folder instead of serving HTTP.")
+    @click.option("--header-timeout", type=click.FloatRange(0.1, 300), default=5.0, show_default=True,
+                  help="Seconds a connection may take to send a request head before it is closed.")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
-        rules: tuple[str, ...], spool: Path | None,
+        rules: tuple[str, ...], spool: Path | None, header_timeout: float,
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
         if spool is not None:
             _serve_spool(ctx.obj["home"], spool, err)
             return
-        import uvicorn  # noqa: PLC0415 - only the server needs it
-
+        from convgraph.server import listener  # noqa: PLC0415 - only the server needs uvicorn
         from convgraph.server.app import ServerConfig, create_app  # noqa: PLC0415
 
         access = Access.from_rules(rules)
         if access_file is not None:
             access = access.merged(Access.load(access_file))
-        replica, listen, nonces = _server_replica(ctx.obj["home"], db, schema)
+        sock = listener.bind(host, port)  # first, so nothing is announced that is not listening
+        try:
+            replica, listen, nonces = _server_replica(ctx.obj["home"], db, schema)
+        except BaseException:
+            sock.close()
+            raise
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
-        err.print(f"serving {where} on http://{host}:{port} as {actor_text(replica.actor)}")
+        err.print(f"serving {where} on {listener.url_of(sock)} as {actor_text(replica.actor)}")
         if not access.writers and not access.readers:
             err.print(Text("no key is admitted yet: every request will get 403 (see --allow)", "yellow"))
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
         try:
-            uvicorn.run(app, host=host, port=port, log_level="warning")
+            listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout))
         finally:
+            sock.close()
             replica.close()
 
     @cli.command("sync")

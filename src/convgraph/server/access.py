@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from convgraph.core.keys import actor_text, parse_actor
@@ -31,6 +32,16 @@ class Access:
 
     def can_read(self, actor: bytes, conv: str) -> bool:
         return self.can_write(actor, conv) or any(actor in self.readers.get(c, ()) for c in (conv, ANY))
+
+    @cached_property
+    def _named(self) -> frozenset[bytes]:
+        return frozenset().union(*self.writers.values(), *self.readers.values())
+
+    def check_named(self, actor: bytes) -> None:
+        """Raise `ForbiddenError` when no line of the configuration names `actor` at all."""
+        if actor not in self._named:
+            why = f"key {actor_text(actor)} is admitted to no conversation"
+            raise ForbiddenError("no access", reason=why)
 
     def check_read(self, actor: bytes, convs: Iterable[str]) -> None:
         """Raise `ForbiddenError` naming every conversation `actor` may not read."""

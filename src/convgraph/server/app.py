@@ -2,7 +2,10 @@
 
 Every route but `/v1/health` and `/openapi.json` wants a signed request (`auth.py`) from a
 key the access configuration admits for the conversations concerned: no signature is a
-401, a key without access a 403, each with a JSON reason. The sync route runs the
+401, a key without access a 403, each with a JSON reason, and the cheapest refusal comes
+first (docs/sync.md, "Order of checks"); a record the key may not read is a 404, as an
+unknown one is. Decoding and hashing run in worker threads, never on the event loop, so
+`/v1/health` answers whatever a request costs. The sync route runs the
 stateless `Responder`, so instances sharing one PostgreSQL database are interchangeable;
 the events route streams a conversation's new records as server-sent events.
 Invariant: a request is refused whole before anything of it is stored, or its records
@@ -17,7 +20,7 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
@@ -30,12 +33,20 @@ from starlette.routing import Route
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
-from convgraph.errors import AuthError, ConvgraphError, ProtocolError, StoreBusyError, StoreError
+from convgraph.errors import (
+    AuthError,
+    ConvgraphError,
+    ProtocolError,
+    ServerBusyError,
+    StoreBusyError,
+    StoreError,
+)
 from convgraph.replica import Replica
 from convgraph.server import openapi
 from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Verifier
 from convgraph.server.live import Hub, poll
+from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import wire
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome
@@ -48,7 +59,7 @@ SYNC_TYPE = "application/vnd.convgraph.sync"
 
 @dataclass
 class ServerConfig:
-    """What the server admits and how much it takes from any one request."""
+    """What the server admits and how much it takes from any one request and any one key."""
 
     access: Access = field(default_factory=Access)
     window_ms: int = 60_000
@@ -57,6 +68,8 @@ class ServerConfig:
     budget: int = 4 << 20
     heartbeat_s: float = 15.0
     poll_s: float = 0.5
+    decoders: int = 2  # sync messages decoded at once, each in a worker thread
+    per_key: int = 4  # sync requests one key may have in flight
 
 
 class _Peer(ReplicaPeer):
@@ -85,7 +98,28 @@ def _error(status: int, rule: str, detail: str, reason: str = "") -> JSONRespons
     return JSONResponse(body, status, headers=headers)
 
 
-Handler = Callable[[Request, bytes], Awaitable[Response]]
+Handler = Callable[[Request, bytes, bytes], Awaitable[Response]]  # (request, verified actor, body)
+
+
+class _InFlight:
+    """Sync requests in flight per key: one key cannot take every decoder and worker thread."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.counts = limit, dict[bytes, int]()
+
+    @contextlib.contextmanager
+    def hold(self, actor: bytes) -> Iterator[None]:
+        held = self.counts.get(actor, 0)
+        if held >= self.limit:
+            raise ServerBusyError("too many requests from this key", limit=self.limit,
+                                  reason=f"key {actor_text(actor)} has {held} sync requests in flight")
+        self.counts[actor] = held + 1
+        try:
+            yield
+        finally:
+            self.counts[actor] -= 1
+            if not self.counts[actor]:
+                del self.counts[actor]
 
 
 class _Server:
@@ -95,6 +129,7 @@ class _Server:
         self.replica, self.cfg, self.clock = replica, cfg, clock
         self.verifier = Verifier(nonces, cfg.window_ms)
         self.hub, self.lock, self.keys = Hub(), threading.Lock(), ReplicaPeer(replica)
+        self.decoders, self.in_flight = asyncio.Semaphore(cfg.decoders), _InFlight(cfg.per_key)
 
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -109,18 +144,27 @@ class _Server:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    def _actor(self, request: Request, body: bytes) -> bytes:
+    async def _actor(self, request: Request) -> tuple[bytes, bytes]:
+        """The verified actor and the body, cheapest refusal first (docs/sync.md, order of checks)."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        # before the body: a key named nowhere costs nothing (the claim is unverified, but a
+        # refusal reveals no secret, and a forger of an admitted key still meets the signature)
+        self.cfg.access.check_named(self.verifier.claimed(headers))
+        body = await self._body(request)
         raw, query = request.scope.get("raw_path") or request.url.path.encode(), request.scope["query_string"]
         target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        return self.verifier.verify(request.method, target, body, headers, now_ms=self.clock())
+        # hashing the body and the nonce log's I/O stay off the event loop
+        actor = await run_in_threadpool(
+            self.verifier.verify, request.method, target, body, headers, now_ms=self.clock()
+        )
+        return actor, body
 
     def guarded(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-        """Read the body within bounds, run `handler`, turn typed errors into HTTP answers."""
+        """Authenticate within bounds, run `handler`, turn typed errors into HTTP answers."""
 
         async def run(request: Request) -> Response:
             try:
-                return await handler(request, await self._body(request))
+                return await handler(request, *await self._actor(request))
             except _TooLargeError:
                 return _error(413, "size", f"request body over {self.cfg.max_body} bytes")
             except TimeoutError:
@@ -138,41 +182,41 @@ class _Server:
 
         return run
 
-    async def sync(self, request: Request, body: bytes) -> Response:
-        actor = self._actor(request, body)
-        message = wire.decode(body)  # its conversations decide access before anything is ingested
-        convs = [s.conv for s in message.sections]
-        self.cfg.access.check_read(actor, convs)
-        peer = _Peer(self.replica, self.cfg.access.writable(actor, convs), self.lock, self.hub.ring)
-        peer.share_cache(self.keys)
-        reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
+    async def sync(self, _: Request, actor: bytes, body: bytes) -> Response:
+        def admit(conv: str) -> None:  # each section's name, before its body is decoded
+            self.cfg.access.check_read(actor, [conv])
+
+        with self.in_flight.hold(actor):
+            async with self.decoders:
+                message = await run_in_threadpool(wire.decode, body, admit=admit)
+            convs = [s.conv for s in message.sections]
+            peer = _Peer(self.replica, self.cfg.access.writable(actor, convs), self.lock, self.hub.ring)
+            peer.share_cache(self.keys)
+            reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
         return Response(reply, media_type=SYNC_TYPE)
 
-    async def record(self, request: Request, body: bytes) -> Response:
-        actor = self._actor(request, body)
+    async def record(self, request: Request, actor: bytes, _: bytes) -> Response:
         try:
             cid = CID.parse(request.path_params["cid"])
         except ConvgraphError as exc:
             return _error(400, "cid", str(exc))
         metas = await run_in_threadpool(self.replica.store.metas, [cid])
-        if cid not in metas:
-            return _error(404, "not_found", f"no record {cid}")
-        self.cfg.access.check_read(actor, [metas[cid].conv])
+        if cid not in metas or not self.cfg.access.can_read(actor, metas[cid].conv):
+            # one answer for both: a 403 would tell a key which records exist where it may not read
+            return _error(404, "not_found", f"no record {cid} that this key may read")
         data = await run_in_threadpool(self.replica.store.get, cid)
         if data is None:
             return _error(410, "compacted", f"record {cid} was compacted away; only its header is kept")
         return Response(data, media_type=RECORD_TYPE, headers={"Cache-Control": "immutable"})
 
-    async def heads(self, request: Request, body: bytes) -> Response:
-        actor = self._actor(request, body)
+    async def heads(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
         self.cfg.access.check_read(actor, [conv])
         found = await run_in_threadpool(self.replica.store.heads, conv)
         count = await run_in_threadpool(self.replica.store.count, conv)
         return JSONResponse({"conversation": conv, "heads": [str(c) for c in found], "count": count})
 
-    async def events(self, request: Request, body: bytes) -> Response:
-        actor = self._actor(request, body)
+    async def events(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
         self.cfg.access.check_read(actor, [conv])
         after = request.query_params.get("after")
@@ -205,7 +249,7 @@ def create_app(
     nonces: NonceLog | None = None, listen: Callable[[], AsyncIterator[str]] | None = None,
 ) -> Starlette:
     """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY)."""
-    server = _Server(replica, config or ServerConfig(), clock, nonces or MemoryNonces())
+    server = _Server(replica, config or ServerConfig(), clock, nonces or _nonce_log(replica))
 
     async def spec(_: Request) -> Response:
         return JSONResponse(openapi.SPEC)
@@ -232,6 +276,12 @@ def create_app(
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _nonce_log(replica: Replica) -> NonceLog:
+    """A durable log where the store can keep one: after a restart, old requests stay refused."""
+    store = replica.store
+    return SqliteNonces(store) if isinstance(store, SqliteStore) else MemoryNonces()
 
 
 class _ConvConvertor(Convertor[str]):

@@ -11,15 +11,15 @@ accepted before.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from convgraph.core import keys
 from convgraph.core.keys import SigningKey
-from convgraph.errors import ConvgraphError, UnauthenticatedError
+from convgraph.errors import ConvgraphError, NonceLogFullError, UnauthenticatedError
 
 DOMAIN: Final = b"convgraph/http/v1\n"
 ACTOR: Final = "x-convgraph-actor"
@@ -50,7 +50,11 @@ def sign(
 
 
 class NonceLog(Protocol):
-    """Remembers nonces for as long as their requests could still be fresh."""
+    """Remembers nonces for as long as their requests could still be fresh.
+
+    Invariant: an unexpired nonce is never forgotten; a log that cannot take another one
+    raises `NonceLogFullError` (the request is refused, 503) instead of making room.
+    """
 
     def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
         """Record the nonce; False when it was already recorded and has not expired."""
@@ -58,20 +62,25 @@ class NonceLog(Protocol):
 
 
 class MemoryNonces:
-    """A `NonceLog` for one server process, bounded: the oldest entries go first."""
+    """A `NonceLog` for one server process, bounded: when full, new nonces are refused."""
 
     def __init__(self, max_entries: int = 1_000_000) -> None:
-        self._seen: OrderedDict[tuple[bytes, str], int] = OrderedDict()
+        self._seen: dict[tuple[bytes, str], int] = {}
+        self._expiry: list[tuple[int, bytes, str]] = []  # a heap: the next nonce to expire first
         self._max = max_entries
         self._lock = threading.Lock()
 
     def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
         with self._lock:
-            while self._seen and (next(iter(self._seen.values())) < now_ms or len(self._seen) >= self._max):
-                self._seen.popitem(last=False)
+            while self._expiry and self._expiry[0][0] < now_ms:
+                _, old_actor, old_nonce = heapq.heappop(self._expiry)
+                self._seen.pop((old_actor, old_nonce), None)
             if (actor, nonce) in self._seen:
                 return False
+            if len(self._seen) >= self._max:
+                raise NonceLogFullError(limit=self._max)
             self._seen[(actor, nonce)] = expires_ms
+            heapq.heappush(self._expiry, (expires_ms, actor, nonce))
             return True
 
 
@@ -82,20 +91,30 @@ class Verifier:
     nonces: NonceLog
     window_ms: int = DEFAULT_WINDOW_MS
 
-    def verify(
-        self, method: str, target: str, body: bytes, headers: Mapping[str, str], *, now_ms: int
-    ) -> bytes:
-        """The actor that signed the request; `UnauthenticatedError` saying why otherwise."""
+    def claimed(self, headers: Mapping[str, str]) -> bytes:
+        """The actor the headers name, unverified: all a server may check before reading the body."""
         missing = [h for h in HEADERS if h not in headers]
         if missing:
             raise UnauthenticatedError(
                 "request is not signed", reason=f"missing header(s): {', '.join(missing)}"
             )
         try:
-            actor = keys.parse_actor(headers[ACTOR])
+            return keys.parse_actor(headers[ACTOR])
+        except ConvgraphError as exc:
+            raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
+
+    def verify(
+        self, method: str, target: str, body: bytes, headers: Mapping[str, str], *, now_ms: int
+    ) -> bytes:
+        """The actor that signed the request; `UnauthenticatedError` saying why otherwise.
+
+        The nonce is recorded only once the signature verifies, so forgeries cannot fill the log.
+        """
+        actor = self.claimed(headers)
+        try:
             stamp = int(headers[TIMESTAMP])
             signature = bytes.fromhex(headers[SIGNATURE])
-        except (ConvgraphError, ValueError) as exc:
+        except ValueError as exc:
             raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
         nonce = headers[NONCE]
         if not 16 <= len(nonce) <= 64 or not nonce.isascii():

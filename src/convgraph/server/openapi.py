@@ -19,12 +19,12 @@ def _errors(*codes: int) -> dict[str, Any]:
     why = {
         400: "Malformed request: the sync grammar, a CID, a cursor",
         401: "No valid signature, a stale timestamp or a replayed nonce",
-        403: "The key may not read (or write) the conversation named",
-        404: "No such record",
+        403: "The key is admitted to no conversation, or may not read the one named",
+        404: "No such record, or none this key may read (the two are answered alike)",
         408: "The body did not arrive in time",
         410: "The record was compacted away; its header is kept",
         413: "Body over the server's limit",
-        503: "The store is busy; retry",
+        503: "Busy: the store, the replay log, or this key's requests in flight; retry",
     }
     return {
         str(c): {"description": why[c], "content": {"application/json": {"schema": _ERROR}}} for c in codes

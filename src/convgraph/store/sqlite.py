@@ -23,7 +23,13 @@ from typing import Any, Final, Literal
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta
-from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.errors import (
+    NonceLogFullError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreSchemaError,
+)
 from convgraph.store.base import (
     Pending,
     QuarantineBounds,
@@ -69,6 +75,9 @@ CREATE TABLE IF NOT EXISTS snapshots (conv TEXT PRIMARY KEY, checkpoint BLOB NOT
     data BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS equivocations (a BLOB NOT NULL, b BLOB NOT NULL, conv TEXT NOT NULL,
     PRIMARY KEY (a, b)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS http_nonces (actor BLOB NOT NULL, nonce TEXT NOT NULL, expires INTEGER NOT NULL,
+    PRIMARY KEY (actor, nonce)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS http_nonces_expiry ON http_nonces (expires);
 """
 
 Synchronous = Literal["FULL", "NORMAL"]
@@ -434,3 +443,40 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock, _translated():
             self._db.close()
+
+
+class SqliteNonces:
+    """The sync server's `NonceLog` in the replica's own SQLite file, so a restart forgets nothing.
+
+    The primary key decides (the first insert wins, an expired row may be reused), as in
+    `server/pg_nonces.py`. Expired rows are swept at most once per `sweep_ms` of request
+    time, and the count is taken again then. Invariant: within its window a nonce is
+    accepted once, across restarts and processes sharing the file; when `max_entries`
+    unexpired nonces are held, `first_use` raises `NonceLogFullError` rather than forget one.
+    """
+
+    def __init__(self, store: SqliteStore, *, max_entries: int = 1_000_000, sweep_ms: int = 1000) -> None:
+        self._store, self._max, self._sweep_ms = store, max_entries, sweep_ms
+        self._held, self._next_sweep = 0, -1  # `_held` counts our inserts since the last sweep's count
+
+    def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
+        with self._store.transaction(), _translated():
+            db = self._store._db
+            if now_ms >= self._next_sweep:
+                db.execute("DELETE FROM http_nonces WHERE expires < ?", (now_ms,))
+                self._held = int(db.execute("SELECT count(*) FROM http_nonces").fetchone()[0])
+                self._next_sweep = now_ms + self._sweep_ms
+            if self._held >= self._max:
+                found = db.execute(
+                    "SELECT 1 FROM http_nonces WHERE actor = ? AND nonce = ?", (actor, nonce)
+                ).fetchone()
+                if found:  # a replay is still a replay, full or not
+                    return False
+                raise NonceLogFullError(limit=self._max)
+            inserted = db.execute(
+                "INSERT INTO http_nonces AS n VALUES (?, ?, ?) ON CONFLICT (actor, nonce)"
+                " DO UPDATE SET expires = excluded.expires WHERE n.expires < ?",
+                (actor, nonce, expires_ms, now_ms),
+            ).rowcount == 1
+            self._held += inserted
+            return inserted

@@ -8,9 +8,10 @@ Anything else raises `ProtocolError` before any of the message is acted on. Inva
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Final
+from typing import Final, NoReturn
 
 from convgraph.errors import ProtocolError
 from convgraph.sync.keyset import (
@@ -181,8 +182,15 @@ def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
     out += b.prefix
 
 
-def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> Message:
-    """Parse and check a message; `ProtocolError` (with the byte offset) on any deviation."""
+def decode(
+    data: bytes, limits: WireLimits = DEFAULT_LIMITS, *, admit: Callable[[str], None] | None = None
+) -> Message:
+    """Parse and check a message; `ProtocolError` (with the byte offset) on any deviation.
+
+    `admit(conv)` runs as each section's name is read, before the rest of that section: an
+    error it raises ends decoding there, so a receiver can refuse a conversation for the
+    price of the bytes before its name.
+    """
     if len(data) > limits.max_message:
         raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of {limits.max_message}")
     r = _Reader(data, limits)
@@ -196,10 +204,12 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> Message:
     n = r.count(limits.max_sections, "sections")
     sections: list[Section] = []
     for _ in range(n):
-        s = r.section()
-        if sections and s.conv <= sections[-1].conv:
+        conv = r.name()
+        if sections and conv <= sections[-1].conv:
             r.fail("sections must be sorted by conversation, each once")
-        sections.append(s)
+        if admit is not None:
+            admit(conv)
+        sections.append(r.section(conv))
     if r.pos != len(data):
         r.fail(f"{len(data) - r.pos} trailing bytes")
     return Message(Kind(raw_kind), salt, tuple(sections))
@@ -210,7 +220,7 @@ class _Reader:
         self.data, self.pos, self.limits = data, 0, limits
         self.hashes = 0
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         raise ProtocolError(f"malformed sync message at byte {self.pos}: {why}")
 
     def byte(self) -> int:
@@ -276,12 +286,14 @@ class _Reader:
             self.fail(f"bound prefix of {n} bytes")
         return Bound(wall, self.take(n)), mode
 
-    def section(self) -> Section:
+    def name(self) -> str:
         name_len = self.count(self.limits.max_name, "name bytes")
         try:
-            conv = self.take(name_len).decode()
+            return self.take(name_len).decode()
         except UnicodeDecodeError:
             self.fail("conversation name is not UTF-8")
+
+    def section(self, conv: str) -> Section:
         flags = self.byte()
         out: dict[str, object] = {}
         if flags & _F_SUMMARY:

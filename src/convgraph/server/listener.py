@@ -1,0 +1,183 @@
+"""The sync server's HTTP listener: a socket bound before anything is announced, and
+connections that cannot pile up until the process runs out of descriptors.
+
+uvicorn closes idle keep-alive connections (`timeout_keep_alive`) and h11 bounds a request
+head (`h11_max_incomplete_event_size`); both are used. Neither closes a connection that
+never finishes its head, and each accepted connection holds a descriptor: a crowd of silent
+or trickling ones reaches the process's limit, accepting fails with EMFILE, and nobody is
+served. uvicorn's `limit_concurrency` does not help: it answers 503 to new requests but
+keeps every socket open. `_GuardedH11` adds the two missing bounds: each request head must
+arrive within `header_timeout_s` of the moment the server began to wait for it, and at
+`max_connections` the connection that has waited longest for its head is closed to make
+room (a newcomer is answered 503 when every connection is busy with a request). Invariant:
+the server holds at most `max_connections` client sockets, and none of them waits for a
+head longer than `header_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import socket
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import h11
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from convgraph.errors import BindError
+
+_RESERVE: Final = 128  # descriptors kept for the store, the loop, the log and connections being accepted
+_ACCEPT_BATCH: Final = 16  # connections asyncio accepts per wake-up (see `_Server`)
+_QUEUE: Final = 2048  # the kernel's queue of connections not yet accepted
+_BUSY: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: 26\r\n\r\ntoo many open connections\n"
+)
+
+
+def default_max_connections() -> int:
+    """The descriptor limit of this process less a reserve for everything else it opens."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 65_536
+    return max(16, soft - max(_RESERVE, soft // 8))
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a connection may take to send a request head, and how many may be open."""
+
+    header_timeout_s: float = 5.0
+    max_connections: int | None = None  # None: `default_max_connections()`
+    keep_alive_s: int = 5
+    max_head: int = 16 << 10
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (0: any free port); `BindError` saying why not."""
+    if not 0 <= port <= 65_535:  # getaddrinfo would quietly take 99999 modulo 65536
+        raise BindError("a port is a number from 0 to 65535", host=host, port=port)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise BindError(str(exc), host=host, port=port) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(_QUEUE)
+    except OSError as exc:
+        sock.close()
+        raise BindError(exc.strerror or str(exc), host=host, port=port) from exc
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """The `http://` address a bound socket serves, with the port the system chose."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> None:
+    """Serve `app` on `sock` with uvicorn until interrupted."""
+    server(app, limits).run(sockets=[sock])
+
+
+def server(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits()) -> uvicorn.Server:
+    """The uvicorn server `serve` runs; `run(sockets=[sock])` it, set `should_exit` to stop it."""
+    config = uvicorn.Config(
+        app, http=guarded_protocol(limits), loop="asyncio", lifespan="on", log_level="warning",
+        timeout_keep_alive=limits.keep_alive_s, h11_max_incomplete_event_size=limits.max_head,
+        backlog=_ACCEPT_BATCH,
+    )
+    return _Server(config, _QUEUE)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, with the kernel's accept queue long again once asyncio has set it short.
+
+    asyncio takes `backlog` both as the listen queue and as how many connections it accepts
+    per wake-up, before any of them reaches `connection_made`; a long batch would open
+    descriptors past the connection cap. So the batch is short and the queue set back long,
+    where a burst of connections waits without costing this process a descriptor.
+    """
+
+    def __init__(self, config: uvicorn.Config, queue: int) -> None:
+        super().__init__(config)
+        self._queue = queue
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        for sock in sockets or ():
+            sock.listen(self._queue)
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+    """A protocol class for one server: its connections share one queue of waiting heads."""
+    attrs = {
+        "header_timeout_s": limits.header_timeout_s,
+        "max_connections": limits.max_connections or default_max_connections(),
+        "waiting": {},
+    }
+    return type("GuardedH11", (_GuardedH11,), attrs)
+
+
+class _GuardedH11(H11Protocol):
+    header_timeout_s: ClassVar[float]
+    max_connections: ClassVar[int]
+    waiting: ClassVar[dict[_GuardedH11, None]]  # connections waiting for a head, longest first
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            longest = next(iter(self.waiting), None)
+            if longest is None:  # every other connection is in a request: this one must wait its turn
+                transport.write(_BUSY)
+                transport.close()
+                return
+            longest._expire()
+        self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._track()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._track()
+
+    def _track(self) -> None:
+        """Wait for a head exactly while h11 waits for one: a new connection, or between requests."""
+        idle = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        if idle and self not in self.waiting:
+            self._await_head()  # the next head has its own deadline, counted from now
+        elif not idle:
+            self._stop_waiting()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def _await_head(self) -> None:
+        self._stop_waiting()
+        self.waiting[self] = None
+        self._deadline = self.loop.call_later(self.header_timeout_s, self._expire)
+
+    def _stop_waiting(self) -> None:
+        self.waiting.pop(self, None)
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._stop_waiting()
+        self.transport.close()
