@@ -67,6 +67,7 @@ from convgraph.errors import (
     TransportError,
     UnauthenticatedError,
     UnknownKindError,
+    UntrustedCheckpointError,
     VerificationError,
 )
 from convgraph.graph import (
@@ -95,7 +96,7 @@ from convgraph.sync.deadline import Deadline
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import ConvReport, Initiator, Remote, SyncReport, synchronize
 from convgraph.sync.local import sync_replicas
-from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, trusting
 from convgraph.sync.reconcile import Outcome, SyncPeer
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import WireLimits
@@ -103,6 +104,7 @@ from convgraph.sync.wire import WireLimits
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdoptionPolicy",
     "AuthError",
     "BindError",
     "CID",
@@ -186,6 +188,7 @@ __all__ = [
     "Turn",
     "UnauthenticatedError",
     "UnknownKindError",
+    "UntrustedCheckpointError",
     "VerificationError",
     "VerifyReport",
     "WireLimits",
@@ -222,6 +225,7 @@ __all__ = [
     "transcript",
     "transcript_bytes",
     "transcript_cid",
+    "trusting",
     "turn_of",
     "verify",
     "write_car",

@@ -10,8 +10,9 @@
     ├── VerificationError           well-formed but not authentic
     │   ├── CidMismatchError        the claimed CID is not the hash of the bytes
     │   ├── SignatureError          the signature does not verify under `actor`
-    │   └── CoverError              a checkpoint's cover that does not vouch for what it names
-    │       └── CoverConflictError  … or that contradicts what the replica holds
+    │   ├── CoverError              a checkpoint's cover that does not vouch for what it names
+    │   │   └── CoverConflictError  … or that contradicts what the replica holds
+    │   └── UntrustedCheckpointError a checkpoint a sync peer sent, by a key we adopt none from
     ├── CausalityError              authentic, but it contradicts the history it names
     │   ├── ParentConversationError a parent from another conversation
     │   ├── HlcOrderError           hlc not after every parent's
@@ -147,6 +148,16 @@ class CoverError(VerificationError):
 
 class CoverConflictError(CoverError):
     """A cover that vouches for itself but contradicts what this replica already holds."""
+
+
+class UntrustedCheckpointError(VerificationError):
+    """A sync peer's base whose checkpoint is signed by a key the adoption policy does not
+    trust for that conversation: nothing of it is stored. `signer` is the key's text form."""
+
+    def __init__(self, message: str, *, checkpoint: object, signer: str) -> None:
+        super().__init__(message, cid=checkpoint)
+        self.checkpoint = str(checkpoint)
+        self.signer = signer
 
 
 class CausalityError(ConvgraphError):
@@ -333,6 +344,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     SignatureError: "signature",
     CoverError: "cover",
     CoverConflictError: "cover_conflict",
+    UntrustedCheckpointError: "untrusted_checkpoint",
     CausalityError: "causality",
     ParentConversationError: "parent_conv",
     HlcOrderError: "hlc",

@@ -2,6 +2,8 @@
 
 A record is any bytes whose first six bytes are its wall time; its digest is its sha256,
 as a real record's CID digest is. `ingest` accepts everything new unless told to refuse it.
+`compact` drops the bytes of some records and makes a base that lists their keys, which
+`adopt` takes in as keys without bytes, as a replica adopts a checkpoint's cover.
 `stubborn` makes a hostile responder out of an honest one.
 """
 
@@ -15,6 +17,7 @@ from convgraph.sync import wire
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome
 from convgraph.sync.responder import Responder
+from convgraph.sync.wire import Base
 
 T0 = 1_700_000_000_000
 
@@ -29,6 +32,8 @@ class FakePeer:
         self._keys: KeySet | None = None
         self.refuse = refuse
         self.gone: set[bytes] = set()  # digests whose bytes were "compacted away"
+        self._base: Base | None = None
+        self.refuse_bases = False
         for data in records:
             self._add(data)
 
@@ -60,6 +65,30 @@ class FakePeer:
     def set(self) -> set[bytes]:
         return set(self.items)
 
+    def compact(self, digests: set[bytes]) -> None:
+        """Keep only the keys of `digests` (and of what was compacted before), and a base of them."""
+        self.gone |= digests
+        cover = b"".join(self.items[d][0].to_bytes(8, "big") + d for d in sorted(self.gone))
+        self._base = Base(b"checkpoint " + hashlib.sha256(cover).digest(), b"snapshot", cover)
+
+    def base(self, conv: str) -> Base | None:
+        return self._base
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        digest = hashlib.sha256(base.checkpoint).digest()
+        covered = {base.cover[i + 8 : i + 40]: int.from_bytes(base.cover[i : i + 8], "big")
+                   for i in range(0, len(base.cover), 40)}
+        if self.refuse_bases:
+            return Outcome(rejected=[(digest, "untrusted_checkpoint", "refused by the test")])
+        if not self.gone <= covered.keys():  # one snapshot per conversation: it must hold ours
+            return Outcome(rejected=[(digest, "cover_conflict", "does not cover what we compacted")])
+        added = [d for d in covered if d not in self.items]
+        for d in added:
+            self.items[d] = (covered[d], b"")
+        self.gone |= covered.keys()
+        self._base, self._keys = base, None
+        return Outcome(accepted=added, adopted=[(covered[d], d) for d in added])
+
 
 class ManyPeers:
     """One `FakePeer` per conversation, made on first use."""
@@ -78,6 +107,12 @@ class ManyPeers:
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         return self._of(conv).ingest(conv, records)
+
+    def base(self, conv: str) -> Base | None:
+        return self._of(conv).base(conv)
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        return self._of(conv).adopt(conv, base)
 
 
 def population(rng: random.Random, n: int, *, size: int = 64, spread: int = 3) -> list[bytes]:

@@ -63,16 +63,37 @@ def two_sets(draw: st.DrawFn) -> tuple[list[bytes], list[bytes], list[bytes]]:
     return universe, a, b
 
 
+def compacting(rng: random.Random, ahead: FakePeer, behind: FakePeer | None) -> None:
+    """`ahead` compacts every record below a cut, some the other side may lack; `behind`, if
+    given, compacts fewer, all shared with `ahead`: two checkpoints, one extending the other."""
+    keys = ahead.keys("c").keys
+    cut = rng.randrange(len(keys) + 1)
+    ahead.compact({d for _, d in keys[:cut]})
+    if behind is not None:
+        shared = [d for _, d in behind.keys("c").keys[: rng.randrange(len(behind.keys("c")) + 1)]]
+        behind.compact({d for d in shared if d in ahead.gone})
+
+
 @settings(max_examples=300 if IN_CI else 60)
-@given(two_sets(), st.sampled_from([4 << 20, 2000]))
-def test_any_two_sets_end_equal_to_their_union(sets: tuple[list[bytes], list[bytes], list[bytes]], budget: int) -> None:
+@given(two_sets(), st.sampled_from([4 << 20, 2000]),
+       st.sampled_from(["none", "a", "b", "a, then b", "b, then a"]), st.integers(0, 2**32))
+def test_any_two_sets_end_equal_to_their_union(
+    sets: tuple[list[bytes], list[bytes], list[bytes]], budget: int, compaction: str, seed: int
+) -> None:
     universe, a_records, b_records = sets
     a, b = FakePeer(a_records), FakePeer(b_records)
+    rng = random.Random(seed)
+    if compaction != "none":
+        ahead, behind = (a, b) if compaction.startswith("a") else (b, a)
+        compacting(rng, ahead, behind if "then" in compaction else None)
     report = run(a, b, budget=budget, max_sessions=6)
     union = FakePeer(universe).set()
     assert a.set() == b.set() == union
     assert report.converged  # type: ignore[attr-defined]
     assert report.sessions <= 2 or budget < 4 << 20  # type: ignore[attr-defined]
+    assert not report.convs["c"].gone  # type: ignore[attr-defined]  # a base, never `gone`
+    again = run(a, b, budget=budget)
+    assert again.converged and again.round_trips == 1  # type: ignore[attr-defined]
 
 
 def test_no_difference_costs_one_round_trip_and_under_a_kilobyte() -> None:

@@ -17,7 +17,7 @@ from conftest import IN_CI
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.keyset import HASH_LEN, INFINITY, RANGE_LEN, STRONG_LEN, Bound
-from convgraph.sync.wire import Kind, Message, Mode, Range, Rejected, Section, Want, WireLimits
+from convgraph.sync.wire import Base, Kind, Message, Mode, Range, Rejected, Section, Want, WireLimits
 
 walls = st.integers(0, 2**48)
 prefixes = st.binary(max_size=32)
@@ -58,6 +58,9 @@ def sections(draw: st.DrawFn, conv: str) -> Section:
         kw["accepted"] = draw(st.integers(0, 1000))
         kw["rejected"] = tuple(Rejected(draw(st.binary(min_size=32, max_size=32)), draw(st.sampled_from(["cid", "signature"])))
                                for _ in range(draw(st.integers(0, 2))))
+    if draw(st.booleans()):
+        parts = st.binary(min_size=1, max_size=40)
+        kw["base"] = Base(draw(parts), draw(parts), draw(parts))
     return Section(conv, **kw)  # type: ignore[arg-type]
 
 
@@ -176,3 +179,17 @@ def test_a_refused_name_ends_decoding_before_the_rest_of_the_message() -> None:
         wire.decode(hostile)
     with pytest.raises(_Refused, match="secret"):
         wire.decode(hostile, admit=admit)
+
+
+def test_flags_are_a_varint_and_the_base_is_the_ninth_bit() -> None:
+    """Flags under 128 keep their one byte; the report's (128) and the base's (256) take two."""
+    report = _message(Section("c", accepted=0))
+    assert report == wire.encode(Message(Kind.CONTINUE, b"s" * 8, ()))[:-1] + b"\x01\x01c\x80\x01\x00\x00"
+    assert _message(Section("c", gone=(b"d" * 32,))).startswith(b"\x01\x03" + b"s" * 8 + b"\x01\x01c\x40\x01")
+    based = _message(Section("c", base=Base(b"k", b"ss", b"vvv")))
+    assert based.endswith(b"\x01c\x80\x02\x01k\x02ss\x03vvv")
+    assert wire.decode(based).sections[0].base == Base(b"k", b"ss", b"vvv")
+    with pytest.raises(ProtocolError, match="unknown section flags 0x200"):
+        wire.decode(based.replace(b"c\x80\x02", b"c\x80\x06"))
+    with pytest.raises(ProtocolError, match="empty list of base bytes"):
+        wire.decode(based.replace(b"\x01k\x02ss", b"\x00\x02ss"))

@@ -27,7 +27,7 @@ from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
-from convgraph.sync.peer import ReplicaPeer, cid_of
+from convgraph.sync.peer import ReplicaPeer, cid_of, trusting
 from convgraph.sync.responder import Responder
 
 Listen = Callable[[], AsyncIterator[str]]
@@ -161,7 +161,7 @@ def _run(
         if not names:
             raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
         spool = SpoolTransport(Path(target.removeprefix("spool:")))
-        return _with_progress(replica, spool, names, show, timeout_s)
+        return _with_progress(replica, spool, names, show, timeout_s, adopt_from=[replica.actor])
     if target.startswith(("http://", "https://")):
         from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
 
@@ -169,18 +169,25 @@ def _run(
             names = list(convs) or replica.conversations()
             if not names:
                 raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
-            return _with_progress(replica, remote, names, show, timeout_s)
+            return _with_progress(replica, remote, names, show, timeout_s,
+                                  adopt_from=[replica.actor, remote.actor()])
     path = Path(target)
     if not (path / DB_FILE).exists():
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
     with Replica.open(path) as other:
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
-        return _with_progress(replica, Responder(ReplicaPeer(other)).receive, names, show, timeout_s)
+        both = trusting([replica.actor, other.actor])
+        responder = Responder(ReplicaPeer(other, adopt_from=both))
+        return _with_progress(replica, responder.receive, names, show, timeout_s,
+                              adopt_from=[replica.actor, other.actor])
 
 
 def _with_progress(
-    replica: Replica, transport: Transport | Remote, names: list[str], show: bool, timeout_s: float
+    replica: Replica, transport: Transport | Remote, names: list[str], show: bool, timeout_s: float, *,
+    adopt_from: list[bytes],
 ) -> SyncReport:
+    """Run the sync; a base is adopted only when signed by a key in `adopt_from` (ours, and
+    the peer we chose: the server's announced key, or the other replica's)."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   transient=True, disable=not show) as progress:
         task = progress.add_task("syncing", total=None)
@@ -190,8 +197,8 @@ def _with_progress(
             sent = sum(r.sent for r in session.reports.values())
             progress.update(task, description=f"round {session.rounds}: {got} records in, {sent} out")
 
-        return synchronize(ReplicaPeer(replica), transport, names, salts=lambda: os.urandom(8), on_round=tick,
-                           timeout_s=timeout_s)
+        return synchronize(ReplicaPeer(replica, adopt_from=trusting(adopt_from)), transport, names,
+                           salts=lambda: os.urandom(8), on_round=tick, timeout_s=timeout_s)
 
 
 def _summary(report: SyncReport, target: str) -> dict[str, Any]:

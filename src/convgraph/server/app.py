@@ -51,6 +51,7 @@ from convgraph.sync import wire
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome
 from convgraph.sync.responder import Responder
+from convgraph.sync.wire import Base
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -73,13 +74,27 @@ class ServerConfig:
 
 
 class _Peer(ReplicaPeer):
-    """The replica seen by one request: it may only write the conversations its key may write."""
+    """The replica seen by one request: it may only write the conversations its key may write,
+    and it adopts a base only when the checkpoint is signed by the server's own key or by
+    the requesting key in a conversation that key may write."""
 
     def __init__(
-        self, replica: Replica, writable: set[str], lock: threading.Lock, ring: Callable[[str], None]
+        self, replica: Replica, writable: set[str], lock: threading.Lock, ring: Callable[[str], None],
+        actor: bytes,
     ) -> None:
-        super().__init__(replica)
+        super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
+            signer == actor and conv in writable))
         self.writable, self.lock, self.ring = writable, lock, ring
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        if conv not in self.writable:
+            why = "this key may read but not write the conversation"
+            return Outcome(rejected=[(CID.of_record(base.checkpoint).digest, "forbidden", why)])
+        with self.lock:
+            outcome = super().adopt(conv, base)
+        if outcome.accepted:
+            self.ring(conv)
+        return outcome
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         if conv not in self.writable:
@@ -190,7 +205,8 @@ class _Server:
             async with self.decoders:
                 message = await run_in_threadpool(wire.decode, body, admit=admit)
             convs = [s.conv for s in message.sections]
-            peer = _Peer(self.replica, self.cfg.access.writable(actor, convs), self.lock, self.hub.ring)
+            writable = self.cfg.access.writable(actor, convs)
+            peer = _Peer(self.replica, writable, self.lock, self.hub.ring, actor)
             peer.share_cache(self.keys)
             reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
         return Response(reply, media_type=SYNC_TYPE)

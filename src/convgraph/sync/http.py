@@ -24,7 +24,7 @@ import httpx
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
-from convgraph.core.keys import SigningKey
+from convgraph.core.keys import SigningKey, parse_actor
 from convgraph.core.record import DEFAULT_LIMITS as RECORD_LIMITS
 from convgraph.core.record import Limits, Record
 from convgraph.errors import (
@@ -148,6 +148,14 @@ class HttpRemote:
         finally:
             response.close()
         return got[:limit]
+
+    def actor(self) -> bytes:
+        """The server's actor key, as `/v1/health` announces it (as authentic as the URL is)."""
+        raw = self._read(self._request("GET", "/v1/health"), 1 << 16)
+        try:
+            return parse_actor(json.loads(raw)["actor"])
+        except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
+            raise TransportError(f"{self.base_url}/v1/health names no actor: {raw[:200]!r}") from exc
 
     def record(self, cid: CID) -> bytes:
         """One record's bytes, verified: they hash to `cid` and decode as a valid record."""

@@ -13,6 +13,7 @@ record, when that record alone is larger).
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import time
 from bisect import bisect_right
@@ -25,7 +26,7 @@ from convgraph.sync import reconcile, wire
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
 from convgraph.sync.reconcile import Step, SyncPeer
-from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Kind, Message, Rejected, Section, WireLimits
+from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Base, Kind, Message, Rejected, Section, WireLimits
 
 Transport = Callable[[bytes], bytes]
 _FETCH = 256  # records read per store look-up
@@ -54,6 +55,7 @@ class ConvReport:
     accepted_there: int = 0
     rejected_there: list[Rejected] = field(default_factory=list)
     gone: list[bytes] = field(default_factory=list)  # digests the peer could no longer serve
+    adopted: int = 0  # records we now hold as headers, from a base the peer sent
     converged: bool = False
 
 
@@ -63,6 +65,7 @@ class _Conv:
     queue: dict[Key, None] = field(default_factory=dict)  # pushes not yet sent, in arrival order
     sent: set[bytes] = field(default_factory=set)
     accepted: list[bytes] = field(default_factory=list)
+    base_sent: bool = False  # a session offers a conversation's base at most once
     theirs: tuple[int, bytes] | None = None  # the peer's last (count, strong fingerprint)
     report: ConvReport = field(default_factory=ConvReport)
 
@@ -117,10 +120,11 @@ class Initiator:
             step = self._absorb(conv, s, first=self.rounds == 1) if s is not None else Step()
             fresh = (k for k in step.pushes if k[1] not in conv.sent and k[1] not in self.refused)
             conv.queue.update((k, None) for k in fresh)
-            records = self._take(conv, left)
+            records, base = self._take(name, conv, left)
             ranges = reconcile.cover(step)
-            if ranges is not None or step.wants or records:
-                sections.append(Section(name, ranges=ranges, wants=tuple(step.wants), records=tuple(records)))
+            if ranges is not None or step.wants or records or base is not None:
+                sections.append(Section(name, ranges=ranges, wants=tuple(step.wants), records=tuple(records),
+                                        base=base))
         if not sections and not any(c.queue for c in self._convs.values()):
             for conv in self._convs.values():
                 conv.report.converged = self._agrees(conv)
@@ -128,9 +132,16 @@ class Initiator:
         return self._out(Message(Kind.CONTINUE, self.salt, tuple(sections)))
 
     def _absorb(self, conv: _Conv, s: Section, *, first: bool) -> Step:
-        if s.records:
+        outcome = reconcile.take_in(self.peer, s)
+        if outcome.adopted:
+            # a base covers keys all over the set, in ranges still being compared: our set
+            # must show them from now on, or we would ask for them (and the base) again
+            conv.keys = conv.keys.adding(outcome.adopted)
+            conv.report.adopted += len(outcome.adopted)
+            based = {d for _, d in outcome.adopted}
+            outcome.accepted = [d for d in outcome.accepted if d not in based]
+        if s.records or s.base is not None:
             conv.report.received += len(s.records)
-            outcome = self.peer.ingest(s.conv, s.records)
             conv.accepted += outcome.accepted
             conv.report.accepted_here += len(outcome.accepted)
             conv.report.quarantined_here += outcome.quarantined
@@ -147,24 +158,40 @@ class Initiator:
             k = bisect_right(keys.keys, s.tip) if s.tip is not None else 0
             if k < len(keys) and keys.fingerprint(0, k, STRONG_LEN) == conv.theirs[1]:
                 return Step(pushes=list(keys.keys[k:]))  # the peer holds a prefix of ours: send the rest
-        return reconcile.answer(s, keys, self.salt, reconcile.received_hashes(self.salt, s.records))
+        received = reconcile.received_hashes(self.salt, s.records, outcome.adopted)
+        return reconcile.answer(s, keys, self.salt, received)
 
-    def _take(self, conv: _Conv, left: list[int]) -> list[bytes]:
+    def _take(self, name: str, conv: _Conv, left: list[int]) -> tuple[list[bytes], Base | None]:
         records: list[bytes] = []
+        base: Base | None = None
         while conv.queue and left[0] > 0:
             chunk = list(itertools.islice(conv.queue, _FETCH))
             for key, data in zip(chunk, self.peer.fetch([k[1] for k in chunk]), strict=True):
+                if data is None and not conv.base_sent:
+                    base = self._base(name)
+                    if base is not None and base.size() > left[0] and left[0] < self.budget:
+                        return records, None  # sent first in a message of its own
+                    conv.base_sent = True
+                    left[0] -= base.size() if base is not None else 0
                 if data is not None and len(data) > left[0] and left[0] < self.budget:
-                    return records
+                    return records, base
                 del conv.queue[key]
                 conv.sent.add(key[1])
                 if data is None:
-                    continue  # compacted here since the session began: nothing to send
+                    continue  # held here as a header only: the base carries it, if we may send one
                 records.append(data)
                 left[0] -= len(data) + 4
                 conv.report.sent += 1
                 conv.report.sent_bytes += len(data)
-        return records
+        if base is not None:  # the base carries its checkpoint
+            records = [r for r in records if r != base.checkpoint]
+        return records, base
+
+    def _base(self, name: str) -> Base | None:
+        base = reconcile.base_for(self.peer, name, self.limits)
+        if base is None or hashlib.sha256(base.checkpoint).digest() in self.refused:
+            return None  # the peer refused it in an earlier session: it would only refuse it again
+        return base
 
     def _agrees(self, conv: _Conv) -> bool:
         return conv.theirs is not None and reconcile.summary(conv.keys, conv.accepted) == conv.theirs
@@ -193,7 +220,7 @@ class Initiator:
         return {name: c.report for name, c in self._convs.items()}
 
 
-_COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there")
+_COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there", "adopted")
 
 
 @dataclass
@@ -269,7 +296,7 @@ def synchronize(
         finally:
             used += session.rounds
         report._add(session)
-        moved = any(r.accepted_here or r.accepted_there for r in session.reports.values())
+        moved = any(r.accepted_here or r.accepted_there or r.adopted for r in session.reports.values())
         if session.converged() or not moved:
             break
     report.converged = all(r.converged for r in report.convs.values())

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from convgraph.replica import Replica
 from convgraph.sync.initiator import SyncReport, synchronize
-from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.peer import ReplicaPeer, trusting
 from convgraph.sync.responder import Responder
 
 
@@ -19,7 +19,13 @@ def sync_replicas(
     local: Replica, remote: Replica, convs: Iterable[str] | None = None, *,
     salts: Callable[[], bytes] = lambda: os.urandom(8), max_sessions: int = 2,
 ) -> SyncReport:
-    """Reconcile the named conversations (default: every one either side holds) both ways."""
+    """Reconcile the named conversations (default: every one either side holds) both ways.
+
+    Each side adopts a compacted conversation's base when its checkpoint is signed by
+    either replica's key: both are in this process, so both are ours.
+    """
     names = sorted(set(convs) if convs is not None else {*local.conversations(), *remote.conversations()})
-    responder = Responder(ReplicaPeer(remote))
-    return synchronize(ReplicaPeer(local), responder.receive, names, salts=salts, max_sessions=max_sessions)
+    both = trusting([local.actor, remote.actor])
+    responder = Responder(ReplicaPeer(remote, adopt_from=both))
+    return synchronize(ReplicaPeer(local, adopt_from=both), responder.receive, names, salts=salts,
+                       max_sessions=max_sessions)

@@ -3,18 +3,29 @@
 Key sets are built from `Store.sync_keys` and cached per conversation behind the store's
 change token, so a server answering many messages about an unchanged conversation sorts
 and sums its keys once. Ingest restricts every batch to the conversation its section
-names. Invariant: `keys(conv)` is always the store's current set for `conv`.
+names. A base (a compacted conversation's checkpoint, snapshot and cover) is adopted only
+when the adoption policy trusts its checkpoint's signer for that conversation: by default
+only our own key. Invariant: `keys(conv)` is always the store's current set for `conv`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+from convgraph.adoption import compaction_of
 from convgraph.core.cid import CID
+from convgraph.core.keys import actor_text
+from convgraph.core.record import decode_record
+from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.replica import Replica
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome
+from convgraph.sync.wire import Base
+
+AdoptionPolicy = Callable[[str, bytes], bool]
+"""Whether to adopt a checkpoint of conversation `conv` (first argument) signed by the key
+(second): adopting takes every record it covers on that signer's word (docs/format.md 11.5)."""
 
 _GREW = object()  # a cache entry grown by our own ingest, to be confirmed against the store
 _CID_PREFIX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes: every record's
@@ -25,11 +36,24 @@ def cid_of(digest: bytes) -> CID:
     return CID(_CID_PREFIX + digest)
 
 
-class ReplicaPeer:
-    """`SyncPeer` over a `Replica`; safe to share between threads."""
+def trusting(keys: Iterable[bytes]) -> AdoptionPolicy:
+    """A policy that adopts checkpoints signed by any of `keys`, in any conversation."""
+    trusted = frozenset(keys)
+    return lambda _conv, signer: signer in trusted
 
-    def __init__(self, replica: Replica, *, cache_size: int = 64) -> None:
+
+class ReplicaPeer:
+    """`SyncPeer` over a `Replica`; safe to share between threads.
+
+    `adopt_from` decides whose checkpoints a base may bring; by default only the replica's
+    own key, so a peer can never hand us history on its own word unless we say so.
+    """
+
+    def __init__(
+        self, replica: Replica, *, cache_size: int = 64, adopt_from: AdoptionPolicy | None = None
+    ) -> None:
         self.replica = replica
+        self.adopt_from = adopt_from if adopt_from is not None else trusting([replica.actor])
         self._cache: dict[str, tuple[object, KeySet]] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -76,3 +100,29 @@ class ReplicaPeer:
             quarantined=len(report.quarantined) + len(report.held),
             rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in report.rejected],
         )
+
+    def base(self, conv: str) -> Base | None:
+        found = compaction_of(self.replica.store, conv)
+        return None if found is None else Base(found.record, found.snapshot, found.cover)
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        digest = CID.of_record(base.checkpoint).digest
+        before = self.keys(conv)
+        try:
+            record = decode_record(base.checkpoint, limits=self.replica.config.limits)
+            if record.conv != conv:
+                raise ForbiddenError(f"checkpoint of conversation {record.conv!r}, which this section "
+                                     "does not cover", cid=record.cid)
+            if not self.adopt_from(conv, record.actor):
+                raise UntrustedCheckpointError(
+                    f"checkpoints of {conv!r} by {actor_text(record.actor)} are not adopted here",
+                    checkpoint=record.cid, signer=actor_text(record.actor))
+            report = self.replica.adopt(base.checkpoint, base.snapshot, base.cover)
+        except ConvgraphError as exc:
+            return Outcome(rejected=[(digest, exc.rule, str(exc))])
+        with self._lock:
+            self._cache.pop(conv, None)
+        held = set(before.keys)
+        added = [k for k in self.keys(conv).keys if k not in held]
+        return Outcome(accepted=[d for _, d in added], quarantined=len(report.quarantined) + len(report.held),
+                       adopted=added)

@@ -26,12 +26,13 @@ from convgraph.sync.keyset import (
     item_hash,
     separating,
 )
-from convgraph.sync.wire import Mode, Range, Section, Want
+from convgraph.sync.wire import Base, Mode, Range, Section, Want, WireLimits
 
 BRANCH: Final = 16
 LIST_AT: Final = 32
 FIRST_LIST_AT: Final = 256  # in the first answer: a short differing tail goes across in one list
 PROBES: Final = (16, 256, 4096, 65536)  # tail sizes whose prefix the first message fingerprints
+BASE_SLACK: Final = 1 << 16  # room a message keeps beside a base, for the section's other parts
 
 
 @dataclass
@@ -41,6 +42,13 @@ class Outcome:
     accepted: list[bytes] = field(default_factory=list)  # digests now in the set
     quarantined: int = 0
     rejected: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
+    adopted: list[Key] = field(default_factory=list)  # keys a base added (their digests in `accepted` too)
+
+    def merge(self, other: Outcome) -> None:
+        self.accepted += other.accepted
+        self.quarantined += other.quarantined
+        self.rejected += other.rejected
+        self.adopted += other.adopted
 
 
 class SyncPeer(Protocol):
@@ -56,6 +64,16 @@ class SyncPeer(Protocol):
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         """Validate and store records a peer sent for `conv`; a bad one never stops the rest."""
+        ...
+
+    def base(self, conv: str) -> Base | None:
+        """The base of `conv`'s latest compaction, which covers every record we hold as a
+        header only; None when we never compacted or adopted it."""
+        ...
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        """Adopt a base a peer sent for `conv` (if our policy trusts its signer): the keys it
+        adds count as accepted; a refusal is one rejection, naming the checkpoint."""
         ...
 
 
@@ -143,8 +161,26 @@ def cover(step: Step) -> tuple[Range, ...] | None:
     return tuple(merged)
 
 
-def received_hashes(salt: bytes, records: Iterable[bytes]) -> set[bytes]:
-    return {item_hash(salt, hashlib.sha256(data).digest()) for data in records}
+def received_hashes(salt: bytes, records: Iterable[bytes], adopted: Iterable[Key] = ()) -> set[bytes]:
+    """Item hashes of what arrived with a message: its records, and the keys its base added."""
+    return {item_hash(salt, hashlib.sha256(data).digest()) for data in records} | {
+        item_hash(salt, d) for _, d in adopted}
+
+
+def take_in(peer: SyncPeer, section: Section) -> Outcome:
+    """Adopt the section's base, then ingest its records (which may build on the base)."""
+    outcome = Outcome()
+    if section.base is not None:
+        outcome.merge(peer.adopt(section.conv, section.base))
+    if section.records:
+        outcome.merge(peer.ingest(section.conv, section.records))
+    return outcome
+
+
+def base_for(peer: SyncPeer, conv: str, limits: WireLimits) -> Base | None:
+    """Our base of `conv` when it can travel: a message must hold it whole, with room to spare."""
+    base = peer.base(conv)
+    return base if base is not None and base.size() <= limits.max_message - BASE_SLACK else None
 
 
 def summary(keys: KeySet, accepted: Iterable[bytes] = ()) -> tuple[int, bytes]:

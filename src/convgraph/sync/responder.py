@@ -14,9 +14,19 @@ from bisect import bisect_right
 
 from convgraph.errors import ProtocolError
 from convgraph.sync import reconcile, wire
-from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, KeySet, separating
+from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, Key, KeySet, separating
 from convgraph.sync.reconcile import Step, SyncPeer
-from convgraph.sync.wire import DEFAULT_LIMITS, Kind, Message, Mode, Range, Rejected, Section, WireLimits
+from convgraph.sync.wire import (
+    DEFAULT_LIMITS,
+    Base,
+    Kind,
+    Message,
+    Mode,
+    Range,
+    Rejected,
+    Section,
+    WireLimits,
+)
 
 _MAX_REPORTED = 1000  # rejections named per reply; the count is always exact
 _FETCH = 256  # records read per store look-up
@@ -43,8 +53,10 @@ class Responder:
     def _section(self, message: Message, s: Section, left: list[int]) -> Section:
         accepted: int | None = None
         rejected: tuple[Rejected, ...] = ()
-        if s.records:
-            outcome = self.peer.ingest(s.conv, s.records)
+        adopted: list[Key] = []
+        if s.base is not None or s.records:
+            outcome = reconcile.take_in(self.peer, s)
+            adopted = outcome.adopted
             accepted = len(outcome.accepted)
             named = outcome.rejected[:_MAX_REPORTED]
             rejected = tuple(Rejected(d or bytes(32), rule) for d, rule, _ in named)
@@ -53,13 +65,14 @@ class Responder:
         if message.kind is Kind.INITIATE:
             step = self._first(s, keys, message.salt)
         else:
-            step = reconcile.answer(s, keys, message.salt, reconcile.received_hashes(message.salt, s.records))
-        records, gone = self._push(step, keys, left)
+            received = reconcile.received_hashes(message.salt, s.records, adopted)
+            step = reconcile.answer(s, keys, message.salt, received)
+        records, gone, base = self._push(s.conv, step, keys, left)
         return Section(
             s.conv, count, strong,
             tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
             ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
-            gone=tuple(gone), accepted=accepted, rejected=rejected,
+            gone=tuple(gone), accepted=accepted, rejected=rejected, base=base,
         )
 
     def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:
@@ -80,23 +93,43 @@ class Responder:
         reconcile.split(keys, lo, INFINITY, salt, step, list_at=reconcile.FIRST_LIST_AT)
         return step
 
-    def _push(self, step: Step, keys: KeySet, left: list[int]) -> tuple[list[bytes], list[bytes]]:
-        """Records for the pushes that fit in what is `left` of the budget, in key order."""
+    def _push(
+        self, conv: str, step: Step, keys: KeySet, left: list[int]
+    ) -> tuple[list[bytes], list[bytes], Base | None]:
+        """Records for the pushes that fit in what is `left` of the budget, in key order, and
+        the base when a push is held here as a header only (`gone` when there is none)."""
         records: list[bytes] = []
         gone: list[bytes] = []
+        base: Base | None = None
         previous = None
         pushes = sorted(set(step.pushes))
         for at in range(0, len(pushes), _FETCH):
             chunk = pushes[at : at + _FETCH]
             for key, data in zip(chunk, self.peer.fetch([k[1] for k in chunk]), strict=True):
+                if data is None and base is None and not gone:
+                    base = reconcile.base_for(self.peer, conv, self.limits)
+                    size = 0 if base is None else base.size()
+                    if size > left[0] and left[0] < self.budget:  # like a record that does not fit
+                        reconcile.reopen(step, keys, _after(previous, key))
+                        return records, gone, None
+                    left[0] -= size
                 if data is None:
-                    gone.append(key[1])
+                    if base is None:
+                        gone.append(key[1])
+                    else:
+                        previous = key  # the base carries it: a part asked for again starts past it
                     continue
                 if len(data) > left[0] and left[0] < self.budget:  # one record always fits an empty reply
-                    start = MINUS_INFINITY if previous is None else separating(previous, key)
-                    reconcile.reopen(step, keys, start)
-                    return records, gone
+                    reconcile.reopen(step, keys, _after(previous, key))
+                    return records, gone, base
                 records.append(data)
                 left[0] -= len(data) + 4
                 previous = key
-        return records, gone
+        if base is not None:  # the base carries its checkpoint
+            records = [r for r in records if r != base.checkpoint]
+        return records, gone, base
+
+
+def _after(previous: Key | None, key: Key) -> Bound:
+    """Where the part the peer must ask for again starts: just past the last key sent."""
+    return MINUS_INFINITY if previous is None else separating(previous, key)

@@ -83,6 +83,19 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Base:
+    """A compacted conversation's base: its latest checkpoint record, the snapshot that
+    checkpoint names and its cover (`docs/format.md` 11.5), for a peer to adopt."""
+
+    checkpoint: bytes
+    snapshot: bytes
+    cover: bytes
+
+    def size(self) -> int:
+        return len(self.checkpoint) + len(self.snapshot) + len(self.cover)
+
+
+@dataclass(frozen=True)
 class Section:
     """Everything one message says about one conversation."""
 
@@ -97,6 +110,7 @@ class Section:
     gone: tuple[bytes, ...] = ()  # digests asked for that the sender can no longer serve
     accepted: int | None = None  # with `rejected`: what the sender did with the last records
     rejected: tuple[Rejected, ...] = ()
+    base: Base | None = None  # sent instead of `gone` for records the sender holds as headers
 
 
 @dataclass(frozen=True)
@@ -106,9 +120,10 @@ class Message:
     sections: tuple[Section, ...] = field(default=())
 
 
-_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT = (
-    1 << i for i in range(8)
+_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT, _F_BASE = (
+    1 << i for i in range(9)
 )
+_FLAGS: Final = (1 << 9) - 1
 
 
 def encode(message: Message) -> bytes:
@@ -127,10 +142,11 @@ def _section(out: bytearray, s: Section) -> None:
         | (_F_PROBES if s.probes else 0) | (_F_RANGES if s.ranges is not None else 0)
         | (_F_WANTS if s.wants else 0) | (_F_RECORDS if s.records else 0)
         | (_F_GONE if s.gone else 0) | (_F_REPORT if s.accepted is not None else 0)
+        | (_F_BASE if s.base is not None else 0)
     )
     name = s.conv.encode()
     out += uvarint(len(name)) + name
-    out.append(flags)
+    out += uvarint(flags)  # a varint: one byte, as it always was, until a part past the eighth is set
     if s.count is not None:
         out += uvarint(s.count) + s.strong
     if s.tip is not None:
@@ -168,6 +184,9 @@ def _section(out: bytearray, s: Section) -> None:
         for rej in s.rejected:
             rule = rej.rule.encode()
             out += rej.digest + uvarint(len(rule)) + rule
+    if s.base is not None:
+        for part in (s.base.checkpoint, s.base.snapshot, s.base.cover):
+            out += uvarint(len(part)) + part
 
 
 def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
@@ -294,7 +313,9 @@ class _Reader:
             self.fail("conversation name is not UTF-8")
 
     def section(self, conv: str) -> Section:
-        flags = self.byte()
+        flags = self.varint()
+        if flags & ~_FLAGS:
+            self.fail(f"unknown section flags {flags & ~_FLAGS:#x}")
         out: dict[str, object] = {}
         if flags & _F_SUMMARY:
             out["count"], out["strong"] = self.varint(), self.take(STRONG_LEN)
@@ -321,6 +342,9 @@ class _Reader:
             out["accepted"] = self.varint()
             n = self.count(self.limits.max_records, "rejections")
             out["rejected"] = tuple(self.rejected() for _ in range(n))
+        if flags & _F_BASE:
+            parts = [self.take(self.count(self.limits.max_message, "base bytes", least=1)) for _ in range(3)]
+            out["base"] = Base(*parts)
         return Section(conv, **out)  # type: ignore[arg-type]
 
     def probes(self) -> tuple[tuple[Bound, bytes], ...]:
