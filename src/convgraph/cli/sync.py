@@ -9,8 +9,10 @@ two sides still differ, and 2 when the sync failed (the deadline passing include
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,9 @@ from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
-from convgraph.sync.deadline import DEFAULT_TIMEOUT_S
+from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
-from convgraph.sync.peer import ReplicaPeer, cid_of, trusting
+from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting
 from convgraph.sync.responder import Responder
 
 Listen = Callable[[], AsyncIterator[str]]
@@ -128,6 +130,7 @@ def register(cli: click.Group) -> None:
                 out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
                           f"(of {conv['received']}), "
                           f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
+                          f"{'adopted ' + str(conv['adopted']) + ' compacted, ' if conv['adopted'] else ''}"
                           f"{'in sync' if conv['converged'] else 'still differs'}")
                 for rejection in conv["rejected_here"] + conv["rejected_there"]:
                     out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
@@ -161,7 +164,7 @@ def _run(
         if not names:
             raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
         spool = SpoolTransport(Path(target.removeprefix("spool:")))
-        return _with_progress(replica, spool, names, show, timeout_s, adopt_from=[replica.actor])
+        return _with_progress(replica, spool, names, show, timeout_s, adopt_from=trusting([replica.actor]))
     if target.startswith(("http://", "https://")):
         from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
 
@@ -169,8 +172,11 @@ def _run(
             names = list(convs) or replica.conversations()
             if not names:
                 raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
-            return _with_progress(replica, remote, names, show, timeout_s,
-                                  adopt_from=[replica.actor, remote.actor()])
+            # asked only when a base arrives, within the run's time: most syncs never ask
+            deadline = Deadline.after(timeout_s, time.monotonic)
+            server_key = functools.cache(lambda: remote.actor(deadline=deadline))
+            return _with_progress(replica, remote, names, show, timeout_s, adopt_from=lambda _conv, signer: (
+                signer == replica.actor or signer == server_key()))
     path = Path(target)
     if not (path / DB_FILE).exists():
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
@@ -178,15 +184,14 @@ def _run(
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
         both = trusting([replica.actor, other.actor])
         responder = Responder(ReplicaPeer(other, adopt_from=both))
-        return _with_progress(replica, responder.receive, names, show, timeout_s,
-                              adopt_from=[replica.actor, other.actor])
+        return _with_progress(replica, responder.receive, names, show, timeout_s, adopt_from=both)
 
 
 def _with_progress(
     replica: Replica, transport: Transport | Remote, names: list[str], show: bool, timeout_s: float, *,
-    adopt_from: list[bytes],
+    adopt_from: AdoptionPolicy,
 ) -> SyncReport:
-    """Run the sync; a base is adopted only when signed by a key in `adopt_from` (ours, and
+    """Run the sync; a base is adopted only when `adopt_from` trusts its signer (our key, and
     the peer we chose: the server's announced key, or the other replica's)."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   transient=True, disable=not show) as progress:
@@ -197,7 +202,7 @@ def _with_progress(
             sent = sum(r.sent for r in session.reports.values())
             progress.update(task, description=f"round {session.rounds}: {got} records in, {sent} out")
 
-        return synchronize(ReplicaPeer(replica, adopt_from=trusting(adopt_from)), transport, names,
+        return synchronize(ReplicaPeer(replica, adopt_from=adopt_from), transport, names,
                            salts=lambda: os.urandom(8), on_round=tick, timeout_s=timeout_s)
 
 
@@ -209,6 +214,7 @@ def _summary(report: SyncReport, target: str) -> dict[str, Any]:
         name: {
             "received": r.received, "accepted_here": r.accepted_here, "quarantined_here": r.quarantined_here,
             "sent": r.sent, "sent_bytes": r.sent_bytes, "accepted_there": r.accepted_there,
+            "adopted": r.adopted,
             "rejected_here": rejections([(d, rule) for d, rule, _ in r.rejected_here]),
             "rejected_there": rejections([(x.digest, x.rule) for x in r.rejected_there]),
             "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged,

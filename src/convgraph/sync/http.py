@@ -149,9 +149,9 @@ class HttpRemote:
             response.close()
         return got[:limit]
 
-    def actor(self) -> bytes:
+    def actor(self, *, deadline: Deadline | None = None) -> bytes:
         """The server's actor key, as `/v1/health` announces it (as authentic as the URL is)."""
-        raw = self._read(self._request("GET", "/v1/health"), 1 << 16)
+        raw = self._read(self._request("GET", "/v1/health", deadline=deadline), 1 << 16, deadline)
         try:
             return parse_actor(json.loads(raw)["actor"])
         except (ValueError, KeyError, TypeError, ConvgraphError) as exc:

@@ -113,10 +113,15 @@ class ReplicaPeer:
             if record.conv != conv:
                 raise ForbiddenError(f"checkpoint of conversation {record.conv!r}, which this section "
                                      "does not cover", cid=record.cid)
-            if not self.adopt_from(conv, record.actor):
-                raise UntrustedCheckpointError(
-                    f"checkpoints of {conv!r} by {actor_text(record.actor)} are not adopted here",
-                    checkpoint=record.cid, signer=actor_text(record.actor))
+        except ConvgraphError as exc:
+            return Outcome(rejected=[(digest, exc.rule, str(exc))])
+        # outside the `try`: a policy that must ask the network may fail as a transport does
+        if not self.adopt_from(conv, record.actor):
+            refusal = UntrustedCheckpointError(
+                f"checkpoints of {conv!r} by {actor_text(record.actor)} are not adopted here",
+                checkpoint=record.cid, signer=actor_text(record.actor))
+            return Outcome(rejected=[(digest, refusal.rule, str(refusal))])
+        try:
             report = self.replica.adopt(base.checkpoint, base.snapshot, base.cover)
         except ConvgraphError as exc:
             return Outcome(rejected=[(digest, exc.rule, str(exc))])
