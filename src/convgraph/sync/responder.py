@@ -2,10 +2,11 @@
 
 Because every message carries all the responder needs (the session's salt, the ranges in
 question, the wants), any number of server instances over one database can serve the
-same session, one message each. Records a message brings are ingested first, so the
-summary in the reply is the set after them. Invariant: a reply never holds more than
-`budget` bytes of records plus one record; pushes that do not fit are asked about again
-through a fingerprint, never dropped.
+same session, one message each. A base and the records a message brings are taken in
+first, so the summary in the reply is the set after them. A push we hold as a header only
+goes out as our base (`docs/sync.md`, Compacted history). Invariant: a reply never holds
+more than `budget` bytes of records and bases plus one of either; pushes that do not fit
+are asked about again through a fingerprint, never dropped.
 """
 
 from __future__ import annotations
