@@ -223,3 +223,14 @@ def test_two_of_our_keys_sharing_an_item_hash_are_both_pushed(monkeypatch: pytes
     session = Initiator(a, ["c"], salt=salts())
     synchronize_with(session, Responder(b).receive)
     assert twins <= a.set() and a.set() == b.set()
+
+
+def test_a_base_too_large_for_a_message_is_reported_gone_instead() -> None:
+    records = population(random.Random(11), 300)
+    small = wire.WireLimits(max_message=(1 << 16) + 4000)  # room for 100 keys of cover, not 200
+    for compacted, gone in ((80, 0), (200, 200)):
+        a, b = FakePeer(), FakePeer(records)
+        b.compact({d for _, d in b.keys("c").keys[:compacted]})
+        report = synchronize(a, Responder(b, limits=small).receive, ["c"], salts=salts)
+        assert len(set(report.convs["c"].gone)) == gone and report.converged == (gone == 0)
+        assert len(a.set()) == 300 - gone
