@@ -127,10 +127,11 @@ def register(cli: click.Group) -> None:
             _emit(summary)
         else:
             for name, conv in summary["conversations"].items():
+                adopted = f"adopted {conv['adopted']} from a checkpoint, " if conv["adopted"] else ""
                 out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
                           f"(of {conv['received']}), "
                           f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
-                          f"{'adopted ' + str(conv['adopted']) + ' compacted, ' if conv['adopted'] else ''}"
+                          f"{adopted}"
                           f"{'in sync' if conv['converged'] else 'still differs'}")
                 for rejection in conv["rejected_here"] + conv["rejected_there"]:
                     out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")

@@ -55,7 +55,7 @@ class ConvReport:
     accepted_there: int = 0
     rejected_there: list[Rejected] = field(default_factory=list)
     gone: list[bytes] = field(default_factory=list)  # digests the peer could no longer serve
-    adopted: int = 0  # records we now hold as headers, from a base the peer sent
+    adopted: int = 0  # keys a base the peer sent added: its checkpoint, and records held as headers
     converged: bool = False
 
 
