@@ -78,7 +78,7 @@ def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
         assert conv["converged"] is True
 
     text = run(b, "sync", str(a), "--conv", "c").stdout
-    assert "c: received 0 (of 0), sent 0 (0 accepted), in sync" in text and "1 round trips" in text
+    assert "c: received 0 (of 0), sent 0 (0 accepted, 0 released, 0 duplicate), converged" in text and "1 round trips" in text
 
 
 def free_port() -> int:
@@ -131,7 +131,7 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
     url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
     health = httpx.get(url + "/v1/health").json()
-    assert health["ok"] is True and health["protocol"] == 1 and len(health["actor"]) == 52
+    assert health["ok"] is True and health["protocol"] == 2 and len(health["actor"]) == 52
 
     pushed = sync(a, url, "c")
     assert pushed["ok"] is True and pushed["target"] == url

@@ -48,13 +48,18 @@ class FakePeer:
         return [None if f is None or d in self.gone else f[1] for d, f in zip(digests, found, strict=True)]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        out = Outcome()
+        out, report = Outcome(), []
         for data in records:
             digest = hashlib.sha256(data).digest()
             if self.refuse(data):
                 out.rejected.append((digest, "signature", "refused by the test"))
+                report.append(wire.Reported(wire.Fate.REJECTED, digest, rule="signature"))
             elif digest not in self.items:
                 out.accepted.append(self._add(data))
+                report.append(wire.Reported(wire.Fate.ACCEPTED, digest))
+            else:
+                report.append(wire.Reported(wire.Fate.DUPLICATE, digest))
+        out.report = tuple(report)
         return out
 
     def set(self) -> set[bytes]:

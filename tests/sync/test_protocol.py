@@ -155,7 +155,7 @@ def test_a_reply_from_another_session_or_of_the_wrong_kind_is_refused() -> None:
 def test_a_reply_about_a_conversation_not_asked_for_is_refused() -> None:
     session = Initiator(FakePeer(), ["c"], salt=salts())
     first = wire.decode(session.initiate())
-    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other"),))
+    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other", 0, bytes(16)),))
     with pytest.raises(ProtocolError, match="not asked for"):
         session.receive(wire.encode(reply))
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from convgraph.core.cid import CID
 from convgraph.replica import Replica
+from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome
 
@@ -64,6 +65,16 @@ class ReplicaPeer:
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})
+        store, config = self.replica.store, self.replica.config
+        pushed = {CID.of_record(d) for d in records if len(d) <= config.limits.max_record_bytes}
+        waiting = store.pending_get(pushed - set(report.accepted))
+        elsewhere = [c for c in report.released if c not in pushed]
+        metas = store.metas(elsewhere)  # a release of another conversation is not this peer's to know
+        entries = fates(
+            records, report, {c.digest: p for c, p in waiting.items()},
+            [c for c in elsewhere if c in metas and metas[c].conv == conv],
+            max_bytes=config.limits.max_record_bytes, max_drift_ms=config.max_drift_ms,
+        )
         if report.accepted:
             pairs = zip(report.accepted, report.accepted_hlcs, strict=True)
             fresh = [(h.wall_ms, c.digest) for c, h in pairs]
@@ -75,4 +86,5 @@ class ReplicaPeer:
             accepted=[c.digest for c in report.accepted],
             quarantined=len(report.quarantined) + len(report.held),
             rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in report.rejected],
+            report=entries,
         )

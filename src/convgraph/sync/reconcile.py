@@ -26,7 +26,7 @@ from convgraph.sync.keyset import (
     item_hash,
     separating,
 )
-from convgraph.sync.wire import Mode, Range, Section, Want
+from convgraph.sync.wire import Mode, Range, Reported, Section, Want
 
 BRANCH: Final = 16
 LIST_AT: Final = 32
@@ -41,6 +41,7 @@ class Outcome:
     accepted: list[bytes] = field(default_factory=list)  # digests now in the set
     quarantined: int = 0
     rejected: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
+    report: tuple[Reported, ...] = ()  # the fate of each record handed in (`sync.fates`)
 
 
 class SyncPeer(Protocol):

@@ -16,9 +16,8 @@ from convgraph.errors import ProtocolError
 from convgraph.sync import reconcile, wire
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, KeySet, separating
 from convgraph.sync.reconcile import Step, SyncPeer
-from convgraph.sync.wire import DEFAULT_LIMITS, Kind, Message, Mode, Range, Rejected, Section, WireLimits
+from convgraph.sync.wire import DEFAULT_LIMITS, Kind, Message, Mode, Range, Section, WireLimits
 
-_MAX_REPORTED = 1000  # rejections named per reply; the count is always exact
 _FETCH = 256  # records read per store look-up
 
 
@@ -35,19 +34,13 @@ class Responder:
     def answer(self, message: Message) -> bytes:
         """The reply to a message already decoded (a server reads it first, to check access)."""
         if message.kind is Kind.REPLY:
-            raise ProtocolError("a responder was sent a reply")
+            raise ProtocolError("a responder was sent a reply", reason="kind")
         left = [self.budget]
         sections = tuple(self._section(message, s, left) for s in message.sections)
         return wire.encode(Message(Kind.REPLY, message.salt, sections))
 
     def _section(self, message: Message, s: Section, left: list[int]) -> Section:
-        accepted: int | None = None
-        rejected: tuple[Rejected, ...] = ()
-        if s.records:
-            outcome = self.peer.ingest(s.conv, s.records)
-            accepted = len(outcome.accepted)
-            named = outcome.rejected[:_MAX_REPORTED]
-            rejected = tuple(Rejected(d or bytes(32), rule) for d, rule, _ in named)
+        report = self.peer.ingest(s.conv, s.records).report if s.records else None
         keys = self.peer.keys(s.conv)
         count, strong = reconcile.summary(keys)
         if message.kind is Kind.INITIATE:
@@ -59,7 +52,7 @@ class Responder:
             s.conv, count, strong,
             tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
             ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
-            gone=tuple(gone), accepted=accepted, rejected=rejected,
+            gone=tuple(gone), report=report,
         )
 
     def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:
