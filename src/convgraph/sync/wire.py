@@ -263,7 +263,7 @@ class _Reader:
         self.hashes = 0
 
     def fail(self, why: str, reason: str = "malformed") -> NoReturn:
-        raise ProtocolError(f"malformed sync message at byte {self.pos}: {why}", reason=reason)
+        raise ProtocolError(f"sync message refused at byte {self.pos} ({reason}): {why}", reason=reason)
 
     def byte(self) -> int:
         if self.pos >= len(self.data):
@@ -339,9 +339,9 @@ class _Reader:
         flags = self.byte()
         allowed, required = _PARTS[kind]
         if flags & ~allowed:
-            self.fail(f"a {kind.name} section with parts {flags & ~allowed:#04x} it may not carry", "part")
+            self.fail(f"{kind.name} section with parts {flags & ~allowed:#04x} it may not carry", "part")
         if flags & required != required or (kind is Kind.CONTINUE and not flags):
-            self.fail(f"a {kind.name} section without a part it must carry", "part")
+            self.fail(f"{kind.name} section without a part it must carry", "part")
         out: dict[str, object] = {}
         if flags & _F_SUMMARY:
             out["count"], out["strong"] = self.varint(), self.take(STRONG_LEN)
