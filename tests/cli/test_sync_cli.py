@@ -145,6 +145,12 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     mine, theirs = transcript(a, "c"), transcript(b2, "c")
     assert mine == theirs and len(mine["turns"]) == 2  # type: ignore[arg-type]
 
+    # a read-only key's push: the summary names the record by its real CID and says why
+    said = run(b2, "say", "b2 may read c but not write it", "--conv", "c", "--json").stdout
+    refused = run(b2, "sync", url, "--conv", "c", ok=False)
+    assert refused.returncode == 1 and "not converged: 1 record rejected by the peer" in refused.stdout
+    assert f"rejected {json.loads(said)['cid']}: forbidden" in refused.stdout, refused.stdout
+
 
 
 def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Path, serve: object) -> None:

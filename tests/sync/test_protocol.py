@@ -105,6 +105,7 @@ def test_a_refused_record_is_reported_and_the_rest_still_move() -> None:
     conv = report.convs["c"]  # type: ignore[attr-defined]
     assert conv.accepted_there == 449 and [r.rule for r in conv.rejected_there] == ["signature"]
     assert not report.converged  # type: ignore[attr-defined]
+    assert conv.statement() == "not converged: 1 record rejected by the peer"
 
 
 def test_records_the_peer_can_no_longer_serve_are_reported_as_gone() -> None:
