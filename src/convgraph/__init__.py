@@ -98,7 +98,7 @@ from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, SyncPeer
 from convgraph.sync.responder import Responder
-from convgraph.sync.wire import WireLimits
+from convgraph.sync.wire import Fate, Reported, WireLimits
 
 __version__ = "0.1.0"
 
@@ -122,6 +122,7 @@ __all__ = [
     "Deadline",
     "DecodeError",
     "Draft",
+    "Fate",
     "ForbiddenError",
     "Hlc",
     "HlcOrderError",
@@ -155,6 +156,7 @@ __all__ = [
     "Remote",
     "Replica",
     "ReplicaPeer",
+    "Reported",
     "Responder",
     "RetentionRefusedError",
     "Role",
