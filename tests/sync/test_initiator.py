@@ -108,7 +108,7 @@ def test_a_report_naming_a_record_by_index_is_read_against_what_was_pushed() -> 
     conv.take([Reported(Fate.REJECTED_AT, index=2, rule="size"), Reported(Fate.HELD, pushed[0], retry_ms=9)], pushed)
     assert conv.rejected_there == [Reported(Fate.REJECTED_AT, pushed[2], 2, "size")]
     assert conv.statement() == ("not converged: 1 record rejected by the peer; "
-                                "1 record held by the peer, its clock behind theirs (retry after 9 ms)")
+                                "1 record held by the peer until its clock reaches 9 ms")
     conv.take([Reported(Fate.RELEASED, pushed[0])], pushed)
     assert not conv.waiting_there and conv.released_there == 1
     with pytest.raises(ProtocolError, match="names record 3 of 3"):

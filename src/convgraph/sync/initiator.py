@@ -98,7 +98,7 @@ class ConvReport:
         found = [
             (len(self.rejected_there), "rejected by the peer"),
             (len(quarantined), "waiting at the peer for parents it lacks"),
-            (len(held), f"held by the peer, its clock behind theirs (retry after {max(held, default=0)} ms)"),
+            (len(held), f"held by the peer until its clock reaches {max(held, default=0)} ms"),
             (len(self.evicted_there), "dropped from the peer's full quarantine (offer again)"),
             (len(self.rejected_here), "rejected here"),
             (self.quarantined_here, "waiting here for parents or for our clock"),
@@ -173,8 +173,8 @@ class Initiator:
             conv = self._convs[name]
             s = answered.get(name)
             step = self._absorb(conv, s, first=self.rounds == 1) if s is not None else Step()
-            skip = self.refused | self.deferred
-            fresh = (k for k in step.pushes if k[1] not in conv.sent and k[1] not in skip)
+            fresh = (k for k in step.pushes
+                     if k[1] not in conv.sent and k[1] not in self.refused and k[1] not in self.deferred)
             conv.queue.update((k, None) for k in fresh)
             records = self._take(conv, left)
             ranges = reconcile.cover(step)
