@@ -203,3 +203,15 @@ def test_two_of_our_keys_sharing_an_item_hash_are_both_pushed(monkeypatch: pytes
     session = Initiator(a, ["c"], salt=salts())
     synchronize_with(session, Responder(b).receive)
     assert twins <= a.set() and a.set() == b.set()
+
+
+@pytest.mark.parametrize(("held", "modes"), [(256, {wire.Mode.IDS}), (257, {wire.Mode.FINGERPRINT})])
+def test_the_first_answer_lists_up_to_256_keys_and_splits_above(held: int, modes: set[wire.Mode]) -> None:
+    """docs/sync.md step 4: 256 in the reply to an INITIATE, 32 in every later step."""
+    server = FakePeer(population(random.Random(7), held))
+    # the client's one record is older than all of the server's: no prefix, no probe matches
+    first = Initiator(FakePeer([record(1, b"older")]), ["c"], salt=salts()).initiate()
+    [section] = wire.decode(Responder(server).receive(first)).sections
+    assert section.ranges is not None and {r.mode for r in section.ranges} == modes
+    assert len(section.ranges) == (1 if held == 256 else 16)
+    assert sum(len(r.hashes) for r in section.ranges) == (256 if held == 256 else 0)
