@@ -9,11 +9,8 @@ fingerprint vectors are recomputed with hashlib alone and with `keyset`.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,6 +21,7 @@ from convgraph.sync.keyset import INFINITY, Bound, fingerprint, item_hash
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Fate, Kind, Message, Mode, Range, Reported, Section, Want
 from sync.fakes import FakePeer
+from vectors.loader import generator
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 DATA = json.loads((VECTORS / "sync.json").read_text("utf-8"))
@@ -109,15 +107,6 @@ def test_item_hashes_and_fingerprints_match_hashlib() -> None:
         assert body[:32] == v["fp16"] == fingerprint(total, n, 16).hex()
 
 
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vectors_generate_sync", VECTORS / "generate_sync.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_generator_reproduces_the_committed_file_exactly() -> None:
-    gen = _generator()
+    gen = generator("generate_sync.py")
     assert gen.render(gen.build()) == (VECTORS / "sync.json").read_text("utf-8")
