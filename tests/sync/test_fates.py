@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from convgraph import ManualClock, Replica, SigningKey
+from convgraph import ManualClock, Replica, SigningKey, errors
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record, sign_record
@@ -116,3 +117,15 @@ def test_the_statement_says_why_and_a_held_record_waits_for_a_later_run(
     again = _sync(client, url)
     assert again.converged and again.convs["c"].statement() == "converged"  # type: ignore[attr-defined]
     assert server.store.count("c") == 1
+
+
+def test_the_specs_closed_list_of_rules_is_every_rule_ingest_can_report() -> None:
+    """A rule added to the record errors must be added to docs/sync.md's list, and no other."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sync.md").read_text("utf-8")
+    paragraph = doc[doc.index("**Rules** of REJECTED") :].split("\n\n")[0]
+    listed = set(re.findall(r"`([a-z_]+)`", paragraph))
+    families = (errors.DecodeError, errors.SchemaError, errors.VerificationError, errors.CausalityError)
+    record_errors = [c for c in vars(errors).values()
+                     if isinstance(c, type) and issubclass(c, families)]
+    # `rule` reads only the type: an instance made without __init__ answers it
+    assert listed == {c.__new__(c).rule for c in record_errors} | {"forbidden"}
