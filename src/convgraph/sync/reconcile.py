@@ -56,7 +56,11 @@ class SyncPeer(Protocol):
         ...
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        """Validate and store records a peer sent for `conv`; a bad one never stops the rest."""
+        """Validate and store records a peer sent for `conv`; a bad one never stops the rest.
+
+        The outcome's `report` holds one entry per record, in order (`sync.fates`): a
+        responder sends it as its reply's report part.
+        """
         ...
 
 
