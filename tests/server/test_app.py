@@ -356,3 +356,10 @@ def test_a_message_the_spec_does_not_allow_gets_400_with_a_named_reason(
     assert answer.status_code == 400 and answer.json()["error"] == "protocol"
     assert answer.json()["reason"] == reason
     assert server.store.count() == 0 and _signed_get(url, WRITER, "/v1/conversations/c/heads").status_code == 200
+
+
+def test_the_client_surfaces_the_servers_refusal_reason(served: tuple[Replica, str]) -> None:
+    _, url = served
+    with HttpRemote(url, WRITER) as remote, pytest.raises(ProtocolError, match="400") as caught:
+        remote.exchange(b"\x01\x01" + b"s" * 8 + b"\x00")
+    assert caught.value.reason == "version"
