@@ -67,9 +67,11 @@ class ReplicaPeer:
         report = self.replica.ingest(records, conversations={conv})
         store, config = self.replica.store, self.replica.config
         pushed = {CID.of_record(d) for d in records if len(d) <= config.limits.max_record_bytes}
-        waiting = store.pending_get(pushed - set(report.accepted))
+        # only these can be waiting now: read the quarantine for them alone
+        waiting = store.pending_get(pushed & {*report.quarantined, *report.held, *report.duplicates})
         elsewhere = [c for c in report.released if c not in pushed]
-        metas = store.metas(elsewhere)  # a release of another conversation is not this peer's to know
+        # a release in another conversation is not this peer's to know of
+        metas = store.metas(elsewhere) if elsewhere else {}
         entries = fates(
             records, report, {c.digest: p for c, p in waiting.items()},
             [c for c in elsewhere if c in metas and metas[c].conv == conv],
