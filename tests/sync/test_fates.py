@@ -129,3 +129,20 @@ def test_the_specs_closed_list_of_rules_is_every_rule_ingest_can_report() -> Non
                      if isinstance(c, type) and issubclass(c, families)]
     # `rule` reads only the type: an instance made without __init__ answers it
     assert listed == {c.__new__(c).rule for c in record_errors} | {"forbidden"}
+
+
+def test_a_release_is_reported_in_its_own_conversation_only(served: tuple[Replica, str]) -> None:
+    server, url = served
+    now = CLOCK()
+    ahead = now + DEFAULT_MAX_DRIFT_MS + 1_000
+    held_c = _say(1, ahead, [], "held in c")
+    held_d = sign_record(WRITER, conv="d", seq=1, hlc=Hlc(ahead, 0), parents=[], kind="user_message",
+                         payload={"content": "held in d"})
+    assert _push(url, [held_c.data]) == (Reported(Fate.HELD, held_c.cid.digest, retry_ms=now + 1_000),)
+    assert server.ingest([held_d.data]).held == [held_d.cid]
+    CLOCK.advance(2_000)
+    other = sign_record(SigningKey(bytes([9]) * 32), conv="c", seq=1, hlc=Hlc(CLOCK(), 0), parents=[],
+                        kind="user_message", payload={"content": "wakes the quarantine"})
+    report = _push(url, [other.data])
+    assert report == (Reported(Fate.ACCEPTED, other.cid.digest), Reported(Fate.RELEASED, held_c.cid.digest))
+    assert server.store.count("d") == 1  # released too, but not this key's to hear of
