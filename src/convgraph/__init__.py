@@ -99,7 +99,7 @@ from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, trusting
 from convgraph.sync.reconcile import Outcome, SyncPeer
 from convgraph.sync.responder import Responder
-from convgraph.sync.wire import WireLimits
+from convgraph.sync.wire import Fate, Reported, WireLimits
 
 __version__ = "0.1.0"
 
@@ -124,6 +124,7 @@ __all__ = [
     "Deadline",
     "DecodeError",
     "Draft",
+    "Fate",
     "ForbiddenError",
     "Hlc",
     "HlcOrderError",
@@ -157,6 +158,7 @@ __all__ = [
     "Remote",
     "Replica",
     "ReplicaPeer",
+    "Reported",
     "Responder",
     "RetentionRefusedError",
     "Role",

@@ -234,14 +234,22 @@ class SyncError(ConvgraphError):
 
 
 class ProtocolError(SyncError):
-    """A sync message that breaks the grammar of `docs/sync.md` or one of its bounds."""
+    """A sync message that breaks the grammar of `docs/sync.md` or one of its bounds.
+
+    `reason` is one of the names `docs/sync.md` lists (`version`, `kind`, `malformed`,
+    `limit`, `part`), or `peer` for what a peer did outside the grammar.
+    """
+
+    def __init__(self, message: str, *, reason: str = "peer") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RoundTripLimitError(ProtocolError):
     """The peer kept the sync going past `limit` round trips (counted over every session)."""
 
     def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
+        super().__init__(message, reason="round_trips")
         self.limit = limit
 
 

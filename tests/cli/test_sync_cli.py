@@ -78,7 +78,7 @@ def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
         assert conv["converged"] is True
 
     text = run(b, "sync", str(a), "--conv", "c").stdout
-    assert "c: received 0 (of 0), sent 0 (0 accepted), in sync" in text and "1 round trips" in text
+    assert "c: received 0 (of 0), sent 0 (0 accepted, 0 released, 0 duplicate), converged" in text and "1 round trips" in text
 
 
 def free_port() -> int:
@@ -131,7 +131,7 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
     url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
     health = httpx.get(url + "/v1/health").json()
-    assert health["ok"] is True and health["protocol"] == 1 and len(health["actor"]) == 52
+    assert health["ok"] is True and health["protocol"] == 2 and len(health["actor"]) == 52
 
     pushed = sync(a, url, "c")
     assert pushed["ok"] is True and pushed["target"] == url
@@ -144,6 +144,12 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     assert c["received"] == c["accepted_here"] == 2 and c["sent"] == 0 and c["converged"] is True
     mine, theirs = transcript(a, "c"), transcript(b2, "c")
     assert mine == theirs and len(mine["turns"]) == 2  # type: ignore[arg-type]
+
+    # a read-only key's push: the summary names the record by its real CID and says why
+    said = run(b2, "say", "b2 may read c but not write it", "--conv", "c", "--json").stdout
+    refused = run(b2, "sync", url, "--conv", "c", ok=False)
+    assert refused.returncode == 1 and "not converged: 1 record rejected by the peer" in refused.stdout
+    assert f"rejected {json.loads(said)['cid']}: forbidden" in refused.stdout, refused.stdout
 
 
 

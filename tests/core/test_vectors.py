@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import re
 import struct
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -50,6 +48,7 @@ from convgraph.core.record import (
     signing_bytes,
 )
 from convgraph.errors import ConvgraphError, SizeLimitError
+from vectors.loader import generator
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 FORMAT_DOC = Path(__file__).resolve().parents[2] / "docs" / "format.md"
@@ -189,12 +188,7 @@ def test_invalid_cases_cover_the_required_rules() -> None:
 
 
 def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vectors_generate", VECTORS / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return generator("generate.py")
 
 
 def test_generator_reproduces_the_committed_files_exactly() -> None:

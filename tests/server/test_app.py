@@ -7,6 +7,7 @@ talks to it with the real client or with raw httpx requests.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 import time
@@ -233,7 +234,10 @@ def test_a_flood_of_orphans_is_bounded_by_the_quarantine(tmp_path: Path) -> None
     with LiveServer(create_app(replica, config)) as live, HttpRemote(live.url, WRITER) as remote:
         message = wire.Message(wire.Kind.CONTINUE, b"s" * 8, (wire.Section("c", records=tuple(o.data for o in orphans)),))
         reply = wire.decode(remote.exchange(wire.encode(message)))
-        assert reply.sections[0].accepted == 0
+        report = reply.sections[0].report or ()
+        assert len(report) == 300 and {e.fate for e in report} <= {wire.Fate.QUARANTINED, wire.Fate.EVICTED}
+        assert [e.digest for e in report] == [o.cid.digest for o in orphans]
+        assert all(e.parents == (ghost.cid.digest,) for e in report if e.fate is wire.Fate.QUARANTINED)
         assert replica.store.pending_stats()[0] <= 50 and replica.store.count() == 0
         honest = client()
         honest.say("c", "user", "fine")
@@ -268,8 +272,11 @@ def test_records_with_bad_signatures_or_cids_are_rejected_one_by_one_over_http(s
     with HttpRemote(url, WRITER) as remote:
         reply = wire.decode(remote.exchange(wire.encode(message)))
     section = reply.sections[0]
-    assert section.accepted == 3 and len(section.rejected) == 2
-    assert {r.rule for r in section.rejected} <= {"signature", "cid", "decode", "canonical", "schema"}
+    report = section.report or ()
+    assert [(e.fate, e.digest) for e in report] == [
+        (wire.Fate.REJECTED, hashlib.sha256(bytes(forged)).digest()), (wire.Fate.REJECTED, hashlib.sha256(noise).digest()),
+        *[(wire.Fate.ACCEPTED, r.cid.digest) for r in records]]
+    assert {report[0].rule, report[1].rule} <= {"signature", "cid", "decode", "canonical", "schema"}
     assert [r.cid for r in server.records("c")] == [r.cid for r in records] and server.verify().ok
 
 
@@ -325,3 +332,34 @@ def test_an_event_stream_line_without_end_is_cut_off() -> None:
         assert next(events)[0] == 0
         with pytest.raises(ProtocolError, match="event stream line over"):
             next(events)
+
+
+def _signed_post(url: str, key: SigningKey, body: bytes) -> httpx.Response:
+    headers = auth.sign(key, "POST", "/v1/sync", body, now_ms=int(time.time() * 1000), nonce=os.urandom(8).hex())
+    return httpx.post(url + "/v1/sync", content=body, headers={**headers, "Content-Type": "application/vnd.convgraph.sync"})
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    (b"\x01\x01" + b"s" * 8 + b"\x00", "version"),  # a version-1 message
+    (wire.encode(wire.Message(wire.Kind.REPLY, b"s" * 8)), "kind"),  # the initiator sent a reply
+    (wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8, (wire.Section("c"),))), "part"),  # no summary
+    (wire.encode(wire.Message(wire.Kind.CONTINUE, b"s" * 8)), "part"),  # continues nothing
+    (wire.encode(wire.Message(wire.Kind.CONTINUE, b"s" * 8, (wire.Section(
+        "c", records=(b"x",), report=(wire.Reported(wire.Fate.ACCEPTED, b"d" * 32),)),))), "part"),
+    (wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8)) + b"\x00", "malformed"),
+])
+def test_a_message_the_spec_does_not_allow_gets_400_with_a_named_reason(
+    served: tuple[Replica, str], message: bytes, reason: str,
+) -> None:
+    server, url = served
+    answer = _signed_post(url, WRITER, message)
+    assert answer.status_code == 400 and answer.json()["error"] == "protocol"
+    assert answer.json()["reason"] == reason
+    assert server.store.count() == 0 and _signed_get(url, WRITER, "/v1/conversations/c/heads").status_code == 200
+
+
+def test_the_client_surfaces_the_servers_refusal_reason(served: tuple[Replica, str]) -> None:
+    _, url = served
+    with HttpRemote(url, WRITER) as remote, pytest.raises(ProtocolError, match="400") as caught:
+        remote.exchange(b"\x01\x01" + b"s" * 8 + b"\x00")
+    assert caught.value.reason == "version"

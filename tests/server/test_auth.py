@@ -29,6 +29,15 @@ def test_a_signed_request_names_its_signer() -> None:
     assert verify(signed()) == KEY.public
 
 
+def test_the_signed_target_is_the_raw_path_and_query_as_sent() -> None:
+    """Percent-escapes are signed as they travel: signing the decoded form does not verify."""
+    raw = "/v1/conversations/a%20b/heads?after=1"
+    assert verify(signed(method="GET", target=raw, body=b""), method="GET", target=raw, body=b"") == KEY.public
+    decoded = signed(method="GET", target="/v1/conversations/a b/heads?after=1", body=b"")
+    with pytest.raises(UnauthenticatedError, match="bad request signature"):
+        verify(decoded, method="GET", target=raw, body=b"")
+
+
 @pytest.mark.parametrize(("change", "why"), [
     ({"method": "GET"}, "signature does not verify"),
     ({"target": "/v1/sync?x=1"}, "signature does not verify"),
@@ -77,8 +86,14 @@ def test_a_full_log_refuses_a_signed_request_after_checking_its_signature() -> N
 @pytest.mark.parametrize(("headers", "why"), [
     ({}, "missing header"),
     ({**signed(), auth.ACTOR: "not-an-actor"}, "not an actor id"),
-    ({**signed(), auth.TIMESTAMP: "soon"}, "invalid literal"),
-    ({**signed(), auth.SIGNATURE: "zz"}, "non-hexadecimal"),
+    ({**signed(), auth.TIMESTAMP: "soon"}, "decimal digits"),
+    ({**signed(), auth.SIGNATURE: "zz"}, "lower-case hex"),
+    # one spelling each: what int() and bytes.fromhex() would also have taken is refused
+    ({**signed(), auth.TIMESTAMP: f"+{NOW}"}, "decimal digits"),
+    ({**signed(), auth.TIMESTAMP: f"{NOW // 1000}_{NOW % 1000:03d}"}, "decimal digits"),
+    ({**signed(), auth.SIGNATURE: signed()[auth.SIGNATURE].upper()}, "lower-case hex"),
+    ({**signed(), auth.SIGNATURE: " ".join(signed()[auth.SIGNATURE][i:i + 2] for i in range(0, 128, 2))},
+     "lower-case hex"),
     ({**signed(), auth.NONCE: "short"}, "16 to 64"),
 ])
 def test_malformed_headers_say_what_is_wrong(headers: dict[str, str], why: str) -> None:

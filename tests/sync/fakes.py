@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 from convgraph.sync import wire
 from convgraph.sync.keyset import KeySet
-from convgraph.sync.reconcile import Outcome
+from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
-from convgraph.sync.wire import Base
+from convgraph.sync.wire import Base, Fate, Reported
 
 T0 = 1_700_000_000_000
 
@@ -53,13 +53,18 @@ class FakePeer:
         return [None if f is None or d in self.gone else f[1] for d, f in zip(digests, found, strict=True)]
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        out = Outcome()
+        out, report = Outcome(), []
         for data in records:
             digest = hashlib.sha256(data).digest()
             if self.refuse(data):
                 out.rejected.append((digest, "signature", "refused by the test"))
+                report.append(wire.Reported(wire.Fate.REJECTED, digest, rule="signature"))
             elif digest not in self.items:
                 out.accepted.append(self._add(data))
+                report.append(wire.Reported(wire.Fate.ACCEPTED, digest))
+            else:
+                report.append(wire.Reported(wire.Fate.DUPLICATE, digest))
+        out.report = tuple(report)
         return out
 
     def set(self) -> set[bytes]:
@@ -79,15 +84,16 @@ class FakePeer:
         covered = {base.cover[i + 8 : i + 40]: int.from_bytes(base.cover[i : i + 8], "big")
                    for i in range(0, len(base.cover), 40)}
         if self.refuse_bases:
-            return Outcome(rejected=[(digest, "untrusted_checkpoint", "refused by the test")])
+            return refusal(digest, "untrusted_checkpoint", "refused by the test")
         if not self.gone <= covered.keys():  # one snapshot per conversation: it must hold ours
-            return Outcome(rejected=[(digest, "cover_conflict", "does not cover what we compacted")])
+            return refusal(digest, "cover_conflict", "does not cover what we compacted")
         added = [d for d in covered if d not in self.items]
         for d in added:
             self.items[d] = (covered[d], b"")
         self.gone |= covered.keys()
         self._base, self._keys = base, None
-        return Outcome(accepted=added, adopted=[(covered[d], d) for d in added])
+        fate = Fate.ACCEPTED if added else Fate.DUPLICATE
+        return Outcome(accepted=added, adopted=[(covered[d], d) for d in added], report=(Reported(fate, digest),))
 
 
 class ManyPeers:

@@ -15,8 +15,9 @@ import pytest
 
 from convgraph.errors import ProtocolError, RoundTripLimitError, SyncTimeoutError, TransportError
 from convgraph.sync.deadline import Deadline
-from convgraph.sync.initiator import synchronize
+from convgraph.sync.initiator import ConvReport, synchronize
 from convgraph.sync.responder import Responder
+from convgraph.sync.wire import Fate, Reported
 from sync.fakes import FakePeer, population, stubborn
 
 _salts = itertools.count()
@@ -99,3 +100,16 @@ def test_round_trips_are_bounded_over_every_session_not_per_session() -> None:
     assert caught.value.limit == 50
     assert transport.replies == 50  # 29 in the first session, 21 in the second: the budget is the run's
     assert transport.calls == 51  # and the one call the network broke
+
+
+def test_a_report_naming_a_record_by_index_is_read_against_what_was_pushed() -> None:
+    pushed = [bytes([i]) * 32 for i in range(3)]
+    conv = ConvReport()
+    conv.take([Reported(Fate.REJECTED_AT, index=2, rule="size"), Reported(Fate.HELD, pushed[0], retry_ms=9)], pushed)
+    assert conv.rejected_there == [Reported(Fate.REJECTED_AT, pushed[2], 2, "size")]
+    assert conv.statement() == ("not converged: 1 record rejected by the peer; "
+                                "1 record held by the peer until its clock reaches 9 ms")
+    conv.take([Reported(Fate.RELEASED, pushed[0])], pushed)
+    assert not conv.waiting_there and conv.released_there == 1
+    with pytest.raises(ProtocolError, match="names record 3 of 3"):
+        conv.take([Reported(Fate.REJECTED_AT, index=3, rule="size")], pushed)

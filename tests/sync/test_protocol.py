@@ -126,6 +126,7 @@ def test_a_refused_record_is_reported_and_the_rest_still_move() -> None:
     conv = report.convs["c"]  # type: ignore[attr-defined]
     assert conv.accepted_there == 449 and [r.rule for r in conv.rejected_there] == ["signature"]
     assert not report.converged  # type: ignore[attr-defined]
+    assert conv.statement() == "not converged: 1 record rejected by the peer"
 
 
 def test_records_the_peer_can_no_longer_serve_are_reported_as_gone() -> None:
@@ -176,7 +177,7 @@ def test_a_reply_from_another_session_or_of_the_wrong_kind_is_refused() -> None:
 def test_a_reply_about_a_conversation_not_asked_for_is_refused() -> None:
     session = Initiator(FakePeer(), ["c"], salt=salts())
     first = wire.decode(session.initiate())
-    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other"),))
+    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other", 0, bytes(16)),))
     with pytest.raises(ProtocolError, match="not asked for"):
         session.receive(wire.encode(reply))
 
@@ -234,3 +235,15 @@ def test_a_base_too_large_for_a_message_is_reported_gone_instead() -> None:
         report = synchronize(a, Responder(b, limits=small).receive, ["c"], salts=salts)
         assert len(set(report.convs["c"].gone)) == gone and report.converged == (gone == 0)
         assert len(a.set()) == 300 - gone
+
+
+@pytest.mark.parametrize(("held", "modes"), [(256, {wire.Mode.IDS}), (257, {wire.Mode.FINGERPRINT})])
+def test_the_first_answer_lists_up_to_256_keys_and_splits_above(held: int, modes: set[wire.Mode]) -> None:
+    """docs/sync.md step 4: 256 in the reply to an INITIATE, 32 in every later step."""
+    server = FakePeer(population(random.Random(7), held))
+    # the client's one record is older than all of the server's: no prefix, no probe matches
+    first = Initiator(FakePeer([record(1, b"older")]), ["c"], salt=salts()).initiate()
+    [section] = wire.decode(Responder(server).receive(first)).sections
+    assert section.ranges is not None and {r.mode for r in section.ranges} == modes
+    assert len(section.ranges) == (1 if held == 256 else 16)
+    assert sum(len(r.hashes) for r in section.ranges) == (256 if held == 256 else 0)

@@ -88,7 +88,7 @@ def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
             time.sleep(0.05)
         done = run("--home", str(tmp_path / "a"), "sync", f"spool:{spool}", "--conv", "c")
         assert done.returncode == 0, done.stderr
-        assert "in sync" in done.stdout
+        assert "converged" in done.stdout
     finally:
         server.terminate()
         server.wait(10)

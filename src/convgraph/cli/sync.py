@@ -31,6 +31,7 @@ from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting
 from convgraph.sync.responder import Responder
+from convgraph.sync.wire import Fate, Reported
 
 Listen = Callable[[], AsyncIterator[str]]
 
@@ -127,14 +128,16 @@ def register(cli: click.Group) -> None:
             _emit(summary)
         else:
             for name, conv in summary["conversations"].items():
+                there = conv["there"]
                 adopted = f"adopted {conv['adopted']} from a checkpoint, " if conv["adopted"] else ""
                 out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
-                          f"(of {conv['received']}), "
-                          f"sent {conv['sent']} ({conv['accepted_there']} accepted), "
-                          f"{adopted}"
-                          f"{'in sync' if conv['converged'] else 'still differs'}")
+                          f"(of {conv['received']}), sent {conv['sent']} ({there['accepted']} accepted, "
+                          f"{there['released']} released, {there['duplicate']} duplicate), "
+                          f"{adopted}{safe_text.line(conv['statement'])}")
                 for rejection in conv["rejected_here"] + conv["rejected_there"]:
                     out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
+                for waiting in conv["waiting_there"]:
+                    out.print(f"  {waiting['fate']} at the peer {waiting['cid']}: {waiting['detail']}")
             out.print(f"{report.round_trips} round trips, {report.bytes_sent} bytes sent, "
                       f"{report.bytes_received} received")
         if not summary["ok"]:
@@ -207,6 +210,15 @@ def _with_progress(
                            salts=lambda: os.urandom(8), on_round=tick, timeout_s=timeout_s)
 
 
+def _waiting(e: Reported) -> dict[str, Any]:
+    if e.fate is Fate.HELD:
+        return {"fate": "held", "cid": str(cid_of(e.digest)), "retry_ms": e.retry_ms,
+                "detail": f"its clock is ahead of the peer's; offered again after {e.retry_ms} ms"}
+    parents = [str(cid_of(p)) for p in e.parents]
+    return {"fate": "quarantined", "cid": str(cid_of(e.digest)), "parents": parents,
+            "detail": "waiting for " + ", ".join(parents)}
+
+
 def _summary(report: SyncReport, target: str) -> dict[str, Any]:
     def rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, str]]:
         return [{"cid": str(cid_of(d)) if d else "?", "rule": rule} for d, rule in items]
@@ -218,7 +230,10 @@ def _summary(report: SyncReport, target: str) -> dict[str, Any]:
             "adopted": r.adopted,
             "rejected_here": rejections([(d, rule) for d, rule, _ in r.rejected_here]),
             "rejected_there": rejections([(x.digest, x.rule) for x in r.rejected_there]),
-            "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged,
+            "there": {"accepted": r.accepted_there, "released": r.released_there,
+                      "duplicate": r.duplicate_there, "evicted": [str(cid_of(d)) for d in r.evicted_there]},
+            "waiting_there": [_waiting(e) for e in r.waiting_there.values()],
+            "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged, "statement": r.statement(),
         }
         for name, r in sorted(report.convs.items())
     }

@@ -47,9 +47,9 @@ from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Verifier
 from convgraph.server.live import Hub, poll
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
-from convgraph.sync import wire
+from convgraph.sync import fates, wire
 from convgraph.sync.peer import ReplicaPeer
-from convgraph.sync.reconcile import Outcome
+from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base
 
@@ -89,7 +89,7 @@ class _Peer(ReplicaPeer):
     def adopt(self, conv: str, base: Base) -> Outcome:
         if conv not in self.writable:
             why = "this key may read but not write the conversation"
-            return Outcome(rejected=[(CID.of_record(base.checkpoint).digest, "forbidden", why)])
+            return refusal(CID.of_record(base.checkpoint).digest, "forbidden", why)
         with self.lock:
             outcome = super().adopt(conv, base)
         if outcome.accepted:
@@ -99,7 +99,9 @@ class _Peer(ReplicaPeer):
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         if conv not in self.writable:
             why = "this key may read but not write the conversation"
-            return Outcome(rejected=[(None, "forbidden", why)] * len(records))
+            limit = self.replica.config.limits.max_record_bytes
+            report = fates.refused(records, "forbidden", max_bytes=limit)
+            return Outcome(rejected=[(r.digest or None, r.rule, why) for r in report], report=report)
         with self.lock:  # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
             outcome = super().ingest(conv, records)
         if outcome.accepted:
@@ -186,8 +188,8 @@ class _Server:
                 return _error(408, "timeout", f"request body not received within {self.cfg.body_timeout_s} s")
             except AuthError as exc:
                 return _error(exc.status, exc.rule, exc.message, exc.reason)
-            except ProtocolError as exc:
-                return _error(400, exc.rule, str(exc))
+            except ProtocolError as exc:  # `reason`: one of the names docs/sync.md lists
+                return _error(400, exc.rule, str(exc), exc.reason)
             except StoreBusyError as exc:
                 return _error(503, "busy", str(exc))
             except StoreError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ NONCE: Final = "x-convgraph-nonce"
 SIGNATURE: Final = "x-convgraph-signature"
 HEADERS: Final = (ACTOR, TIMESTAMP, NONCE, SIGNATURE)
 DEFAULT_WINDOW_MS: Final = 60_000
+_DECIMAL: Final = re.compile(r"[0-9]{1,16}")
+_HEX_SIGNATURE: Final = re.compile(r"[0-9a-f]{128}")
 
 
 def signing_input(method: str, target: str, body: bytes, timestamp_ms: int, nonce: str) -> bytes:
@@ -111,11 +114,14 @@ class Verifier:
         The nonce is recorded only once the signature verifies, so forgeries cannot fill the log.
         """
         actor = self.claimed(headers)
-        try:
-            stamp = int(headers[TIMESTAMP])
-            signature = bytes.fromhex(headers[SIGNATURE])
-        except ValueError as exc:
-            raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
+        # one spelling each (docs/sync.md): int() and fromhex() alone would also take "+5",
+        # "5_000", upper case and spaces
+        if not _DECIMAL.fullmatch(headers[TIMESTAMP]) or not _HEX_SIGNATURE.fullmatch(headers[SIGNATURE]):
+            raise UnauthenticatedError(
+                "malformed signature headers",
+                reason="the timestamp must be decimal digits and the signature 128 lower-case hex digits",
+            )
+        stamp, signature = int(headers[TIMESTAMP]), bytes.fromhex(headers[SIGNATURE])
         nonce = headers[NONCE]
         if not 16 <= len(nonce) <= 64 or not nonce.isascii():
             raise UnauthenticatedError(

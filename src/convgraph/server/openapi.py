@@ -17,7 +17,8 @@ _ANY_SIGNED: Final = (408, 413, 503)  # what the body reader and the store can a
 
 def _errors(*codes: int) -> dict[str, Any]:
     why = {
-        400: "Malformed request: the sync grammar, a CID, a cursor",
+        400: ("Malformed request: the sync grammar (`reason`: version, kind, part, limit or malformed), "
+              "a CID, a cursor"),
         401: "No valid signature, a stale timestamp or a replayed nonce",
         403: "The key is admitted to no conversation, or may not read the one named",
         404: "No such record, or none this key may read (the two are answered alike)",

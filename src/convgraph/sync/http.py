@@ -289,6 +289,6 @@ def _raise_for(response: httpx.Response, raw: bytes) -> None:
         raise UnauthenticatedError(f"{where}: 401 {detail}{why}", reason=reason)
     if status == 403:
         raise ForbiddenError(f"{where}: 403 {detail}{why}", reason=reason)
-    if status in (400, 413):
-        raise ProtocolError(f"{where}: {status} {detail}")
+    if status in (400, 413):  # a 400 sync refusal's `reason` is one docs/sync.md lists
+        raise ProtocolError(f"{where}: {status} {detail}", reason=reason or "peer")
     raise TransportError(f"{where}: HTTP {status} {detail}")

@@ -12,6 +12,7 @@ record, when that record alone is larger).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -26,7 +27,17 @@ from convgraph.sync import reconcile, wire
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
 from convgraph.sync.reconcile import Step, SyncPeer
-from convgraph.sync.wire import DEFAULT_LIMITS, SALT_LEN, Base, Kind, Message, Rejected, Section, WireLimits
+from convgraph.sync.wire import (
+    DEFAULT_LIMITS,
+    SALT_LEN,
+    Base,
+    Fate,
+    Kind,
+    Message,
+    Reported,
+    Section,
+    WireLimits,
+)
 
 Transport = Callable[[bytes], bytes]
 _FETCH = 256  # records read per store look-up
@@ -44,7 +55,11 @@ class Remote(Protocol):
 
 @dataclass
 class ConvReport:
-    """One conversation's share of a session, from the initiator's side."""
+    """One conversation's share of a session, from the initiator's side.
+
+    The `*_there` fields are the peer's report on what we pushed: counts for records it
+    stored, and what is still waiting there (by digest, as last reported) or was refused.
+    """
 
     sent: int = 0
     sent_bytes: int = 0
@@ -53,10 +68,60 @@ class ConvReport:
     quarantined_here: int = 0
     rejected_here: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
     accepted_there: int = 0
-    rejected_there: list[Rejected] = field(default_factory=list)
+    released_there: int = 0
+    duplicate_there: int = 0
+    waiting_there: dict[bytes, Reported] = field(default_factory=dict)  # QUARANTINED or HELD
+    evicted_there: list[bytes] = field(default_factory=list)
+    rejected_there: list[Reported] = field(default_factory=list)  # digests filled in, REJECTED_AT too
+    stored_there: set[bytes] = field(default_factory=set)  # digests the peer said it holds
     gone: list[bytes] = field(default_factory=list)  # digests the peer could no longer serve
     adopted: int = 0  # keys a base the peer sent added: its checkpoint, and records held as headers
     converged: bool = False
+
+    def take(self, entries: Iterable[Reported], pushed: list[bytes]) -> None:
+        """Count a reply's report on the records we `pushed` (digests, in the order sent)."""
+        for entry in entries:
+            e = entry
+            if e.fate is Fate.REJECTED_AT:
+                if e.index >= len(pushed):
+                    raise ProtocolError(f"a report names record {e.index} of {len(pushed)} pushed")
+                e = dataclasses.replace(e, digest=pushed[e.index])
+            if e.fate in (Fate.ACCEPTED, Fate.RELEASED, Fate.DUPLICATE):
+                self.stored_there.add(e.digest)
+                self.waiting_there.pop(e.digest, None)
+            self.accepted_there += e.fate is Fate.ACCEPTED
+            self.released_there += e.fate is Fate.RELEASED
+            self.duplicate_there += e.fate is Fate.DUPLICATE
+            if e.fate in (Fate.QUARANTINED, Fate.HELD):
+                self.waiting_there[e.digest] = e
+            elif e.fate is Fate.EVICTED:
+                self.waiting_there.pop(e.digest, None)
+                self.evicted_there.append(e.digest)
+            elif e.fate in (Fate.REJECTED, Fate.REJECTED_AT):
+                self.rejected_there.append(e)
+
+    def why_not(self) -> list[str]:
+        """Why this conversation did not converge, as far as either side's reports tell."""
+        if self.converged:
+            return []
+        waiting = list(self.waiting_there.values())
+        quarantined = [e for e in waiting if e.fate is Fate.QUARANTINED]
+        held = [e.retry_ms for e in waiting if e.fate is Fate.HELD]
+        found = [
+            (len(self.rejected_there), "rejected by the peer"),
+            (len(quarantined), "waiting at the peer for parents it lacks"),
+            (len(held), f"held by the peer until its clock reaches {max(held, default=0)} ms"),
+            (len(self.evicted_there), "dropped from the peer's full quarantine (offer again)"),
+            (len(self.rejected_here), "rejected here"),
+            (self.quarantined_here, "waiting here for parents or for our clock"),
+            (len(self.gone), "compacted at the peer, which can no longer serve them"),
+        ]
+        reasons = [f"{n} record{'s' * (n != 1)} {what}" for n, what in found if n]
+        return reasons or ["the two sets still differ when the sessions ended"]
+
+    def statement(self) -> str:
+        """`converged`, or `not converged: ` and every reason known."""
+        return "converged" if self.converged else "not converged: " + "; ".join(self.why_not())
 
 
 @dataclass
@@ -64,6 +129,7 @@ class _Conv:
     keys: KeySet
     queue: dict[Key, None] = field(default_factory=dict)  # pushes not yet sent, in arrival order
     sent: set[bytes] = field(default_factory=set)
+    last_sent: list[bytes] = field(default_factory=list)  # digests of the last message's records
     accepted: list[bytes] = field(default_factory=list)
     base_sent: bool = False  # a session offers a conversation's base at most once
     theirs: tuple[int, bytes] | None = None  # the peer's last (count, strong fingerprint)
@@ -76,7 +142,7 @@ class Initiator:
     def __init__(
         self, peer: SyncPeer, convs: Iterable[str], *, salt: bytes, budget: int = 4 << 20,
         limits: WireLimits = DEFAULT_LIMITS, max_rounds: int = MAX_ROUND_TRIPS,
-        refused: set[bytes] | None = None,
+        refused: set[bytes] | None = None, deferred: set[bytes] | None = None,
     ) -> None:
         if len(salt) != SALT_LEN:
             raise ValueError(f"salt must be {SALT_LEN} bytes")
@@ -84,6 +150,8 @@ class Initiator:
         self.max_rounds = max_rounds
         # digests the peer rejected in an earlier session: they would only be rejected again
         self.refused = refused if refused is not None else set()
+        # digests the peer holds back until its clock catches up: offered again in a later run
+        self.deferred = deferred if deferred is not None else set()
         self.names = sorted(set(convs))
         self._convs: dict[str, _Conv] = {}
         self.rounds = 0
@@ -118,7 +186,8 @@ class Initiator:
             conv = self._convs[name]
             s = answered.get(name)
             step = self._absorb(conv, s, first=self.rounds == 1) if s is not None else Step()
-            fresh = (k for k in step.pushes if k[1] not in conv.sent and k[1] not in self.refused)
+            fresh = (k for k in step.pushes
+                     if k[1] not in conv.sent and k[1] not in self.refused and k[1] not in self.deferred)
             conv.queue.update((k, None) for k in fresh)
             records, base = self._take(name, conv, left)
             ranges = reconcile.cover(step)
@@ -148,10 +217,11 @@ class Initiator:
             conv.report.rejected_here += outcome.rejected
         if s.count is not None:
             conv.theirs = (s.count, s.strong)
-        if s.accepted is not None:
-            conv.report.accepted_there += s.accepted
-            conv.report.rejected_there += s.rejected
-            self.refused.update(r.digest for r in s.rejected)
+        if s.report is not None:
+            before = len(conv.report.rejected_there)
+            conv.report.take(s.report, conv.last_sent)
+            self.refused.update(e.digest for e in conv.report.rejected_there[before:])
+            self.deferred.update(e.digest for e in s.report if e.fate is Fate.HELD)
         conv.report.gone += s.gone
         keys = conv.keys
         if first and conv.theirs is not None and conv.theirs[1] != reconcile.summary(keys)[1]:
@@ -164,6 +234,7 @@ class Initiator:
     def _take(self, name: str, conv: _Conv, left: list[int]) -> tuple[list[bytes], Base | None]:
         records: list[bytes] = []
         base: Base | None = None
+        conv.last_sent = []
         while conv.queue and left[0] > 0:
             chunk = list(itertools.islice(conv.queue, _FETCH))
             for key, data in zip(chunk, self.peer.fetch([k[1] for k in chunk]), strict=True):
@@ -180,6 +251,7 @@ class Initiator:
                 if data is None:
                     continue  # held here as a header only: the base carries it, if we may send one
                 records.append(data)
+                conv.last_sent.append(key[1])
                 left[0] -= len(data) + 4
                 conv.report.sent += 1
                 conv.report.sent_bytes += len(data)
@@ -220,7 +292,8 @@ class Initiator:
         return {name: c.report for name, c in self._convs.items()}
 
 
-_COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there", "adopted")
+_COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there",
+           "released_there", "duplicate_there", "adopted")
 
 
 @dataclass
@@ -246,6 +319,11 @@ class SyncReport:
                 setattr(total, f, getattr(total, f) + getattr(r, f))
             total.rejected_here += r.rejected_here
             total.rejected_there += r.rejected_there
+            total.evicted_there += r.evicted_there
+            for d in r.stored_there:
+                total.waiting_there.pop(d, None)
+            total.waiting_there.update(r.waiting_there)
+            total.stored_there |= r.stored_there
             total.gone += r.gone
             total.converged = r.converged
 
@@ -271,14 +349,14 @@ def synchronize(
     deadline = Deadline.after(timeout_s, monotonic)
     send: Transport = (functools.partial(transport.exchange, deadline=deadline)
                        if isinstance(transport, Remote) else transport)
-    report, refused = SyncReport(), set[bytes]()
+    report, refused, deferred = SyncReport(), set[bytes](), set[bytes]()
     names = sorted(set(convs))
     failures = used = 0
     for _ in range(max_sessions + retries):
         if report.sessions >= max_sessions:
             break
         session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused,
-                            max_rounds=max_round_trips)
+                            deferred=deferred, max_rounds=max_round_trips)
         try:
             message: bytes | None = session.initiate()
             while message is not None:
@@ -296,7 +374,8 @@ def synchronize(
         finally:
             used += session.rounds
         report._add(session)
-        moved = any(r.accepted_here or r.accepted_there or r.adopted for r in session.reports.values())
+        moved = any(r.accepted_here or r.accepted_there or r.released_there or r.adopted
+                    for r in session.reports.values())
         if session.converged() or not moved:
             break
     report.converged = all(r.converged for r in report.convs.values())

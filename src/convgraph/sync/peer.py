@@ -19,9 +19,10 @@ from convgraph.core.keys import actor_text
 from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.replica import Replica
+from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
-from convgraph.sync.reconcile import Outcome
-from convgraph.sync.wire import Base
+from convgraph.sync.reconcile import Outcome, refusal
+from convgraph.sync.wire import Base, Fate, Reported
 
 AdoptionPolicy = Callable[[str, bytes], bool]
 """Whether to adopt a checkpoint of conversation `conv` (first argument) signed by the key
@@ -88,6 +89,18 @@ class ReplicaPeer:
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})
+        store, config = self.replica.store, self.replica.config
+        pushed = {CID.of_record(d) for d in records if len(d) <= config.limits.max_record_bytes}
+        # only these can be waiting now: read the quarantine for them alone
+        waiting = store.pending_get(pushed & {*report.quarantined, *report.held, *report.duplicates})
+        elsewhere = [c for c in report.released if c not in pushed]
+        # a release in another conversation is not this peer's to know of
+        metas = store.metas(elsewhere) if elsewhere else {}
+        entries = fates(
+            records, report, {c.digest: p for c, p in waiting.items()},
+            [c for c in elsewhere if c in metas and metas[c].conv == conv],
+            max_bytes=config.limits.max_record_bytes, max_drift_ms=config.max_drift_ms,
+        )
         if report.accepted:
             pairs = zip(report.accepted, report.accepted_hlcs, strict=True)
             fresh = [(h.wall_ms, c.digest) for c, h in pairs]
@@ -99,6 +112,7 @@ class ReplicaPeer:
             accepted=[c.digest for c in report.accepted],
             quarantined=len(report.quarantined) + len(report.held),
             rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in report.rejected],
+            report=entries,
         )
 
     def base(self, conv: str) -> Base | None:
@@ -114,20 +128,21 @@ class ReplicaPeer:
                 raise ForbiddenError(f"checkpoint of conversation {record.conv!r}, which this section "
                                      "does not cover", cid=record.cid)
         except ConvgraphError as exc:
-            return Outcome(rejected=[(digest, exc.rule, str(exc))])
+            return refusal(digest, exc.rule, str(exc))
         # outside the `try`: a policy that must ask the network may fail as a transport does
         if not self.adopt_from(conv, record.actor):
-            refusal = UntrustedCheckpointError(
+            untrusted = UntrustedCheckpointError(
                 f"checkpoints of {conv!r} by {actor_text(record.actor)} are not adopted here",
                 checkpoint=record.cid, signer=actor_text(record.actor))
-            return Outcome(rejected=[(digest, refusal.rule, str(refusal))])
+            return refusal(digest, untrusted.rule, str(untrusted))
         try:
             report = self.replica.adopt(base.checkpoint, base.snapshot, base.cover)
         except ConvgraphError as exc:
-            return Outcome(rejected=[(digest, exc.rule, str(exc))])
+            return refusal(digest, exc.rule, str(exc))
         with self._lock:
             self._cache.pop(conv, None)
         held = set(before.keys)
         added = [k for k in self.keys(conv).keys if k not in held]
+        fate = Fate.DUPLICATE if report.duplicates else Fate.ACCEPTED
         return Outcome(accepted=[d for _, d in added], quarantined=len(report.quarantined) + len(report.held),
-                       adopted=added)
+                       adopted=added, report=(Reported(fate, digest),))

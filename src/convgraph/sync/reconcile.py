@@ -26,7 +26,7 @@ from convgraph.sync.keyset import (
     item_hash,
     separating,
 )
-from convgraph.sync.wire import Base, Mode, Range, Section, Want, WireLimits
+from convgraph.sync.wire import Base, Fate, Mode, Range, Reported, Section, Want, WireLimits
 
 BRANCH: Final = 16
 LIST_AT: Final = 32
@@ -42,12 +42,14 @@ class Outcome:
     accepted: list[bytes] = field(default_factory=list)  # digests now in the set
     quarantined: int = 0
     rejected: list[tuple[bytes | None, str, str]] = field(default_factory=list)  # digest, rule, why
+    report: tuple[Reported, ...] = ()  # the fate of each record handed in (`sync.fates`)
     adopted: list[Key] = field(default_factory=list)  # keys a base added (their digests in `accepted` too)
 
     def merge(self, other: Outcome) -> None:
         self.accepted += other.accepted
         self.quarantined += other.quarantined
         self.rejected += other.rejected
+        self.report += other.report
         self.adopted += other.adopted
 
 
@@ -63,7 +65,11 @@ class SyncPeer(Protocol):
         ...
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        """Validate and store records a peer sent for `conv`; a bad one never stops the rest."""
+        """Validate and store records a peer sent for `conv`; a bad one never stops the rest.
+
+        The outcome's `report` holds one entry per record, in order (`sync.fates`): a
+        responder sends it as its reply's report part.
+        """
         ...
 
     def base(self, conv: str) -> Base | None:
@@ -165,6 +171,13 @@ def received_hashes(salt: bytes, records: Iterable[bytes], adopted: Iterable[Key
     """Item hashes of what arrived with a message: its records, and the keys its base added."""
     return {item_hash(salt, hashlib.sha256(data).digest()) for data in records} | {
         item_hash(salt, d) for _, d in adopted}
+
+
+def refusal(checkpoint: bytes, rule: str, why: str) -> Outcome:
+    """A base not adopted: one rejection naming its checkpoint's digest, which is also the
+    entry that leads the reply's report (`docs/sync.md`, *Compacted history*)."""
+    entry = Reported(Fate.REJECTED, checkpoint, rule=rule)
+    return Outcome(rejected=[(checkpoint, rule, why)], report=(entry,))
 
 
 def take_in(peer: SyncPeer, section: Section) -> Outcome:

@@ -24,12 +24,11 @@ from convgraph.sync.wire import (
     Message,
     Mode,
     Range,
-    Rejected,
+    Reported,
     Section,
     WireLimits,
 )
 
-_MAX_REPORTED = 1000  # rejections named per reply; the count is always exact
 _FETCH = 256  # records read per store look-up
 
 
@@ -46,21 +45,17 @@ class Responder:
     def answer(self, message: Message) -> bytes:
         """The reply to a message already decoded (a server reads it first, to check access)."""
         if message.kind is Kind.REPLY:
-            raise ProtocolError("a responder was sent a reply")
+            raise ProtocolError("a responder was sent a reply", reason="kind")
         left = [self.budget]
         sections = tuple(self._section(message, s, left) for s in message.sections)
         return wire.encode(Message(Kind.REPLY, message.salt, sections))
 
     def _section(self, message: Message, s: Section, left: list[int]) -> Section:
-        accepted: int | None = None
-        rejected: tuple[Rejected, ...] = ()
+        report: tuple[Reported, ...] | None = None
         adopted: list[Key] = []
         if s.base is not None or s.records:
-            outcome = reconcile.take_in(self.peer, s)
-            adopted = outcome.adopted
-            accepted = len(outcome.accepted)
-            named = outcome.rejected[:_MAX_REPORTED]
-            rejected = tuple(Rejected(d or bytes(32), rule) for d, rule, _ in named)
+            outcome = reconcile.take_in(self.peer, s)  # the base's entry first, then one per record
+            report, adopted = outcome.report, outcome.adopted
         keys = self.peer.keys(s.conv)
         count, strong = reconcile.summary(keys)
         if message.kind is Kind.INITIATE:
@@ -73,7 +68,7 @@ class Responder:
             s.conv, count, strong,
             tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
             ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
-            gone=tuple(gone), accepted=accepted, rejected=rejected, base=base,
+            gone=tuple(gone), report=report, base=base,
         )
 
     def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:

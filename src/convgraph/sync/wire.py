@@ -2,7 +2,8 @@
 
 Decoding is strict: a version byte first, minimal varints, every length and count within
 `WireLimits`, bounds strictly increasing where the grammar says so, no trailing bytes.
-Anything else raises `ProtocolError` before any of the message is acted on. Invariant:
+Each message kind carries only the parts the grammar allows it. Anything else raises
+`ProtocolError`, with a `reason` the spec lists, before any of the message is acted on. Invariant:
 `decode(encode(m)) == m` and `encode(decode(b)) == b` for every `b` that decodes.
 """
 
@@ -26,7 +27,7 @@ from convgraph.sync.keyset import (
 )
 from convgraph.sync.varint import uvarint
 
-VERSION: Final = 1
+VERSION: Final = 2  # 2: the report names every pushed record's fate
 SALT_LEN: Final = 8
 
 
@@ -76,10 +77,29 @@ class Want:
     hashes: tuple[bytes, ...]
 
 
+class Fate(IntEnum):
+    """What the receiver did with one pushed record (or one it released because of them)."""
+
+    ACCEPTED = 1  # stored
+    RELEASED = 2  # stored now, because a parent (or the clock) it waited for arrived
+    DUPLICATE = 3  # already stored or already waiting
+    QUARANTINED = 4  # waiting for the parents named in `parents`
+    HELD = 5  # its clock is ahead of the receiver's: offer it again from `retry_ms`
+    REJECTED = 6  # invalid for good: never offer it again
+    REJECTED_AT = 7  # invalid for good, named by `index`: bytes over the record size limit
+    EVICTED = 8  # it waited, but the full quarantine dropped it: it may be offered again
+
+
 @dataclass(frozen=True)
-class Rejected:
-    digest: bytes
-    rule: str
+class Reported:
+    """One line of a report: a record's digest (or its index in the pushed list) and fate."""
+
+    fate: Fate
+    digest: bytes = b""  # sha256 of the record's bytes; empty for REJECTED_AT
+    index: int = 0  # REJECTED_AT: the record's place in the message's `records` part
+    rule: str = ""  # REJECTED and REJECTED_AT: a rule from the spec's closed list
+    parents: tuple[bytes, ...] = ()  # QUARANTINED: digests of the parents it waits for
+    retry_ms: int = 0  # HELD: the receiver's wall-clock time from which it can take it
 
 
 @dataclass(frozen=True)
@@ -108,8 +128,7 @@ class Section:
     wants: tuple[Want, ...] = ()
     records: tuple[bytes, ...] = ()
     gone: tuple[bytes, ...] = ()  # digests asked for that the sender can no longer serve
-    accepted: int | None = None  # with `rejected`: what the sender did with the last records
-    rejected: tuple[Rejected, ...] = ()
+    report: tuple[Reported, ...] | None = None  # REPLY: the fate of the records it answers
     base: Base | None = None  # sent instead of `gone` for records the sender holds as headers
 
 
@@ -123,7 +142,15 @@ class Message:
 _F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT, _F_BASE = (
     1 << i for i in range(9)
 )
-_FLAGS: Final = (1 << 9) - 1
+_ALL: Final = (1 << 9) - 1
+_STEP = _F_RANGES | _F_WANTS | _F_RECORDS
+# (parts a section of this kind may carry, parts it must carry); `docs/sync.md`, *Parts*
+_PARTS: Final = {
+    Kind.INITIATE: (_F_SUMMARY | _F_TIP | _F_PROBES, _F_SUMMARY),
+    Kind.REPLY: (_ALL & ~_F_PROBES, _F_SUMMARY),
+    Kind.CONTINUE: (_STEP | _F_BASE, 0),
+}
+MAX_PARENTS: Final = 1024  # parents named by one QUARANTINED entry (a record's own bound)
 
 
 def encode(message: Message) -> bytes:
@@ -141,7 +168,7 @@ def _section(out: bytearray, s: Section) -> None:
         (_F_SUMMARY if s.count is not None else 0) | (_F_TIP if s.tip is not None else 0)
         | (_F_PROBES if s.probes else 0) | (_F_RANGES if s.ranges is not None else 0)
         | (_F_WANTS if s.wants else 0) | (_F_RECORDS if s.records else 0)
-        | (_F_GONE if s.gone else 0) | (_F_REPORT if s.accepted is not None else 0)
+        | (_F_GONE if s.gone else 0) | (_F_REPORT if s.report is not None else 0)
         | (_F_BASE if s.base is not None else 0)
     )
     name = s.conv.encode()
@@ -179,14 +206,25 @@ def _section(out: bytearray, s: Section) -> None:
             out += uvarint(len(data)) + data
     if s.gone:
         out += uvarint(len(s.gone)) + b"".join(s.gone)
-    if s.accepted is not None:
-        out += uvarint(s.accepted) + uvarint(len(s.rejected))
-        for rej in s.rejected:
-            rule = rej.rule.encode()
-            out += rej.digest + uvarint(len(rule)) + rule
+    if s.report is not None:
+        out += uvarint(len(s.report))
+        for e in s.report:
+            _entry(out, e)
     if s.base is not None:
         for part in (s.base.checkpoint, s.base.snapshot, s.base.cover):
             out += uvarint(len(part)) + part
+
+
+def _entry(out: bytearray, e: Reported) -> None:
+    out.append(e.fate)
+    out += uvarint(e.index) if e.fate is Fate.REJECTED_AT else e.digest
+    if e.fate in (Fate.REJECTED, Fate.REJECTED_AT):
+        rule = e.rule.encode()
+        out += uvarint(len(rule)) + rule
+    elif e.fate is Fate.QUARANTINED:
+        out += uvarint(len(e.parents)) + b"".join(e.parents)
+    elif e.fate is Fate.HELD:
+        out += uvarint(e.retry_ms)
 
 
 def _bound(out: bytearray, b: Bound, prev: list[int], mode: int = 0) -> None:
@@ -211,16 +249,20 @@ def decode(
     price of the bytes before its name.
     """
     if len(data) > limits.max_message:
-        raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of {limits.max_message}")
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of {limits.max_message}",
+                            reason="limit")
     r = _Reader(data, limits)
     version = r.byte()
     if version != VERSION:
-        raise ProtocolError(f"unsupported sync protocol version {version} (this side speaks {VERSION})")
+        r.fail(f"unsupported sync protocol version {version} (this side speaks {VERSION})", "version")
     raw_kind = r.byte()
     if raw_kind not in Kind._value2member_map_:
-        raise ProtocolError(f"unknown message kind {raw_kind}")
+        r.fail(f"unknown message kind {raw_kind}", "kind")
+    kind = Kind(raw_kind)
     salt = r.take(SALT_LEN)
     n = r.count(limits.max_sections, "sections")
+    if n == 0 and kind is Kind.CONTINUE:
+        r.fail("a CONTINUE with no section", "part")
     sections: list[Section] = []
     for _ in range(n):
         conv = r.name()
@@ -228,10 +270,10 @@ def decode(
             r.fail("sections must be sorted by conversation, each once")
         if admit is not None:
             admit(conv)
-        sections.append(r.section(conv))
+        sections.append(r.section(conv, kind))
     if r.pos != len(data):
         r.fail(f"{len(data) - r.pos} trailing bytes")
-    return Message(Kind(raw_kind), salt, tuple(sections))
+    return Message(kind, salt, tuple(sections))
 
 
 class _Reader:
@@ -239,8 +281,8 @@ class _Reader:
         self.data, self.pos, self.limits = data, 0, limits
         self.hashes = 0
 
-    def fail(self, why: str) -> NoReturn:
-        raise ProtocolError(f"malformed sync message at byte {self.pos}: {why}")
+    def fail(self, why: str, reason: str = "malformed") -> NoReturn:
+        raise ProtocolError(f"sync message refused at byte {self.pos} ({reason}): {why}", reason=reason)
 
     def byte(self) -> int:
         if self.pos >= len(self.data):
@@ -274,7 +316,7 @@ class _Reader:
         if n < least:
             self.fail(f"an empty list of {what} (leave the flag unset instead)")
         if n > limit:
-            self.fail(f"{n} {what} exceed the limit of {limit}")
+            self.fail(f"{n} {what} exceed the limit of {limit}", "limit")
         if n > len(self.data) - self.pos:  # each item takes at least a byte: refuse before looping
             self.fail(f"{n} {what} cannot fit in what is left")
         return n
@@ -283,7 +325,7 @@ class _Reader:
         n = self.count(n_limit, "hashes")
         self.hashes += n
         if self.hashes > self.limits.max_hashes:
-            self.fail(f"more than {self.limits.max_hashes} hashes in one message")
+            self.fail(f"more than {self.limits.max_hashes} hashes in one message", "limit")
         blob = self.take(n * HASH_LEN)
         return tuple(blob[i : i + HASH_LEN] for i in range(0, len(blob), HASH_LEN))
 
@@ -312,13 +354,18 @@ class _Reader:
         except UnicodeDecodeError:
             self.fail("conversation name is not UTF-8")
 
-    def section(self, conv: str) -> Section:
+    def section(self, conv: str, kind: Kind) -> Section:
         flags = self.varint()
-        if flags & ~_FLAGS:
-            self.fail(f"unknown section flags {flags & ~_FLAGS:#x}")
+        allowed, required = _PARTS[kind]
+        if flags & ~allowed:
+            self.fail(f"{kind.name} section with parts {flags & ~allowed:#04x} it may not carry", "part")
+        if flags & required != required or (kind is Kind.CONTINUE and not flags):
+            self.fail(f"{kind.name} section without a part it must carry", "part")
         out: dict[str, object] = {}
         if flags & _F_SUMMARY:
             out["count"], out["strong"] = self.varint(), self.take(STRONG_LEN)
+        if kind is Kind.INITIATE and bool(flags & _F_TIP) != bool(out["count"]):
+            self.fail("an INITIATE section carries its tip when, and only when, its count is not 0", "part")
         if flags & _F_TIP:
             wall = self.varint()
             out["tip"] = (wall, self.take(DIGEST_LEN))
@@ -339,9 +386,8 @@ class _Reader:
             blob = self.take(n * DIGEST_LEN)
             out["gone"] = tuple(blob[i : i + DIGEST_LEN] for i in range(0, len(blob), DIGEST_LEN))
         if flags & _F_REPORT:
-            out["accepted"] = self.varint()
-            n = self.count(self.limits.max_records, "rejections")
-            out["rejected"] = tuple(self.rejected() for _ in range(n))
+            n = self.count(self.limits.max_records + 1, "report entries", least=1)  # + the base's
+            out["report"] = tuple(self.entry() for _ in range(n))
         if flags & _F_BASE:
             parts = [self.take(self.count(self.limits.max_message, "base bytes", least=1)) for _ in range(3)]
             out["base"] = Base(*parts)
@@ -386,10 +432,26 @@ class _Reader:
             found.append(Want(lower, upper, self.hash_list(self.limits.max_hashes)))
         return tuple(found)
 
-    def rejected(self) -> Rejected:
-        digest = self.take(DIGEST_LEN)
-        try:
-            rule = self.take(self.count(64, "rule bytes")).decode()
-        except UnicodeDecodeError:
-            self.fail("rule name is not UTF-8")
-        return Rejected(digest, rule)
+    def entry(self) -> Reported:
+        raw = self.byte()
+        if raw not in Fate._value2member_map_:
+            self.fail(f"unknown fate {raw} in a report")
+        fate = Fate(raw)
+        if fate is Fate.REJECTED_AT:
+            index, digest = self.varint(), b""
+        else:
+            index, digest = 0, self.take(DIGEST_LEN)
+        if fate in (Fate.REJECTED, Fate.REJECTED_AT):
+            try:
+                rule = self.take(self.count(64, "rule bytes", least=1)).decode()
+            except UnicodeDecodeError:
+                self.fail("rule name is not UTF-8")
+            return Reported(fate, digest, index, rule=rule)
+        if fate is Fate.QUARANTINED:
+            k = self.count(MAX_PARENTS, "parents", least=1)
+            blob = self.take(k * DIGEST_LEN)
+            parents = tuple(blob[i : i + DIGEST_LEN] for i in range(0, len(blob), DIGEST_LEN))
+            return Reported(fate, digest, parents=parents)
+        if fate is Fate.HELD:
+            return Reported(fate, digest, retry_ms=self.varint())
+        return Reported(fate, digest)
