@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from convgraph import Config, ManualClock, QuarantineBounds, Record, Replica, SigningKey
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
-from convgraph.errors import HlcOrderError, ParentRejectedError, SeqChainError
+from convgraph.errors import ForbiddenError, HlcOrderError, ParentRejectedError, SeqChainError
 
 A, B = SigningKey(bytes(range(32))), SigningKey(bytes(range(1, 33)))
 
@@ -145,6 +145,20 @@ def test_equivocation_within_one_batch() -> None:
                          payload={"content": "x"}) for i in range(2)]
     report = r.ingest([a1.data, *(t.data for t in twins)])
     assert len(report.equivocations) == 1 and len(report.accepted) == 3
+
+
+def test_a_sync_exchange_stores_only_the_conversations_it_covers() -> None:
+    c, d = chain(A, 2, conv="c"), chain(B, 2, conv="d")
+    batch = [c[0].data, d[0].data, c[1].data, d[1].data, d[1].data]
+    r = fresh()
+    report = r.ingest(batch, conversations={"c"})
+    assert report.accepted == [c[0].cid, c[1].cid] and not report.duplicates and not report.quarantined
+    assert [(x.cid, type(x.error), x.rule) for x in report.rejected] == [
+        (x.cid, ForbiddenError, "forbidden") for x in (d[0], d[1], d[1])]
+    assert all("'d'" in str(x.error) for x in report.rejected)
+    assert r.conversations() == ["c"] and r.store.count() == 2 and r.store.pending_stats() == (0, 0)
+    assert not fresh().ingest(batch, conversations=()).accepted  # covering nothing admits nothing
+    assert len(fresh().ingest(batch).accepted) == 4  # no filter: every conversation
 
 
 def _world(seed: int) -> list[Record]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 
+import cbrrr
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -115,3 +117,32 @@ def test_non_canonical_error_is_distinct() -> None:
 @given(values)
 def test_dag_json_round_trip(value: object) -> None:
     assert from_json(to_json(value)) == value
+
+
+@pytest.mark.parametrize(("name", "data", "lenient_value"), [
+    ("non-minimal int", bytes.fromhex("1801"), 1),
+    ("unsorted map keys", bytes.fromhex("a2616201616102"), {"b": 1, "a": 2}),
+    ("text a decoder normalised", encode("e\u0301"), unicodedata.normalize("NFC", "e\u0301")),
+])
+def test_bytes_that_are_not_the_encoding_of_what_they_decode_to_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, data: bytes, lenient_value: object
+) -> None:
+    # the re-encode-and-compare backstop: should the decoder underneath ever accept a second
+    # encoding of a value (a looser release, a normalising decoder), decode still refuses it
+    strict = cbrrr.decode_dag_cbor
+
+    def lenient(raw: bytes, **kw: object) -> object:
+        return lenient_value if raw == data else strict(raw, **kw)
+
+    monkeypatch.setattr(cbrrr, "decode_dag_cbor", lenient)
+    with pytest.raises(NonCanonicalError):
+        decode(data)
+    assert decode(encode(lenient_value)) == lenient_value
+
+
+@pytest.mark.parametrize("text", ["aGk!!", "aGk\n\n", "a Gk.", "aGk-_"])
+def test_dag_json_bytes_outside_the_base64_alphabet_are_refused(text: str) -> None:
+    # a lenient base64 reader would skip the stray characters: two JSON texts, one record
+    with pytest.raises(SchemaError, match="bad base64"):
+        from_json({"/": {"bytes": text}})
+    assert from_json({"/": {"bytes": "aGk"}}) == b"hi"

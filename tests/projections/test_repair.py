@@ -108,3 +108,13 @@ def test_repair_is_idempotent() -> None:
     for provider in ("anthropic", "openai", "openai-responses", "gemini"):
         once = repair(ms, provider)
         assert repair(once, provider) == once
+
+
+def test_call_ids_stay_unique_when_a_runtime_reuses_them() -> None:
+    ms = [user(), asst("a", "c1"), tool("c1", "first"), user("q"), asst("b", "c1", "c1_2"), tool("c1", "second"),
+          tool("c1_2", "third"), asst("c", "c1"), tool("c1", "fourth")]
+    out = repair(ms, "anthropic")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "user", "assistant+c1_2+c1_2_2", "tool<c1_2",
+                          "tool<c1_2_2", "assistant+c1_3", "tool<c1_3"]
+    assert [m.content for m in out if m.role is T] == [text(s) for s in ("first", "second", "third", "fourth")]
+    assert repair(out, "anthropic") == out

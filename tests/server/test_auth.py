@@ -72,3 +72,29 @@ def test_malformed_headers_say_what_is_wrong(headers: dict[str, str], why: str) 
     with pytest.raises(UnauthenticatedError) as caught:
         verify(headers)
     assert why in caught.value.reason
+
+
+def test_a_forged_request_does_not_use_up_the_genuine_requests_nonce() -> None:
+    verifier = Verifier(MemoryNonces())
+    forged = {**signed(), auth.SIGNATURE: SigningKey(bytes(32)).sign(b"something else").hex()}
+    with pytest.raises(UnauthenticatedError, match="bad request signature"):
+        verify(forged, verifier=verifier)
+    assert verify(signed(), verifier=verifier) == KEY.public
+    with pytest.raises(UnauthenticatedError, match="replayed"):
+        verify(signed(), verifier=verifier)
+
+
+@pytest.mark.parametrize("later", [1, 500, 1000])
+def test_a_request_stamped_ahead_stays_unreplayable_while_its_stamp_is_fresh(later: int) -> None:
+    # stamped a whole window ahead of the server: fresh until stamp + window, so its nonce
+    # must be remembered until then, not until the server's own now + window
+    verifier = Verifier(MemoryNonces(), window_ms=1000)
+    ahead = signed(now_ms=NOW + 1000)
+    assert verify(ahead, verifier=verifier) == KEY.public
+    with pytest.raises(UnauthenticatedError, match="replayed"):
+        verify(ahead, verifier=verifier, now=NOW + 1000 + later)
+
+
+@pytest.mark.parametrize("skew", [60_000, -60_000])
+def test_a_request_exactly_one_window_off_is_still_fresh(skew: int) -> None:
+    assert verify(signed(), now=NOW + skew) == KEY.public

@@ -149,3 +149,24 @@ def test_limits_are_enforced_before_reading_the_body() -> None:
     many = Section("a", ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 5),))
     with pytest.raises(ProtocolError, match="limit of 4"):
         wire.decode(_message(many), limits)
+
+
+def _ids(n: int) -> tuple[bytes, ...]:
+    return tuple(bytes((i, i, i)) for i in range(n))
+
+
+@pytest.mark.parametrize("sections", [
+    # two id lists of one section's cover
+    (Section("a", ranges=(Range(Bound(5), Mode.IDS, hashes=_ids(3)), Range(INFINITY, Mode.IDS, hashes=_ids(3)))),),
+    # an id list and a want
+    (Section("a", ranges=(Range(INFINITY, Mode.IDS, hashes=_ids(3)),), wants=(Want(Bound(1), Bound(2), _ids(3)),)),),
+    # two wants
+    (Section("a", wants=(Want(Bound(1), Bound(2), _ids(3)), Want(Bound(3), Bound(4), _ids(3)))),),
+    # two sections
+    (Section("a", wants=(Want(Bound(1), Bound(2), _ids(3)),)), Section("b", wants=(Want(Bound(1), Bound(2), _ids(3)),))),
+])
+def test_the_hash_limit_counts_every_list_of_the_message_together(sections: tuple[Section, ...]) -> None:
+    limits = WireLimits(max_hashes=5)
+    with pytest.raises(ProtocolError, match="more than 5 hashes in one message"):
+        wire.decode(_message(*sections), limits)
+    assert wire.decode(_message(*sections), WireLimits(max_hashes=6)).sections == sections
