@@ -38,10 +38,10 @@ _CORE = ("tests/core/test_record.py", "tests/core/test_vectors.py")
 # branches leave alone come first, so a partial run covers them
 MODULES: dict[str, tuple[str, ...]] = {
     "core/record.py": (*_CORE, "tests/core/test_validation.py"),
-    "core/validation.py": ("tests/core/test_validation.py", "tests/test_ingest.py"),
+    "core/validation.py": ("tests/core/test_validation.py",),
     "core/kinds.py": ("tests/core/test_kinds.py", *_CORE),
     "core/cid.py": ("tests/core/test_cid.py", *_CORE),
-    "core/hlc.py": ("tests/core/test_hlc.py", "tests/test_ingest.py"),
+    "core/hlc.py": ("tests/core/test_hlc.py",),
     "core/keys.py": ("tests/core/test_keys.py", *_CORE),
     "server/access.py": ("tests/server/test_access.py",),
     "sync/reconcile.py": ("tests/sync/test_protocol.py",),
@@ -74,12 +74,14 @@ def _prepare(module: str) -> Path:
     folder = WORK / _slug(module)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    # mutmut copies src/ and tests/ into mutants/ itself and reads its settings from the
-    # pyproject.toml of the folder it runs in: the project's own, plus this module's section
-    for name in ("src", "tests"):
+    # mutmut copies src/, tests/ (and docs/, which tests read) into mutants/ itself and reads
+    # its settings from the pyproject.toml of the folder it runs in: the project's own, plus
+    # this module's section
+    for name in ("src", "tests", "docs", "README.md"):
         (folder / name).symlink_to(ROOT / name)
     settings = {
         "source_paths": ["src"],
+        "also_copy": ["docs", "README.md"],
         "only_mutate": [f"src/convgraph/{module}"],
         "pytest_add_cli_args": ["-p", "no:xdist", "-p", "no:cacheprovider"],
         "pytest_add_cli_args_test_selection": list(MODULES[module]),
@@ -92,16 +94,17 @@ def _prepare(module: str) -> Path:
 
 
 def _mutmut(folder: Path, *args: str, log: Path | None = None) -> str:
-    out = subprocess.run(
-        [str(MUTMUT), *args], cwd=folder, text=True, check=False,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    if log is not None:
-        log.write_text(out.stdout)
+    """mutmut's output; with `log`, streamed there as it runs (its progress line included)."""
+    with open(log or os.devnull, "w") as sink:
+        out = subprocess.run(
+            [str(MUTMUT), *args], cwd=folder, text=True, check=False,
+            stdout=sink if log else subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+    text = log.read_text() if log else out.stdout
     if out.returncode != 0:
-        tail = "\n".join(out.stdout.replace("\r", "\n").splitlines()[-30:])
+        tail = "\n".join(text.replace("\r", "\n").splitlines()[-30:])
         raise SystemExit(f"mutmut {' '.join(args)} failed in {folder}:\n{tail}")
-    return out.stdout
+    return text
 
 
 def _change(diff: str) -> tuple[str, str]:
