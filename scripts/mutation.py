@@ -5,7 +5,8 @@ only the tests that concern it (`MODULES`); mutmut then runs, for each mutant, j
 tests that call the mutated function. A surviving mutant is either a test still to write or
 an equivalent mutant listed, with the reason, in `tests/mutation_equivalents.toml`. Kill
 rate = killed / (mutants - equivalent). Results stay in the work folder until the next run
-of that module, so `--report` prints the table of every module run so far without rerunning.
+of that module, so `--report` prints the table of every module run so far without rerunning
+(judging survivors against the equivalents as listed now).
 
     scripts/mutate                      every module, in MODULES order
     scripts/mutate server/auth.py core  one module, or a whole package
@@ -158,6 +159,15 @@ def _collect(module: str, folder: Path, command: str) -> dict[str, Any]:
     return summary
 
 
+def _rejudge(summary: dict[str, Any]) -> dict[str, Any]:
+    """A stored summary with its survivors judged against the equivalents listed now."""
+    known = _equivalents()
+    for x in summary["survivors"]:
+        x["equivalent"] = _why_equivalent(summary["module"], x["name"], x["diff"], known)
+    summary["equivalent"] = sum(x["equivalent"] is not None for x in summary["survivors"])
+    return summary
+
+
 def _rate(s: dict[str, Any]) -> float:
     judged = s["mutants"] - s["equivalent"]
     return 100.0 * s["killed"] / judged if judged else 100.0
@@ -182,6 +192,12 @@ def _print(summaries: list[dict[str, Any]], *, diffs: bool) -> None:
             print(f"{x['name']} ({x['status']})")
             if diffs:
                 print(re.sub(r"(?m)^", "    ", x["diff"].rstrip()))
+    equivalent = [(s["module"], x) for s in summaries for x in s["survivors"] if x["equivalent"]]
+    if equivalent and not diffs:
+        print("\n## Equivalent mutants\n")
+    for module, x in equivalent if not diffs else ():
+        removed, added = (" / ".join(part.splitlines()) for part in _change(x["diff"]))
+        print(f"* {module} `{x['name'].rsplit('.', 1)[-1]}`: `{removed}` → `{added}`: {x['equivalent']}")
 
 
 def main() -> None:
@@ -194,7 +210,7 @@ def main() -> None:
     modules = _select(args.modules) if args.modules else list(MODULES)
     if args.report:
         found = [WORK / _slug(m) / "summary.json" for m in modules]
-        _print([json.loads(p.read_text()) for p in found if p.exists()], diffs=False)
+        _print([_rejudge(json.loads(p.read_text())) for p in found if p.exists()], diffs=False)
         return
     jobs = os.environ.get("MUTATE_JOBS", "2")
     summaries = []

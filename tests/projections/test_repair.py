@@ -169,4 +169,10 @@ def test_coalesced_messages_keep_every_op_and_the_right_owner(
     b = Message(A, text("two"), tuple(ToolCall(c, "f", {}) for c in calls), provider=second, ops=(_Y,))
     out = repair([user(), a, b, *(tool(c) for c in calls)], "anthropic")
     assert out[1].provider == owner and out[1].ops == (_X, _Y)
-    assert out[1].content == text("one") + text("two")
+    assert out[1].content == text("one") + text("two") and [c.id for c in out[1].tool_calls] == list(calls)
+
+
+def test_a_tool_result_loses_its_empty_blocks_too() -> None:
+    result = Message(T, (*text("out"), *text("  ")), tool_use_id="c1")
+    out = repair([user(), asst("a", "c1"), result], "openai")
+    assert out[2].content == text("out")

@@ -80,6 +80,10 @@ def test_pushes_that_did_not_fit_are_asked_about_again_from_where_they_stopped()
     ranges = reconcile.cover(step)
     message = Message(Kind.REPLY, SALT, (Section("c", ranges=ranges),))
     assert wire.decode(wire.encode(message)) == message  # a cover the peer accepts
+    skipped = Step(cover=[(MINUS_INFINITY, a, Range(a, Mode.SKIP)), (a, INFINITY, Range(INFINITY, Mode.SKIP))])
+    reconcile.reopen(skipped, keys, a)  # stopped exactly where a settled range ends
+    assert [(lo, hi, r.mode) for lo, hi, r in skipped.cover] == [
+        (MINUS_INFINITY, a, Mode.SKIP), (a, INFINITY, Mode.FINGERPRINT)]
 
 
 def test_pushes_that_did_not_fit_mid_range_split_it() -> None:
