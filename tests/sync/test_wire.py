@@ -8,6 +8,7 @@ themselves), and hostile bytes — random, mutated, truncated, oversized — rai
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -170,3 +171,84 @@ def test_the_hash_limit_counts_every_list_of_the_message_together(sections: tupl
     with pytest.raises(ProtocolError, match="more than 5 hashes in one message"):
         wire.decode(_message(*sections), limits)
     assert wire.decode(_message(*sections), WireLimits(max_hashes=6)).sections == sections
+
+
+_P, _R, _W, _REC, _GONE, _REP = 4, 8, 16, 32, 64, 128  # section flags (docs/sync.md)
+
+
+def _raw(body: bytes, name: bytes = b"c") -> bytes:
+    """One CONTINUE message with one section: its name, then `body` (flags and fields)."""
+    return b"\x01\x03" + b"s" * 8 + b"\x01" + bytes([len(name)]) + name + body
+
+
+def _one(**kw: object) -> bytes:
+    return _message(Section("c", **kw))  # type: ignore[arg-type]
+
+
+_TALL = (1 << 64) - 1  # the largest varint
+_MAX_VARINT = b"\xff" * 9 + b"\x01"
+
+
+@pytest.mark.parametrize(("data", "limits", "why"), [
+    (b"", None, "truncated"),
+    (b"\x01\x01sss", None, "truncated: 8 bytes wanted, 3 left"),
+    (_raw(bytes([_P, 1, 1, 0x40]) + b"ffff"), None, "a mode on a bound that takes none"),
+    (_raw(bytes([_W, 1, 1, 0x40, 2, 0])), None, "a mode on a bound that takes none"),
+    (_raw(bytes([_R, 1, 0, 0x01])), None, "a prefix on the infinite bound"),
+    (_raw(bytes([_R, 1, 1, 33])), None, "bound prefix of 33 bytes"),
+    (_raw(bytes([_R, 1, 0, 0xC0])), None, "unknown range mode 3"),
+    (_raw(bytes([_W, 1]) + b"\xff" * 9 + b"\x01\x00\x03\x00"), None, "bound beyond the largest wall time"),
+    (_raw(bytes([_P, 1, 0, 0]) + b"ffff"), None, "probes must be finite and increasing"),
+    (_raw(bytes([_P, 2, 1, 0]) + b"ffff" + bytes([1, 0]) + b"ffff"), None, "probes must be finite and increasing"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP), Range(Bound(5), Mode.SKIP), Range(INFINITY, Mode.SKIP))), None,
+     "range bounds must increase"),
+    (_raw(bytes([_W, 1, 5, 0, 1, 0, 0])), None, "wants must be non-empty, sorted and disjoint"),
+    (_one(rejected=(Rejected(bytes(32), "x" * 65),), accepted=0), None, "65 rule bytes exceed the limit of 64"),
+    (_raw(bytes([_REP, 0, 1]) + bytes(32) + b"\x01\xff"), None, "rule name is not UTF-8"),
+    (_one(probes=tuple((Bound(i + 1), b"ffff") for i in range(65))), None, "65 probes exceed the limit of 64"),
+    (_one(records=(b"x",)), WireLimits(max_name=0), "1 name bytes exceed the limit of 0"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP), Range(INFINITY, Mode.SKIP))), WireLimits(max_ranges=1),
+     "2 ranges exceed the limit of 1"),
+    (_one(wants=(Want(Bound(1), Bound(2), ()), Want(Bound(3), Bound(4), ()))), WireLimits(max_ranges=1),
+     "2 wants exceed the limit of 1"),
+    (_one(ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 3),)), WireLimits(max_hashes=2),
+     "3 hashes exceed the limit of 2"),
+    (_one(gone=(bytes(32), bytes(32))), WireLimits(max_hashes=1), "2 gone digests exceed the limit of 1"),
+    (_one(accepted=0, rejected=(Rejected(bytes(32), "a"), Rejected(bytes(32), "b"))), WireLimits(max_records=1),
+     "2 rejections exceed the limit of 1"),
+    (_one(records=(b"x" * 30,)), WireLimits(max_message=25), None),
+    (_raw(bytes([_REC, 1, 50]) + b"x"), WireLimits(max_message=45), "50 record bytes exceed the limit of 45"),
+    (_raw(bytes([_P, 0])), None, "an empty list of probes (leave the flag unset instead)"),
+    (_raw(bytes([_R, 0])), None, "an empty list of ranges (leave the flag unset instead)"),
+    (_raw(bytes([_W, 0])), None, "an empty list of wants (leave the flag unset instead)"),
+    (_raw(bytes([_REC, 0])), None, "an empty list of records (leave the flag unset instead)"),
+    (_raw(bytes([_GONE, 0])), None, "an empty list of gone digests (leave the flag unset instead)"),
+    (_raw(bytes([1, 0]) + b"abc"), None, "truncated: 16 bytes wanted, 3 left"),
+    (b"\x01\x01" + b"s" * 8 + b"\xff" * 9 + b"\x02", None, "varint longer than 64 bits"),
+    (b"\x01\x01" + b"s" * 8 + b"\xff" * 10 + b"\x00", None, "varint longer than 64 bits"),
+    (b"\x01\x01" + b"s" * 8 + _MAX_VARINT, None, f"{_TALL} sections exceed the limit of 1024"),
+    (b"\x01\x01" + b"s" * 8 + b"\x80\x00", None, "non-minimal varint"),
+    (_message(Section("b"), Section("a")), None, "sections must be sorted by conversation, each once"),
+    (_one(records=(b"",)), None, "empty record"),
+])
+def test_each_malformed_message_is_refused_saying_exactly_what_is_wrong(
+    data: bytes, limits: WireLimits | None, why: str | None
+) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        wire.decode(data, limits or wire.DEFAULT_LIMITS)
+    if why is None:  # refused before parsing: the whole message is over the limit
+        assert caught.value.message == f"message of {len(data)} bytes exceeds the limit of 25"
+        return
+    assert re.fullmatch(r"malformed sync message at byte \d+: " + re.escape(why), caught.value.message)
+
+
+def test_a_message_exactly_at_each_limit_is_accepted() -> None:
+    two = _message(Section("a", records=(b"x",)), Section("b", records=(b"y",)))
+    limits = WireLimits(max_message=len(two), max_sections=2, max_records=1, max_name=1)
+    assert [s.conv for s in wire.decode(two, limits).sections] == ["a", "b"]
+    ids = _one(ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 3),))
+    assert wire.decode(ids, WireLimits(max_hashes=3)).sections[0].ranges[0].hashes == (b"abc",) * 3  # type: ignore[index]
+    probes = _one(probes=tuple((Bound(i + 1), b"ffff") for i in range(64)))
+    assert len(wire.decode(probes).sections[0].probes) == 64
+    rule = _one(accepted=0, rejected=(Rejected(bytes(32), "x" * 64),))
+    assert wire.decode(rule).sections[0].rejected[0].rule == "x" * 64
