@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from convgraph.core.cid import CID
-from convgraph.core.codec import decode, encode, from_json, to_json
+from convgraph.core.codec import decode, decode_trusted, encode, from_json, to_json
 from convgraph.errors import DecodeError, NonCanonicalError, SchemaError
 
 cids = st.binary(min_size=1, max_size=64).map(CID.of_record)
@@ -135,7 +135,7 @@ def test_bytes_that_are_not_the_encoding_of_what_they_decode_to_are_refused(
         return lenient_value if raw == data else strict(raw, **kw)
 
     monkeypatch.setattr(cbrrr, "decode_dag_cbor", lenient)
-    with pytest.raises(NonCanonicalError):
+    with pytest.raises(NonCanonicalError, match=r"^bytes decode but are not the canonical DAG-CBOR encoding$"):
         decode(data)
     assert decode(encode(lenient_value)) == lenient_value
 
@@ -146,3 +146,29 @@ def test_dag_json_bytes_outside_the_base64_alphabet_are_refused(text: str) -> No
     with pytest.raises(SchemaError, match="bad base64"):
         from_json({"/": {"bytes": text}})
     assert from_json({"/": {"bytes": "aGk"}}) == b"hi"
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (b"hi", "aGk"), (b"h", "aA"), (b"", ""), (b"\x00\x00\x17", "AAAX"), (b"\xfb\xff", "+/8"),
+])
+def test_dag_json_bytes_are_unpadded_standard_base64(value: bytes, text: str) -> None:
+    assert to_json(value) == {"/": {"bytes": text}}
+    assert from_json({"/": {"bytes": text}}) == value
+
+
+@pytest.mark.parametrize("value", [
+    {"/": {"x": 1}}, {"/": {"bytes": "aGk", "more": 1}}, {"/": {"bytes": 5}}, {"/": ["bytes"]}, {"/": 5},
+])
+def test_a_map_that_only_looks_like_a_dag_json_link_or_bytes_stays_a_map(value: object) -> None:
+    assert from_json(value) == value
+
+
+def test_the_errors_of_the_codec_say_what_failed() -> None:
+    long_bad = "!" * 100
+    with pytest.raises(SchemaError) as info:
+        from_json({"/": {"bytes": long_bad}})
+    assert info.value.message == f"bad base64 in DAG-JSON bytes: {long_bad[:40]!r}"
+    with pytest.raises(SchemaError, match=r"^value is not representable in DAG-CBOR: "):
+        encode({1, 2})
+    with pytest.raises(DecodeError, match=r"^not DAG-CBOR: "):
+        decode_trusted(b"\xff")
