@@ -230,6 +230,8 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
     (b"\x01\x01" + b"s" * 8 + b"\x80\x00", None, "non-minimal varint"),
     (_message(Section("b"), Section("a")), None, "sections must be sorted by conversation, each once"),
     (_one(records=(b"",)), None, "empty record"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP),)), None, "only the last range may, and it must, end at infinity"),
+    (_raw(b"\x00", name=b"\xff"), None, "conversation name is not UTF-8"),
 ])
 def test_each_malformed_message_is_refused_saying_exactly_what_is_wrong(
     data: bytes, limits: WireLimits | None, why: str | None
