@@ -174,11 +174,12 @@ def test_the_hash_limit_counts_every_list_of_the_message_together(sections: tupl
 
 
 _P, _R, _W, _REC, _GONE, _REP = 4, 8, 16, 32, 64, 128  # section flags (docs/sync.md)
+_HEAD = bytes((wire.VERSION, Kind.CONTINUE)) + b"s" * 8  # version, kind, salt
 
 
 def _raw(body: bytes, name: bytes = b"c") -> bytes:
     """One CONTINUE message with one section: its name, then `body` (flags and fields)."""
-    return b"\x01\x03" + b"s" * 8 + b"\x01" + bytes([len(name)]) + name + body
+    return _HEAD + b"\x01" + bytes([len(name)]) + name + body
 
 
 def _one(**kw: object) -> bytes:
@@ -191,7 +192,7 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
 
 @pytest.mark.parametrize(("data", "limits", "why"), [
     (b"", None, "truncated"),
-    (b"\x01\x01sss", None, "truncated: 8 bytes wanted, 3 left"),
+    (_HEAD[:5], None, "truncated: 8 bytes wanted, 3 left"),
     (_raw(bytes([_P, 1, 1, 0x40]) + b"ffff"), None, "a mode on a bound that takes none"),
     (_raw(bytes([_W, 1, 1, 0x40, 2, 0])), None, "a mode on a bound that takes none"),
     (_raw(bytes([_R, 1, 0, 0x01])), None, "a prefix on the infinite bound"),
@@ -224,10 +225,10 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
     (_raw(bytes([_REC, 0])), None, "an empty list of records (leave the flag unset instead)"),
     (_raw(bytes([_GONE, 0])), None, "an empty list of gone digests (leave the flag unset instead)"),
     (_raw(bytes([1, 0]) + b"abc"), None, "truncated: 16 bytes wanted, 3 left"),
-    (b"\x01\x01" + b"s" * 8 + b"\xff" * 9 + b"\x02", None, "varint longer than 64 bits"),
-    (b"\x01\x01" + b"s" * 8 + b"\xff" * 10 + b"\x00", None, "varint longer than 64 bits"),
-    (b"\x01\x01" + b"s" * 8 + _MAX_VARINT, None, f"{_TALL} sections exceed the limit of 1024"),
-    (b"\x01\x01" + b"s" * 8 + b"\x80\x00", None, "non-minimal varint"),
+    (_HEAD + b"\xff" * 9 + b"\x02", None, "varint longer than 64 bits"),
+    (_HEAD + b"\xff" * 10 + b"\x00", None, "varint longer than 64 bits"),
+    (_HEAD + _MAX_VARINT, None, f"{_TALL} sections exceed the limit of 1024"),
+    (_HEAD + b"\x80\x00", None, "non-minimal varint"),
     (_message(Section("b"), Section("a")), None, "sections must be sorted by conversation, each once"),
     (_one(records=(b"",)), None, "empty record"),
     (_one(ranges=(Range(Bound(5), Mode.SKIP),)), None, "only the last range may, and it must, end at infinity"),
