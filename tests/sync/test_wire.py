@@ -298,6 +298,11 @@ def _probing(body: bytes) -> bytes:
     return _raw(bytes([_S | _P, 0]) + _NONE + body, kind=Kind.INITIATE)
 
 
+def _reporting(entry: bytes) -> bytes:
+    """A REPLY of an empty set whose report is the one `entry` (fate byte and fields)."""
+    return _raw(_REP + bytes([0]) + _NONE + b"\x01" + entry, kind=Kind.REPLY)
+
+
 def _one(kind: Kind = Kind.CONTINUE, **kw: object) -> bytes:
     if kind is not Kind.CONTINUE:
         kw = {"count": 0, "strong": _NONE, **kw}
@@ -327,8 +332,12 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
      "range bounds must increase"),
     (_raw(bytes([_W, 1, 5, 0, 1, 0, 0])), None, "wants must be non-empty, sorted and disjoint"),
     (_one(Kind.REPLY, report=(_rejected("x" * 65),)), None, "65 rule bytes exceed the limit of 64"),
-    (_raw(_REP + bytes([0]) + _NONE + bytes([1, Fate.REJECTED]) + bytes(32) + b"\x01\xff", kind=Kind.REPLY), None,
-     "rule name is not UTF-8"),
+    (_reporting(bytes([Fate.REJECTED]) + bytes(32) + b"\x01\xff"), None, "rule name is not UTF-8"),
+    (_reporting(bytes([9])), None, "unknown fate 9 in a report"),
+    (_reporting(bytes([Fate.REJECTED]) + bytes(32) + b"\x00"), None,
+     "an empty list of rule bytes (leave the flag unset instead)"),
+    (_reporting(bytes([Fate.QUARANTINED]) + bytes(32) + b"\x00"), None,
+     "an empty list of parents (leave the flag unset instead)"),
     (_one(Kind.INITIATE, probes=tuple((Bound(i + 1), b"ffff") for i in range(65))), None,
      "65 probes exceed the limit of 64"),
     (_one(records=(b"x",)), WireLimits(max_name=0), "1 name bytes exceed the limit of 0"),
@@ -385,3 +394,7 @@ def test_a_message_exactly_at_each_limit_is_accepted() -> None:
     assert wire.decode(rule).sections[0].report == (_rejected("x" * 64),)
     entries = (_rejected("a"), _rejected("b"))  # max_records + 1: a base's entry besides the records'
     assert wire.decode(_one(Kind.REPLY, report=entries), WireLimits(max_records=1)).sections[0].report == entries
+
+
+def test_a_base_counts_the_bytes_of_all_three_of_its_parts() -> None:
+    assert Base(b"k", b"ss", b"vvvv").size() == 7
