@@ -8,11 +8,11 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convgraph import Config, ManualClock, QuarantineBounds, Record, Replica, SigningKey
+from convgraph import Config, Limits, ManualClock, QuarantineBounds, Record, Replica, SigningKey
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
-from convgraph.errors import HlcOrderError, ParentRejectedError, SeqChainError
+from convgraph.errors import ForbiddenError, HlcOrderError, ParentRejectedError, SeqChainError, SizeLimitError
 
 A, B = SigningKey(bytes(range(32))), SigningKey(bytes(range(1, 33)))
 
@@ -165,6 +165,20 @@ def test_equivocation_within_one_batch() -> None:
     assert len(report.equivocations) == 1 and len(report.accepted) == 3
 
 
+def test_a_sync_exchange_stores_only_the_conversations_it_covers() -> None:
+    c, d = chain(A, 2, conv="c"), chain(B, 2, conv="d")
+    batch = [c[0].data, d[0].data, c[1].data, d[1].data, d[1].data]
+    r = fresh()
+    report = r.ingest(batch, conversations={"c"})
+    assert report.accepted == [c[0].cid, c[1].cid] and not report.duplicates and not report.quarantined
+    assert [(x.cid, type(x.error), x.rule) for x in report.rejected] == [
+        (x.cid, ForbiddenError, "forbidden") for x in (d[0], d[1], d[1])]
+    assert all("'d'" in str(x.error) and x.error.cid == str(x.cid) for x in report.rejected)
+    assert r.conversations() == ["c"] and r.store.count() == 2 and r.store.pending_stats() == (0, 0)
+    assert not fresh().ingest(batch, conversations=()).accepted  # covering nothing admits nothing
+    assert len(fresh().ingest(batch).accepted) == 4  # no filter: every conversation
+
+
 def _world(seed: int) -> list[Record]:
     """Three actors writing concurrently with random partial views, identical texts included."""
     rng = random.Random(seed)
@@ -267,3 +281,43 @@ def test_a_record_evicted_at_once_is_reported_evicted_only() -> None:
     report = r.ingest([o.data for o in orphans])
     assert report.evicted == [orphans[0].cid, orphans[1].cid]
     assert report.quarantined == [orphans[2].cid]
+def test_a_replica_applies_its_own_record_limits_on_ingest() -> None:
+    big = sign_record(A, conv="c", seq=1, hlc=Hlc(1000, 0), parents=[], kind="user_message",
+                      payload={"content": "x" * 500})
+    report = fresh(limits=Limits(max_record_bytes=400)).ingest([big.data])
+    assert [type(x.error) for x in report.rejected] == [SizeLimitError] and not report.accepted
+
+
+def test_a_refused_record_is_reported_under_the_cid_its_sender_claimed() -> None:
+    claimed = chain(A, 1)[0].cid
+    report = fresh().ingest([(b"\x00garbage", claimed), b"\x00garbage"])
+    assert [x.cid for x in report.rejected] == [claimed, CID.of_record(b"\x00garbage")]  # unclaimed: its own
+
+
+def test_a_record_waiting_for_two_parents_is_placed_once_when_both_arrive() -> None:
+    a1, b1 = chain(A, 1)[0], chain(B, 1)[0]
+    child = sign_record(A, conv="c", seq=2, hlc=Hlc(2000, 0), parents=[a1.cid, b1.cid], kind="user_message",
+                        payload={"content": "both"})
+    r = fresh()
+    assert r.ingest([child.data]).quarantined == [child.cid]
+    [entry] = r.store.pending_get([child.cid]).values()
+    assert (entry.reason, sorted(entry.missing)) == ("parents", sorted([a1.cid, b1.cid]))
+    report = r.ingest([a1.data, b1.data])
+    assert report.accepted == [a1.cid, b1.cid, child.cid] and report.released == [child.cid]
+    assert r.store.count() == 3 and r.store.pending_stats() == (0, 0)
+
+
+def test_a_record_whose_two_parents_are_refused_is_refused_once() -> None:
+    a1 = chain(A, 1)[0]
+    bad = [sign_record(B, conv="c", seq=1, hlc=Hlc(999 - i, 0), parents=[a1.cid], kind="user_message",
+                       payload={"content": f"stale {i}"}) for i in range(2)]  # hlc before their parent's
+    child = sign_record(A, conv="c", seq=2, hlc=Hlc(2000, 0), parents=sorted([a1.cid, *(b.cid for b in bad)]),
+                        kind="user_message", payload={"content": "x"})
+    r = fresh()
+    r.ingest([child.data])
+    report = r.ingest([a1.data, *(b.data for b in bad)])
+    rejected = [(x.cid, type(x.error)) for x in report.rejected]
+    assert rejected == [(bad[0].cid, HlcOrderError), (bad[1].cid, HlcOrderError), (child.cid, ParentRejectedError)]
+    assert report.rejected[2].error.message == "a parent was rejected"
+    assert report.rejected[2].error.cid == str(child.cid)
+    assert r.store.count() == 1 and r.store.pending_stats() == (0, 0)

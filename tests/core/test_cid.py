@@ -77,3 +77,37 @@ def test_order_hash_immutability_pickle() -> None:
     with pytest.raises(AttributeError):
         a._raw = b""  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(a)) == a
+
+
+GOOD = "bafyreigbtj4x7ip5legnfznufuopl4sg4knzc2cof6duas4b3q2fy6swua"
+
+
+def _not_base32(text: str) -> str:
+    return f"not a base32 CIDv1 text: {text[:80]!r}"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("z" + GOOD[1:], _not_base32("z" + GOOD[1:])),
+    (GOOD + "a", _not_base32(GOOD + "a")),
+    (GOOD.upper(), _not_base32(GOOD.upper())),
+    ("b" + "1" * 58, _not_base32("b" + "1" * 58)),  # not base32: the decoder's error, our words
+    ("b" + "x" * 100, _not_base32("b" + "x" * 100)),  # shown cut short
+    ("b" + "a" * 58, f"not a CIDv1 dag-cbor/raw sha2-256 link: {bytes(8)!r}…"),
+    (GOOD[:-1] + "b", f"non-canonical CID text: {GOOD[:-1] + 'b'!r}"),
+])
+def test_bad_text_is_refused_saying_why(text: str, why: str) -> None:
+    with pytest.raises(DecodeError) as info:
+        CID.parse(text)
+    assert info.value.message == why
+
+
+def test_the_error_for_a_bad_binary_form_shows_its_first_eight_bytes() -> None:
+    with pytest.raises(DecodeError) as info:
+        CID(bytes(range(40)))
+    assert info.value.message == f"not a CIDv1 dag-cbor/raw sha2-256 link: {bytes(range(8))!r}…"
+
+
+def test_order_is_strict_and_hash_follows_the_bytes() -> None:
+    a, b = sorted([CID.of_record(b"1"), CID.of_record(b"2")])
+    assert not a < a and not a > a and not b < a and not a > b
+    assert hash(a) == hash(CID(bytes(a))) != hash(b)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import math
 import struct
+import unicodedata
 from pathlib import Path
 from typing import Any
 
+import cbrrr
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from convgraph.core.cid import CID
-from convgraph.core.codec import decode, encode, from_json, to_json
+from convgraph.core.codec import decode, decode_trusted, encode, from_json, to_json
 from convgraph.errors import DecodeError, NonCanonicalError, SchemaError
 
 INVALID = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "invalid.json").read_text("utf-8"))
@@ -304,3 +306,56 @@ def test_error_class_of_mutated_bytes_follows_the_rule(
         at = where % (len(data) + 1)
         data[at : at + removed] = inserted
     assert decode_class(bytes(data)) is expected_class(bytes(data))
+@pytest.mark.parametrize(("name", "data", "lenient_value"), [
+    ("non-minimal int", bytes.fromhex("1801"), 1),
+    ("unsorted map keys", bytes.fromhex("a2616201616102"), {"b": 1, "a": 2}),
+    ("text a decoder normalised", encode("e\u0301"), unicodedata.normalize("NFC", "e\u0301")),
+])
+def test_bytes_that_are_not_the_encoding_of_what_they_decode_to_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, data: bytes, lenient_value: object
+) -> None:
+    # the re-encode-and-compare backstop: should the decoder underneath ever accept a second
+    # encoding of a value (a looser release, a normalising decoder), decode still refuses it
+    strict = cbrrr.decode_dag_cbor
+
+    def lenient(raw: bytes, **kw: object) -> object:
+        return lenient_value if raw == data else strict(raw, **kw)
+
+    monkeypatch.setattr(cbrrr, "decode_dag_cbor", lenient)
+    with pytest.raises(NonCanonicalError, match=r"^bytes decode but are not the canonical DAG-CBOR encoding$"):
+        decode(data)
+    assert decode(encode(lenient_value)) == lenient_value
+
+
+@pytest.mark.parametrize("text", ["aGk!!", "aGk\n\n", "a Gk.", "aGk-_"])
+def test_dag_json_bytes_outside_the_base64_alphabet_are_refused(text: str) -> None:
+    # a lenient base64 reader would skip the stray characters: two JSON texts, one record
+    with pytest.raises(SchemaError, match="bad base64"):
+        from_json({"/": {"bytes": text}})
+    assert from_json({"/": {"bytes": "aGk"}}) == b"hi"
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (b"hi", "aGk"), (b"h", "aA"), (b"", ""), (b"\x00\x00\x17", "AAAX"), (b"\xfb\xff", "+/8"),
+])
+def test_dag_json_bytes_are_unpadded_standard_base64(value: bytes, text: str) -> None:
+    assert to_json(value) == {"/": {"bytes": text}}
+    assert from_json({"/": {"bytes": text}}) == value
+
+
+@pytest.mark.parametrize("value", [
+    {"/": {"x": 1}}, {"/": {"bytes": "aGk", "more": 1}}, {"/": {"bytes": 5}}, {"/": ["bytes"]}, {"/": 5},
+])
+def test_a_map_that_only_looks_like_a_dag_json_link_or_bytes_stays_a_map(value: object) -> None:
+    assert from_json(value) == value
+
+
+def test_the_errors_of_the_codec_say_what_failed() -> None:
+    long_bad = "!" * 100
+    with pytest.raises(SchemaError) as info:
+        from_json({"/": {"bytes": long_bad}})
+    assert info.value.message == f"bad base64 in DAG-JSON bytes: {long_bad[:40]!r}"
+    with pytest.raises(SchemaError, match=r"^value is not representable in DAG-CBOR: "):
+        encode({1, 2})
+    with pytest.raises(DecodeError, match=r"^not DAG-CBOR: "):
+        decode_trusted(b"\xff")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +15,7 @@ from convgraph.core.hlc import (
     after_all,
     receive,
     send,
+    system_clock,
     too_far_ahead,
 )
 
@@ -64,3 +68,37 @@ def test_drift_bound() -> None:
 def test_physical_time_going_backwards_keeps_monotonicity() -> None:
     local = send(Hlc(0, 0), 10_000)
     assert send(local, 5_000) == Hlc(10_000, 1)
+
+
+@pytest.mark.parametrize(("local", "remote", "now", "out"), [
+    (Hlc(10, 3), Hlc(10, 7), 5, Hlc(10, 8)),  # one wall time: after the larger counter
+    (Hlc(10, 7), Hlc(10, 3), 5, Hlc(10, 8)),
+    (Hlc(10, 3), Hlc(8, 9), 5, Hlc(10, 4)),  # ours is newest: our counter moves on
+    (Hlc(8, 9), Hlc(10, 3), 5, Hlc(10, 4)),  # theirs is newest: theirs moves on
+    (Hlc(8, 9), Hlc(9, 3), 10, Hlc(10, 0)),  # physical time is newest: counter restarts
+])
+def test_receive_takes_the_newest_wall_time_and_the_next_counter(local: Hlc, remote: Hlc, now: int, out: Hlc) -> None:
+    assert receive(local, remote, now) == out
+
+
+def test_the_counter_reaches_its_bound_before_it_rolls_over() -> None:
+    assert send(Hlc(5, MAX_COUNTER - 1), 5) == Hlc(5, MAX_COUNTER)
+    assert receive(Hlc(5, 0), Hlc(5, MAX_COUNTER - 1), 1) == Hlc(5, MAX_COUNTER)
+
+
+def test_the_system_clock_reads_whole_milliseconds_since_the_epoch() -> None:
+    now = system_clock()
+    assert isinstance(now, int)
+    assert abs(now - time.time_ns() // 1_000_000) < 60_000  # generous: only the unit is in question
+
+
+def test_a_manual_clock_starts_at_a_fixed_instant_so_runs_reproduce() -> None:
+    assert ManualClock()() == ManualClock()() == 1_700_000_000_000
+
+
+def test_a_manual_clock_moves_only_when_told_to() -> None:
+    clock = ManualClock(5)
+    assert clock() == clock() == 5
+    clock.advance(3)
+    clock.advance(2)
+    assert clock() == 10

@@ -216,3 +216,78 @@ def test_strictness_does_not_rest_on_libsodium(monkeypatch: pytest.MonkeyPatch) 
     assert verify(KEY.public, MESSAGE, KEY.sign(MESSAGE))  # the stand-in does verify
     for name, (public, message, sig) in forgeries().items():
         assert not verify(public, message, sig), name
+def test_a_signature_split_differently_from_its_message_does_not_verify() -> None:
+    # libsodium reads the first 64 bytes of signature + message as the signature: only the
+    # length check keeps a 63-byte "signature" and a message that starts with its last byte
+    # from verifying
+    sig = KEY.sign(b"message")
+    assert not verify(KEY.public, sig[63:] + b"message", sig[:63])
+    assert not verify(KEY.public, b"message"[1:], sig + b"message"[:1])
+
+
+def test_a_seed_of_the_wrong_length_is_refused_saying_so() -> None:
+    with pytest.raises(KeyFileError, match=r"^an Ed25519 seed is 32 bytes, got 31$"):
+        SigningKey(bytes(31))
+
+
+def test_a_key_shows_only_its_fingerprint() -> None:
+    assert repr(KEY) == f"SigningKey(actor={fingerprint(KEY.public)})"
+    assert KEY.seed.hex() not in repr(KEY)
+
+
+def _key_file(tmp_path: Path, body: str | bytes) -> Path:
+    path = tmp_path / "k"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    os.chmod(path, 0o600)
+    return path
+
+
+HEADER = "convgraph-ed25519-seed-v1"
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("garbage\n" + "00" * 32 + "\n", "malformed key file {path}"),  # the header is wrong, the seed fine
+    (HEADER + "\n" + "00" * 32 + "\nmore", "malformed key file {path}"),
+    (HEADER + "\n" + "zz" * 32 + "\n", "malformed key file {path}: the seed must be 64 lower-case hex digits"),
+    (HEADER + "\n" + "AB" * 32 + "\n", "malformed key file {path}: the seed must be 64 lower-case hex digits"),
+    (HEADER + "\n" + "X" + "0" * 63 + "\n", "malformed key file {path}: the seed must be 64 lower-case hex digits"),
+    (HEADER + "\n" + "00" * 31 + "\n", "malformed key file {path}: the seed must be 64 lower-case hex digits"),
+])
+def test_a_malformed_key_file_is_refused_saying_why(tmp_path: Path, body: str, why: str) -> None:
+    path = _key_file(tmp_path, body)
+    with pytest.raises(KeyFileError) as info:
+        load_key(path)
+    assert info.value.message == why.format(path=path)
+
+
+def test_a_key_file_that_is_not_ascii_cannot_be_read(tmp_path: Path) -> None:
+    path = _key_file(tmp_path, HEADER + "\n" + "é" * 32 + "\n")
+    with pytest.raises(KeyFileError, match=r"^cannot read key file"):
+        load_key(path)
+    with pytest.raises(KeyFileError, match=r"^cannot read key file"):
+        load_key(tmp_path / "absent")
+
+
+def test_the_refusal_of_an_open_key_file_shows_its_mode(tmp_path: Path) -> None:
+    path = _key_file(tmp_path, "")
+    os.chmod(path, 0o640)
+    with pytest.raises(KeyFileError) as info:
+        load_key(path)
+    assert info.value.message == f"key file {path} is accessible by others (mode 640)"
+
+
+def test_saving_a_key_says_why_it_failed_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    save_key(KEY, tmp_path / "k")
+    with pytest.raises(KeyFileError, match=r"^key file already exists: "):
+        save_key(KEY, tmp_path / "k")
+    with pytest.raises(KeyFileError, match=r"^cannot create key file "):
+        save_key(KEY, tmp_path / "missing" / "k")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+
+
+def test_only_the_canonical_actor_text_parses() -> None:
+    text = actor_text(KEY.public)
+    for bad in (text.upper(), text[:-1], text + "a", "!" * 52):
+        with pytest.raises(KeyFileError) as info:
+            parse_actor(bad)
+        assert info.value.message == f"not an actor id: {bad!r}"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from convgraph.core import kinds
 from convgraph.core.cid import CID
 from convgraph.core.kinds import KINDS, MAX_DEPTH, check_payload
 from convgraph.errors import SchemaError, UnknownKindError
@@ -109,3 +110,57 @@ def test_depth_bound() -> None:
     check_payload("user_message", {"content": "x", "meta": {"n": nested[0][0]}})
     with pytest.raises(SchemaError, match="nested"):
         check_payload("user_message", {"content": "x", "meta": {"n": nested}})
+
+
+@pytest.mark.parametrize(("kind", "name", "good", "bad"), [
+    ("checkpoint", "count", [0, 1, 2**53 - 1], [-1, 2**53, 1.0, True]),
+    ("routing_observation", "latency_ms", [0, 0.0, 0.5, 2**53 - 1], [-1, -0.5, 2**53, 2.0**53, "1"]),
+    ("review_comment", "line", [0, 2**53 - 1], [-1, 2**53]),
+])
+def test_counts_and_latencies_run_from_zero_to_the_largest_exact_double(
+    kind: str, name: str, good: list[Any], bad: list[Any]
+) -> None:
+    for value in good:
+        check_payload(kind, {**VALID[kind], name: value})
+    for value in bad:
+        with pytest.raises(SchemaError, match=f"^{kind} payload field '{name}' has the wrong type$"):
+            check_payload(kind, {**VALID[kind], name: value})
+
+
+def test_the_set_and_list_checks_the_schemas_are_built_from() -> None:
+    # the table is built once at import; these build the same checks anew, so what each
+    # builder promises is checked here and not only through the one table it made
+    cids, texts = kinds._cid_set(), kinds._text_set("a", "b")
+    assert cids([]) and cids([LO]) and cids([LO, HI])
+    assert not any(cids(v) for v in ([HI, LO], [LO, LO], [bytes(LO)], (LO,), None))
+    assert not kinds._cid_set(nonempty=True)([]) and kinds._cid_set(nonempty=True)([LO])
+    assert texts(["a"]) and texts(["a", "b"]) and texts(["b"])
+    assert not any(texts(v) for v in ([], ["b", "a"], ["a", "a"], ["c"], "a", None))
+    assert kinds._list_of(kinds._cid)([]) and kinds._list_of(kinds._cid)([HI, LO])
+    assert not kinds._list_of(kinds._cid, nonempty=True)([]) and kinds._list_of(kinds._cid, nonempty=True)([LO])
+    assert not kinds._list_of(kinds._cid)([LO, "x"]) and not kinds._list_of(kinds._cid)((LO,))
+
+
+def nested_list(depth: int) -> Any:
+    nested: Any = "leaf"
+    for _ in range(depth):
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize(("kind", "payload", "why"), [
+    ("nope", {}, "unknown kind 'nope'"),
+    ("k" * 100, {}, f"unknown kind {'k' * 64!r}"),
+    ("user_message", ["content"], "user_message payload must be a map"),
+    ("tool_result", {"content": "x"}, "tool_result payload lacks required field 'tool_use_id'"),
+    ("tool_result", {"tool_use_id": 5, "content": "x"}, "tool_result payload field 'tool_use_id' has the wrong type"),
+    ("user_message", {1: "x", "content": "x"}, "user_message payload keys must be text"),
+    ("user_message", {"content": "x", "f" * 100: 1}, f"user_message payload has undeclared field {'f' * 64!r}"),
+    ("user_message", {"content": 5}, "user_message payload field 'content' has the wrong type"),
+    ("user_message", {"role": "user"}, "user_message payload needs one of content, text"),
+    ("user_message", {"content": "x", "meta": {"n": nested_list(MAX_DEPTH)}}, f"payload nested deeper than {MAX_DEPTH}"),
+])
+def test_each_payload_error_says_what_is_wrong_and_names_the_record(kind: str, payload: Any, why: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        check_payload(kind, payload, cid="bafy-the-record")
+    assert (info.value.message, info.value.cid) == (why, "bafy-the-record")

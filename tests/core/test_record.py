@@ -11,7 +11,7 @@ from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
-from convgraph.core.record import Limits, decode_record, sign_record, signing_bytes
+from convgraph.core.record import Limits, decode_record, load_trusted, sign_record, signing_bytes
 from convgraph.errors import (
     CidMismatchError,
     DecodeError,
@@ -76,8 +76,11 @@ def test_any_flipped_bit_is_refused() -> None:
 def test_signature_from_another_key_is_refused() -> None:
     m = codec.decode(make().data)
     m["actor"] = SigningKey.generate().public
-    with pytest.raises(SignatureError):
-        decode_record(codec.encode(m))
+    data = codec.encode(m)
+    with pytest.raises(SignatureError) as info:
+        decode_record(data)
+    assert info.value.message == "signature does not verify under the record's actor"
+    assert info.value.cid == str(CID.of_record(data))
 
 
 def test_size_limit() -> None:
@@ -88,48 +91,114 @@ def test_size_limit() -> None:
         make(payload={"content": "x" * 2000}, limits=Limits(max_record_bytes=1000))
 
 
+SEQ_RANGE = "seq must be an integer in [1, 9007199254740991]"
+HLC_RANGE = "hlc must be [wall_ms, counter] of bounded non-negative integers"
+UNSORTED = "must be sorted by binary CID without duplicates"
+WRONG_CONTENT = "user_message payload field 'content' has the wrong type"
+
+
 @pytest.mark.parametrize(
-    ("edit", "error"),
+    ("edit", "error", "why"),
     [
-        (lambda m: m.pop("conv"), SchemaError),
-        (lambda m: m.update(extra=1), SchemaError),
-        (lambda m: m.update(conv=""), SchemaError),
-        (lambda m: m.update(conv="x" * 257), SchemaError),
-        (lambda m: m.update(conv=5), SchemaError),
-        (lambda m: m.update(branch=""), SchemaError),
-        (lambda m: m.update(seq=0), SchemaError),
-        (lambda m: m.update(seq=-1), SchemaError),
-        (lambda m: m.update(seq=2**53), SchemaError),
-        (lambda m: m.update(seq=1.0), SchemaError),
-        (lambda m: m.update(hlc=[1]), SchemaError),
-        (lambda m: m.update(hlc=[1, -1]), SchemaError),
-        (lambda m: m.update(hlc=[2**53, 0]), SchemaError),
-        (lambda m: m.update(hlc=[1, 2**32]), SchemaError),
-        (lambda m: m.update(actor=b"short"), SchemaError),
-        (lambda m: m.update(parents=[P2, P1] if P1 < P2 else [P1, P2]), SchemaError),
-        (lambda m: m.update(parents=[P1, P1]), SchemaError),
-        (lambda m: m.update(parents=[CID.of_raw(b"x")]), SchemaError),
-        (lambda m: m.update(parents=[bytes(P1)]), SchemaError),
-        (lambda m: m.update(refs="x"), SchemaError),
-        (lambda m: m.update(kind="telepathy"), UnknownKindError),
-        (lambda m: m.update(kind=7), SchemaError),
-        (lambda m: m.update(payload=[]), SchemaError),
-        (lambda m: m.update(payload={"content": 5}), SchemaError),
-        (lambda m: m.update(sig=b"\x00" * 63), SchemaError),
+        (lambda m: m.pop("conv"), SchemaError, "record fields wrong: missing ['conv'], unknown []"),
+        (lambda m: m.update(extra=1), SchemaError, "record fields wrong: missing [], unknown ['extra']"),
+        (lambda m: m.update({"k" * 40: 1}), SchemaError, f"record fields wrong: missing [], unknown ['{'k' * 32}']"),
+        (lambda m: m.update(conv=""), SchemaError, "conv must be non-empty text"),
+        (lambda m: m.update(conv="x" * 257), SchemaError, "conv longer than 256 bytes"),
+        (lambda m: m.update(conv=5), SchemaError, "conv must be non-empty text"),
+        (lambda m: m.update(branch=""), SchemaError, "branch must be non-empty text"),
+        (lambda m: m.update(branch="é" * 129), SchemaError, "branch longer than 256 bytes"),
+        (lambda m: m.update(seq=0), SchemaError, SEQ_RANGE),
+        (lambda m: m.update(seq=-1), SchemaError, SEQ_RANGE),
+        (lambda m: m.update(seq=2**53), SchemaError, SEQ_RANGE),
+        (lambda m: m.update(seq=1.0), SchemaError, SEQ_RANGE),
+        (lambda m: m.update(hlc=[1]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(hlc=[1, -1]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(hlc=[2**53, 0]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(hlc=[1, 2**32]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(hlc=[1.5, 0]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(hlc=[1, 0.5]), SchemaError, HLC_RANGE),
+        (lambda m: m.update(actor=b"short"), SchemaError, "actor must be a 32-byte Ed25519 public key"),
+        (lambda m: m.update(parents=[P2, P1] if P1 < P2 else [P1, P2]), SchemaError, "parents " + UNSORTED),
+        (lambda m: m.update(parents=[P1, P1]), SchemaError, "parents " + UNSORTED),
+        (lambda m: m.update(parents=[CID.of_raw(b"x")]), SchemaError, "parents must be dag-cbor CIDs"),
+        (lambda m: m.update(parents=[bytes(P1)]), SchemaError, "parents must be a list of CIDs"),
+        (lambda m: m.update(refs="x"), SchemaError, "refs must be a list of CIDs"),
+        (lambda m: m.update(refs=[bytes(P1)]), SchemaError, "refs must be a list of CIDs"),
+        (lambda m: m.update(refs=[P1, P1]), SchemaError, "refs " + UNSORTED),
+        (lambda m: m.update(kind="telepathy"), UnknownKindError, "unknown kind 'telepathy'"),
+        (lambda m: m.update(kind=7), SchemaError, "kind must be text"),
+        (lambda m: m.update(payload=[]), SchemaError, "user_message payload must be a map"),
+        (lambda m: m.update(payload={"content": 5}), SchemaError, WRONG_CONTENT),
+        (lambda m: m.update(sig=b"\x00" * 63), SchemaError, "sig must be 64 bytes"),
     ],
 )
-def test_structural_rules(edit: Any, error: type[Exception]) -> None:
+def test_structural_rules(edit: Any, error: type[Exception], why: str) -> None:
     m = codec.decode(make().data)
     m.pop("sig")
     edit(m)
-    try:
-        data = resign(m)
-    except SchemaError:
-        return  # not even encodable: the writer side refuses it too
+    data = resign(m)
     if "sig" in m:  # the edit replaced the signature itself
         data = codec.encode(m)
-    with pytest.raises(error):
+    with pytest.raises(error) as info:
         decode_record(data)
+    assert info.value.message == why  # type: ignore[attr-defined]
+    assert info.value.cid == str(CID.of_record(data))  # type: ignore[attr-defined]
+
+
+def test_raw_cids_are_fine_as_refs_but_not_as_parents() -> None:
+    raw = CID.of_raw(b"artifact")
+    assert make(refs=[raw]).refs == (raw,)
+    m = codec.decode(make().data)
+    m["refs"] = [raw]
+    assert decode_record(resign(m)).refs == (raw,)
+
+
+@pytest.mark.parametrize(("data", "error", "why"), [
+    (codec.encode([1, 2]), DecodeError, "a record must be a DAG-CBOR map"),
+    (bytes.fromhex("a1616101") + b"\x00", DecodeError, "not DAG-CBOR"),
+    (bytes.fromhex("a2616201616102"), DecodeError, "canonical DAG-CBOR"),
+])
+def test_bytes_that_are_no_record_map_are_refused_naming_their_cid(
+    data: bytes, error: type[Exception], why: str
+) -> None:
+    with pytest.raises(error) as info:
+        decode_record(data)
+    assert why in info.value.message  # type: ignore[attr-defined]
+    assert info.value.cid == str(CID.of_record(data))  # type: ignore[attr-defined]
+    if why.startswith("a record"):
+        assert info.value.message == why  # type: ignore[attr-defined]
+
+
+def test_decode_bounds_links_and_size_naming_the_record() -> None:
+    many = sorted(CID.of_record(i.to_bytes(4, "big")) for i in range(5))
+    rec = make(parents=many, refs=many)
+    for limits, what in ((Limits(max_parents=4), "parents"), (Limits(max_refs=4), "refs")):
+        with pytest.raises(SizeLimitError) as info:
+            decode_record(rec.data, limits=limits)
+        assert (info.value.message, info.value.limit, info.value.got) == (f"too many {what}: 5 > 4", 4, 5)
+        assert info.value.cid == str(rec.cid)
+    assert decode_record(rec.data, limits=Limits(max_parents=5, max_refs=5)) == rec
+    n = len(rec.data)
+    with pytest.raises(SizeLimitError) as info:
+        decode_record(rec.data, limits=Limits(max_record_bytes=n - 1), expected_cid=rec.cid)
+    assert (info.value.message, info.value.limit, info.value.got) == (f"record too large: {n} > {n - 1}", n - 1, n)
+    assert info.value.cid == str(rec.cid)
+    assert decode_record(rec.data, limits=Limits(max_record_bytes=n)) == rec
+
+
+def test_the_writer_bounds_size_and_links_with_the_same_figures() -> None:
+    many = sorted(CID.of_record(i.to_bytes(4, "big")) for i in range(5))
+    n = len(make(parents=many).data)
+    assert len(make(parents=many, limits=Limits(max_record_bytes=n)).data) == n
+    with pytest.raises(SizeLimitError) as info:
+        make(parents=many, limits=Limits(max_record_bytes=n - 1))
+    assert (info.value.message, info.value.limit, info.value.got) == (f"record too large: {n} > {n - 1}", n - 1, n)
+    for over in ({"parents": many, "limits": Limits(max_parents=4)}, {"refs": many, "limits": Limits(max_refs=4)}):
+        with pytest.raises(SizeLimitError) as info:
+            make(**over)
+        what = "parents" if "parents" in over else "refs"
+        assert (info.value.message, info.value.limit, info.value.got) == (f"too many {what}: 5 > 4", 4, 5)
 
 
 def test_too_many_parents() -> None:
@@ -148,34 +217,42 @@ def test_errors_name_the_record() -> None:
     assert info.value.rule == "schema"
 
 
+def _past_last_stamp(wall: int, counter: int) -> str:
+    return (f"hlc [{wall}, {counter}] is past the last stamp a record can carry, "
+            f"[{2**53 - 1}, {2**32 - 1}]: no record can be written after it")
+
+
 @pytest.mark.parametrize(
-    ("over", "error"),
+    ("over", "error", "why"),
     [
-        ({"conv": ""}, SchemaError),
-        ({"conv": "x" * 257}, SchemaError),
-        ({"conv": 5}, SchemaError),
-        ({"conv": "\ud800"}, SchemaError),
-        ({"branch": ""}, SchemaError),
-        ({"seq": 0}, SchemaError),
-        ({"seq": 2**53}, SchemaError),
-        ({"seq": True}, SchemaError),
-        ({"hlc": (1,)}, SchemaError),
-        ({"hlc": (1, -1)}, SchemaError),
-        ({"hlc": (2**53, 0)}, SchemaError),
-        ({"hlc": (1, 2**32)}, SchemaError),
-        ({"hlc": (1.0, 0)}, SchemaError),
-        ({"parents": [CID.of_raw(b"x")]}, SchemaError),
-        ({"parents": [bytes(P1)]}, SchemaError),
-        ({"refs": ["x"]}, SchemaError),
-        ({"kind": "telepathy"}, UnknownKindError),
-        ({"kind": ["user_message"]}, SchemaError),
-        ({"payload": {"content": 5}}, SchemaError),
-        ({"payload": {"content": {1, 2}}}, SchemaError),
+        ({"conv": ""}, SchemaError, "conv must be non-empty text"),
+        ({"conv": "x" * 257}, SchemaError, "conv longer than 256 bytes"),
+        ({"conv": 5}, SchemaError, "conv must be non-empty text"),
+        ({"conv": "\ud800"}, SchemaError, "conv is not valid Unicode text: a lone surrogate U+D800 at index 0"),
+        ({"branch": ""}, SchemaError, "branch must be non-empty text"),
+        ({"branch": "\ud800"}, SchemaError, "branch is not valid Unicode text: a lone surrogate U+D800 at index 0"),
+        ({"seq": 0}, SchemaError, SEQ_RANGE),
+        ({"seq": 2**53}, SchemaError, SEQ_RANGE),
+        ({"seq": True}, SchemaError, SEQ_RANGE),
+        ({"hlc": (1,)}, SchemaError, "hlc must be (wall_ms, counter)"),
+        ({"hlc": "ab"}, SchemaError, "hlc must be (wall_ms, counter)"),
+        ({"hlc": (1, -1)}, SchemaError, HLC_RANGE),
+        ({"hlc": (2**53, 0)}, SchemaError, _past_last_stamp(2**53, 0)),
+        ({"hlc": (1, 2**32)}, SchemaError, _past_last_stamp(1, 2**32)),
+        ({"hlc": (1.0, 0)}, SchemaError, HLC_RANGE),
+        ({"parents": [CID.of_raw(b"x")]}, SchemaError, "parents must be dag-cbor CIDs"),
+        ({"parents": [bytes(P1)]}, SchemaError, "parents must be CIDs"),
+        ({"refs": ["x"]}, SchemaError, "refs must be CIDs"),
+        ({"kind": "telepathy"}, UnknownKindError, "unknown kind 'telepathy'"),
+        ({"kind": ["user_message"]}, SchemaError, "kind must be text"),
+        ({"payload": {"content": 5}}, SchemaError, WRONG_CONTENT),
+        ({"payload": {"content": {1, 2}}}, SchemaError, WRONG_CONTENT),
     ],
 )
-def test_the_writer_refuses_what_ingest_would(over: dict[str, Any], error: type[Exception]) -> None:
-    with pytest.raises(error):
+def test_the_writer_refuses_what_ingest_would(over: dict[str, Any], error: type[Exception], why: str) -> None:
+    with pytest.raises(error) as info:
         make(**over)
+    assert info.value.message == why  # type: ignore[attr-defined]
 
 
 def test_writer_dedups_and_sorts_links_and_bounds_them_after_dedup() -> None:
@@ -190,9 +267,23 @@ def test_a_record_shares_nothing_with_the_writer_and_is_immutable() -> None:
     payload["content"][0]["text"] = "changed"
     assert rec.payload == {"content": [{"type": "text", "text": "hi"}]}
     assert codec.encode(rec.to_map()) == rec.data
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"^Record is immutable$"):
         rec.seq = 2  # type: ignore[misc]
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"^Record is immutable$"):
         del rec.conv  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(rec)) == rec
     assert str(rec.cid) in repr(rec) and "user_message" in repr(rec)
+
+
+def test_a_record_is_equal_and_hashes_by_its_cid_only() -> None:
+    rec = make()
+    again = decode_record(rec.data)
+    assert rec == again and hash(rec) == hash(again) == hash(rec.cid)
+    assert rec != make(seq=2) and rec != rec.cid and rec != "x" and rec != None  # noqa: E711
+
+
+def test_a_trusted_load_rebuilds_the_whole_record() -> None:
+    rec = make(parents=[P1], refs=[P2], branch="b")
+    back = load_trusted(rec.data, rec.cid)
+    assert (back.sig, back.data, back.cid, back.branch, back.payload) == (rec.sig, rec.data, rec.cid, "b", rec.payload)
+    assert back.to_map() == codec.decode(rec.data)

@@ -69,3 +69,21 @@ def test_missing_parents() -> None:
     b1 = rec(B, 1, 11, [a1])
     assert missing_parents(b1, {}) == [a1.cid]
     assert missing_parents(b1, {a1.cid: a1.meta}) == []
+
+
+def test_each_causal_error_names_the_record_and_what_it_contradicts() -> None:
+    a1 = rec(A, 1, 10, [])
+    a2 = rec(A, 2, 11, [a1])
+    other = rec(A, 1, 10, [], conv="elsewhere")
+    cases = [
+        (rec(B, 1, 11, [other]), [other], ParentConversationError,
+         f"parent {other.cid} belongs to conversation 'elsewhere', not 'c'"),
+        (rec(B, 1, 10, [a1]), [a1], HlcOrderError, f"hlc (10, 0) is not after parent {a1.cid} at (10, 0)"),
+        (rec(A, 1, 13, [a2]), [a2], SeqChainError, "seq 1 but the author's own record is among the parents"),
+        (rec(A, 4, 13, [a2]), [a2], SeqChainError, "seq 4 needs the author's record at seq 3 among its parents"),
+        (rec(A, 2, 13, [a1, a2]), [a1, a2], SeqChainError, "seq 2 names the author's later record as parent"),
+    ]
+    for record, parents, error, message in cases:
+        with pytest.raises(error) as info:
+            check(record, parents)
+        assert (info.value.message, info.value.cid) == (message, str(record.cid))

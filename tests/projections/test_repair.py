@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from convgraph.core.cid import CID
 from convgraph.projections.message import Message
 from convgraph.projections.repair import EMPTY_RESULT, repair
@@ -108,3 +110,69 @@ def test_repair_is_idempotent() -> None:
     for provider in ("anthropic", "openai", "openai-responses", "gemini"):
         once = repair(ms, provider)
         assert repair(once, provider) == once
+
+
+def test_call_ids_stay_unique_when_a_runtime_reuses_them() -> None:
+    ms = [user(), asst("a", "c1"), tool("c1", "first"), user("q"), asst("b", "c1", "c1_2"), tool("c1", "second"),
+          tool("c1_2", "third"), asst("c", "c1"), tool("c1", "fourth")]
+    out = repair(ms, "anthropic")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "user", "assistant+c1_2+c1_2_2", "tool<c1_2",
+                          "tool<c1_2_2", "assistant+c1_3", "tool<c1_3"]
+    assert [m.content for m in out if m.role is T] == [text(s) for s in ("first", "second", "third", "fourth")]
+    assert repair(out, "anthropic") == out
+
+
+def test_messages_that_need_no_repair_come_back_as_they_are_not_copied() -> None:
+    ms = [user(), asst("look", "c1", "c2"), tool("c1"), tool("c2"), asst("between"), user("next")]
+    out = repair(ms, "anthropic")
+    assert len(out) == len(ms) and all(a is b for a, b in zip(out, ms, strict=True))
+
+
+def test_the_first_of_two_answers_to_one_call_is_the_one_kept() -> None:
+    out = repair([user(), asst("a", "c1"), tool("c1", "first"), tool("c1", "second")], "openai")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1"] and out[2].content == text("first")
+
+
+def test_only_a_tool_message_answers_a_call() -> None:
+    impostor = Message(U, text("I am no result"), tool_use_id="c1")
+    out = repair([user(), asst("a", "c1"), impostor, tool("c1", "real")], "anthropic")
+    assert shape(out) == ["user", "assistant+c1", "tool<c1", "user<c1"]
+    assert out[2].content == text("real")
+
+
+def test_blocks_that_are_neither_text_nor_opaque_are_kept() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+    out = repair([Message(U, (image, *text("what is this?")))], "anthropic")
+    assert out[0].content == (image, *text("what is this?"))
+
+
+def test_a_final_assistant_message_loses_trailing_whitespace_of_its_last_text_block() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    out = repair([user(), Message(A, (*text("look:  "), image))], "anthropic")
+    assert out[-1].content == (*text("look:"), image)
+
+
+_X, _Y = CID.of_record(b"x"), CID.of_record(b"y")
+
+
+@pytest.mark.parametrize(("first", "second", "calls", "owner"), [
+    ("anthropic", None, (), "anthropic"),  # the target's opaque blocks stay replayable
+    (None, "anthropic", (), "anthropic"),
+    ("anthropic", "gemini", ("c1",), "gemini"),  # call details ride on the message with the calls
+    (None, "openai", (), "openai"),
+    ("openai", None, (), None),
+])
+def test_coalesced_messages_keep_every_op_and_the_right_owner(
+    first: str | None, second: str | None, calls: tuple[str, ...], owner: str | None
+) -> None:
+    a = Message(A, text("one"), provider=first, ops=(_X,))
+    b = Message(A, text("two"), tuple(ToolCall(c, "f", {}) for c in calls), provider=second, ops=(_Y,))
+    out = repair([user(), a, b, *(tool(c) for c in calls)], "anthropic")
+    assert out[1].provider == owner and out[1].ops == (_X, _Y)
+    assert out[1].content == text("one") + text("two") and [c.id for c in out[1].tool_calls] == list(calls)
+
+
+def test_a_tool_result_loses_its_empty_blocks_too() -> None:
+    result = Message(T, (*text("out"), *text("  ")), tool_use_id="c1")
+    out = repair([user(), asst("a", "c1"), result], "openai")
+    assert out[2].content == text("out")

@@ -49,3 +49,56 @@ def test_a_malformed_configuration_is_refused(raw: object) -> None:
 def test_a_malformed_rule_is_refused() -> None:
     with pytest.raises(ConvgraphError, match="ACTOR=CONV"):
         Access.from_rules(["nobody"])
+
+
+def test_a_key_reads_what_it_is_granted_and_writes_only_where_it_may() -> None:
+    access = Access.from_rules([f"{actor_text(A)}=team", f"{actor_text(B)}=team:read", f"{actor_text(C)}=*"])
+    for key in (A, B, C):
+        access.check_read(key, ["team"])  # raises nothing
+    access.check_read(C, ["team", "hr"])
+    assert access.writable(A, ["team", "hr"]) == {"team"}
+    assert access.writable(C, ["team", "hr"]) == {"team", "hr"}
+    with pytest.raises(ForbiddenError) as caught:
+        access.check_read(B, ["team", "secret", "hr", "secret"])
+    assert caught.value.message == "no access"
+    assert caught.value.reason == f"key {actor_text(B)} may not read conversation(s) hr, secret"
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    ([], "configuration: expected an object with a 'conversations' object"),
+    ({"conversations": []}, "configuration: expected an object with a 'conversations' object"),
+    ({"conversations": {"c": {"admin": []}}}, "configuration: conversation 'c' needs {'read': [...], 'write': [...]}"),
+    ({"conversations": {"c": "write"}}, "configuration: conversation 'c' needs {'read': [...], 'write': [...]}"),
+    ({"conversations": {"c": {"write": "x"}}}, "configuration: 'c'.write must be a list of actor ids"),
+    ({"conversations": {"c": {"read": [5]}}}, "configuration: 'c'.read must be a list of actor ids"),
+    ({"conversations": {"c": {"write": ["not an actor"]}}}, "not an actor id: 'not an actor'"),
+])
+def test_a_malformed_configuration_is_refused_saying_where(raw: object, why: str) -> None:
+    with pytest.raises(ConvgraphError) as caught:
+        Access.from_json(raw)
+    assert caught.value.message == why
+
+
+def test_a_configuration_file_that_cannot_be_used_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "access.json"
+    with pytest.raises(ConvgraphError, match=f"^cannot read access configuration {path}: "):
+        Access.load(path)
+    path.write_text("{not json")
+    with pytest.raises(ConvgraphError, match=f"^cannot read access configuration {path}: "):
+        Access.load(path)
+    path.write_text(json.dumps({"conversations": {"c": {"write": "x"}}}))
+    with pytest.raises(ConvgraphError) as caught:
+        Access.load(path)
+    assert caught.value.message == f"{path}: 'c'.write must be a list of actor ids"
+
+
+def test_a_rule_splits_at_the_first_equals_sign_and_a_final_read() -> None:
+    # conversation names may hold ':' and '=' themselves; actor ids never hold either
+    access = Access.from_rules([f"{actor_text(A)}=a=b", f"{actor_text(B)}=x:y:read", f"{actor_text(C)}=x:y"])
+    assert access.can_write(A, "a=b") and access.can_read(B, "x:y") and not access.can_write(B, "x:y")
+    assert access.can_write(C, "x:y")
+    for rule in ("nobody", f"{actor_text(A)}=", "=team"):
+        with pytest.raises(ConvgraphError) as caught:
+            Access.from_rules([rule])
+        assert caught.value.message in (f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read",
+                                        "not an actor id: ''")

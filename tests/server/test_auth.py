@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from convgraph import SigningKey
+from convgraph.core.keys import actor_text
 from convgraph.errors import ServerBusyError, UnauthenticatedError
 from convgraph.server import auth
 from convgraph.server.auth import MemoryNonces, Verifier
@@ -100,3 +103,94 @@ def test_malformed_headers_say_what_is_wrong(headers: dict[str, str], why: str) 
     with pytest.raises(UnauthenticatedError) as caught:
         verify(headers)
     assert why in caught.value.reason
+
+
+def test_a_forged_request_does_not_use_up_the_genuine_requests_nonce() -> None:
+    verifier = Verifier(MemoryNonces())
+    forged = {**signed(), auth.SIGNATURE: SigningKey(bytes(32)).sign(b"something else").hex()}
+    with pytest.raises(UnauthenticatedError, match="bad request signature"):
+        verify(forged, verifier=verifier)
+    assert verify(signed(), verifier=verifier) == KEY.public
+    with pytest.raises(UnauthenticatedError, match="replayed"):
+        verify(signed(), verifier=verifier)
+
+
+@pytest.mark.parametrize("later", [1, 500, 1000])
+def test_a_request_stamped_ahead_stays_unreplayable_while_its_stamp_is_fresh(later: int) -> None:
+    # stamped a whole window ahead of the server: fresh until stamp + window, so its nonce
+    # must be remembered until then, not until the server's own now + window
+    verifier = Verifier(MemoryNonces(), window_ms=1000)
+    ahead = signed(now_ms=NOW + 1000)
+    assert verify(ahead, verifier=verifier) == KEY.public
+    with pytest.raises(UnauthenticatedError, match="replayed"):
+        verify(ahead, verifier=verifier, now=NOW + 1000 + later)
+
+
+@pytest.mark.parametrize("skew", [60_000, -60_000])
+def test_a_request_exactly_one_window_off_is_still_fresh(skew: int) -> None:
+    assert verify(signed(), now=NOW + skew) == KEY.public
+
+
+def test_the_signed_bytes_are_exactly_the_documented_ones() -> None:
+    # docs/sync.md: "convgraph/http/v1\n" METHOD "\n" PATH[?QUERY] "\n" hex(sha256(body)) "\n" TIMESTAMP "\n" NONCE "\n"
+    digest = hashlib.sha256(b"body").hexdigest()
+    expected = f"convgraph/http/v1\nPOST\n/v1/sync?x=1\n{digest}\n1700\n{NONCE}\n".encode()
+    assert auth.signing_input("post", "/v1/sync?x=1", b"body", 1700, NONCE) == expected
+    headers = auth.sign(KEY, "post", "/v1/sync?x=1", b"body", now_ms=1700, nonce=NONCE)
+    assert headers == {
+        "x-convgraph-actor": actor_text(KEY.public), "x-convgraph-timestamp": "1700",
+        "x-convgraph-nonce": NONCE, "x-convgraph-signature": KEY.sign(expected).hex(),
+    }
+
+
+@pytest.mark.parametrize(("nonce", "ok"), [
+    ("n" * 15, False), ("n" * 16, True), ("n" * 64, True), ("n" * 65, False), ("é" * 16, False),
+])
+def test_a_nonce_is_16_to_64_ascii_characters(nonce: str, ok: bool) -> None:
+    headers = signed(nonce=nonce)
+    if ok:
+        assert verify(headers) == KEY.public
+        return
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify(headers)
+    assert (caught.value.message, caught.value.reason) == (
+        "malformed nonce", "the nonce must be 16 to 64 ASCII characters")
+
+
+def test_each_refusal_says_why_in_words_a_client_can_act_on() -> None:
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify({auth.NONCE: NONCE})
+    assert (caught.value.message, caught.value.reason) == (
+        "request is not signed",
+        "missing header(s): x-convgraph-actor, x-convgraph-timestamp, x-convgraph-signature")
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify({**signed(), auth.TIMESTAMP: "soon"})
+    assert caught.value.message == "malformed signature headers"
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify(signed(), now=NOW + 60_001)
+    assert (caught.value.message, caught.value.reason) == (
+        "stale request", f"timestamp {NOW} is 60001 ms from the server's clock (window 60000 ms)")
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify(signed(), body=b"other")
+    assert (caught.value.message, caught.value.reason) == (
+        "bad request signature",
+        "the signature does not verify for this method, path, body, timestamp and nonce")
+    verifier = Verifier(MemoryNonces())
+    verify(signed(), verifier=verifier)
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify(signed(), verifier=verifier)
+    assert (caught.value.message, caught.value.reason) == ("replayed request", "this nonce was already used")
+
+
+def test_a_nonce_is_remembered_up_to_and_including_its_expiry() -> None:
+    log = MemoryNonces()
+    assert log.first_use(b"a", NONCE, NOW + 100, NOW)
+    assert not log.first_use(b"a", NONCE, NOW + 200, NOW + 100)  # at the very instant it expires
+    assert log.first_use(b"a", NONCE, NOW + 201, NOW + 101)
+    assert log.first_use(b"b", NONCE, NOW + 201, NOW + 101)  # per actor
+
+
+def test_each_fresh_nonce_of_one_key_is_accepted() -> None:
+    verifier = Verifier(MemoryNonces())
+    for nonce in (NONCE, NONCE[::-1], "f" * 16):
+        assert verify(signed(nonce=nonce), verifier=verifier) == KEY.public

@@ -247,3 +247,32 @@ def test_the_first_answer_lists_up_to_256_keys_and_splits_above(held: int, modes
     assert section.ranges is not None and {r.mode for r in section.ranges} == modes
     assert len(section.ranges) == (1 if held == 256 else 16)
     assert sum(len(r.hashes) for r in section.ranges) == (256 if held == 256 else 0)
+@pytest.mark.parametrize("n", [0, 5, 300])
+def test_the_first_reply_to_an_equal_set_asks_and_sends_nothing(n: int) -> None:
+    same = population(random.Random(11), n)
+    session = Initiator(FakePeer(same), ["c"], salt=salts())
+    reply = Responder(FakePeer(same)).receive(session.initiate())
+    (section,) = wire.decode(reply).sections
+    assert (section.ranges, section.wants, section.records) == (None, (), ())
+    assert session.receive(reply) is None and session.converged()
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_a_record_larger_than_the_budget_still_goes_across(side: str) -> None:
+    rng = random.Random(12)
+    records = population(rng, 40)
+    big = record(int.from_bytes(records[20][:6], "big"), rng.randbytes(5000))
+    full, lacking = FakePeer([*records, big]), FakePeer(records[::2])
+    a, b = (full, lacking) if side == "client" else (lacking, full)
+    responder = Responder(b, budget=1000)
+    carried: list[tuple[bytes, ...]] = []
+
+    def transport(message: bytes) -> bytes:
+        reply = responder.receive(message)
+        carried.extend(s.records for m in (message, reply) for s in wire.decode(m).sections)
+        return reply
+
+    synchronize_with(Initiator(a, ["c"], salt=salts(), budget=1000, max_rounds=20), transport)
+    assert a.set() == b.set() == FakePeer([*records, big]).set()
+    assert (big,) in carried  # alone: the budget holds one record at least, never more beyond it
+    assert all(sum(len(r) for r in rs) <= 1000 for rs in carried if big not in rs)

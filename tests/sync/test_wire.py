@@ -8,6 +8,7 @@ themselves), and hostile bytes — random, mutated, truncated, oversized — rai
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -254,3 +255,146 @@ def test_flags_are_a_varint_and_the_base_is_the_ninth_bit() -> None:
         wire.decode(based.replace(b"c\x80\x02", b"c\x80\x06"))
     with pytest.raises(ProtocolError, match="empty list of base bytes"):
         wire.decode(based.replace(b"\x01k\x02ss", b"\x00\x02ss"))
+def _ids(n: int) -> tuple[bytes, ...]:
+    return tuple(bytes((i, i, i)) for i in range(n))
+
+
+@pytest.mark.parametrize("sections", [
+    # two id lists of one section's cover
+    (Section("a", ranges=(Range(Bound(5), Mode.IDS, hashes=_ids(3)), Range(INFINITY, Mode.IDS, hashes=_ids(3)))),),
+    # an id list and a want
+    (Section("a", ranges=(Range(INFINITY, Mode.IDS, hashes=_ids(3)),), wants=(Want(Bound(1), Bound(2), _ids(3)),)),),
+    # two wants
+    (Section("a", wants=(Want(Bound(1), Bound(2), _ids(3)), Want(Bound(3), Bound(4), _ids(3)))),),
+    # two sections
+    (Section("a", wants=(Want(Bound(1), Bound(2), _ids(3)),)), Section("b", wants=(Want(Bound(1), Bound(2), _ids(3)),))),
+])
+def test_the_hash_limit_counts_every_list_of_the_message_together(sections: tuple[Section, ...]) -> None:
+    limits = WireLimits(max_hashes=5)
+    with pytest.raises(ProtocolError, match="more than 5 hashes in one message"):
+        wire.decode(_message(*sections), limits)
+    assert wire.decode(_message(*sections), WireLimits(max_hashes=6)).sections == sections
+
+
+_S, _P, _R, _W, _REC, _GONE = 1, 4, 8, 16, 32, 64  # section flags (docs/sync.md); the report's is 128
+_REP = b"\x81\x01"  # summary + report (129) as a varint: two bytes
+_NONE = bytes(STRONG_LEN)  # an empty set's strong fingerprint, for the summaries INITIATE and REPLY must carry
+
+
+def _head(kind: Kind = Kind.CONTINUE) -> bytes:
+    return bytes((wire.VERSION, kind)) + b"s" * 8  # version, kind, salt
+
+
+_HEAD = _head()
+
+
+def _raw(body: bytes, name: bytes = b"c", kind: Kind = Kind.CONTINUE) -> bytes:
+    """One message of `kind` with one section: its name, then `body` (flags and fields)."""
+    return _head(kind) + b"\x01" + bytes([len(name)]) + name + body
+
+
+def _probing(body: bytes) -> bytes:
+    """An INITIATE of an empty set (count 0, so no tip) whose probes part is `body`."""
+    return _raw(bytes([_S | _P, 0]) + _NONE + body, kind=Kind.INITIATE)
+
+
+def _reporting(entry: bytes) -> bytes:
+    """A REPLY of an empty set whose report is the one `entry` (fate byte and fields)."""
+    return _raw(_REP + bytes([0]) + _NONE + b"\x01" + entry, kind=Kind.REPLY)
+
+
+def _one(kind: Kind = Kind.CONTINUE, **kw: object) -> bytes:
+    if kind is not Kind.CONTINUE:
+        kw = {"count": 0, "strong": _NONE, **kw}
+    return wire.encode(Message(kind, b"s" * 8, (Section("c", **kw),)))  # type: ignore[arg-type]
+
+
+def _rejected(rule: str) -> Reported:
+    return Reported(Fate.REJECTED, bytes(32), rule=rule)
+
+
+_TALL = (1 << 64) - 1  # the largest varint
+_MAX_VARINT = b"\xff" * 9 + b"\x01"
+
+
+@pytest.mark.parametrize(("data", "limits", "why"), [
+    (b"", None, "truncated"),
+    (_HEAD[:5], None, "truncated: 8 bytes wanted, 3 left"),
+    (_probing(bytes([1, 1, 0x40]) + b"ffff"), None, "a mode on a bound that takes none"),
+    (_raw(bytes([_W, 1, 1, 0x40, 2, 0])), None, "a mode on a bound that takes none"),
+    (_raw(bytes([_R, 1, 0, 0x01])), None, "a prefix on the infinite bound"),
+    (_raw(bytes([_R, 1, 1, 33])), None, "bound prefix of 33 bytes"),
+    (_raw(bytes([_R, 1, 0, 0xC0])), None, "unknown range mode 3"),
+    (_raw(bytes([_W, 1]) + b"\xff" * 9 + b"\x01\x00\x03\x00"), None, "bound beyond the largest wall time"),
+    (_probing(bytes([1, 0, 0]) + b"ffff"), None, "probes must be finite and increasing"),
+    (_probing(bytes([2, 1, 0]) + b"ffff" + bytes([1, 0]) + b"ffff"), None, "probes must be finite and increasing"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP), Range(Bound(5), Mode.SKIP), Range(INFINITY, Mode.SKIP))), None,
+     "range bounds must increase"),
+    (_raw(bytes([_W, 1, 5, 0, 1, 0, 0])), None, "wants must be non-empty, sorted and disjoint"),
+    (_one(Kind.REPLY, report=(_rejected("x" * 65),)), None, "65 rule bytes exceed the limit of 64"),
+    (_reporting(bytes([Fate.REJECTED]) + bytes(32) + b"\x01\xff"), None, "rule name is not UTF-8"),
+    (_reporting(bytes([9])), None, "unknown fate 9 in a report"),
+    (_reporting(bytes([Fate.REJECTED]) + bytes(32) + b"\x00"), None,
+     "an empty list of rule bytes (leave the flag unset instead)"),
+    (_reporting(bytes([Fate.QUARANTINED]) + bytes(32) + b"\x00"), None,
+     "an empty list of parents (leave the flag unset instead)"),
+    (_one(Kind.INITIATE, probes=tuple((Bound(i + 1), b"ffff") for i in range(65))), None,
+     "65 probes exceed the limit of 64"),
+    (_one(records=(b"x",)), WireLimits(max_name=0), "1 name bytes exceed the limit of 0"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP), Range(INFINITY, Mode.SKIP))), WireLimits(max_ranges=1),
+     "2 ranges exceed the limit of 1"),
+    (_one(wants=(Want(Bound(1), Bound(2), ()), Want(Bound(3), Bound(4), ()))), WireLimits(max_ranges=1),
+     "2 wants exceed the limit of 1"),
+    (_one(ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 3),)), WireLimits(max_hashes=2),
+     "3 hashes exceed the limit of 2"),
+    (_one(Kind.REPLY, gone=(bytes(32), bytes(32))), WireLimits(max_hashes=1), "2 gone digests exceed the limit of 1"),
+    (_one(Kind.REPLY, report=(_rejected("a"), _rejected("b"), _rejected("c"))), WireLimits(max_records=1),
+     "3 report entries exceed the limit of 2"),  # the records' own, plus one for the base's
+    (_one(records=(b"x" * 30,)), WireLimits(max_message=25), None),
+    (_raw(bytes([_REC, 1, 50]) + b"x"), WireLimits(max_message=45), "50 record bytes exceed the limit of 45"),
+    (_probing(bytes([0])), None, "an empty list of probes (leave the flag unset instead)"),
+    (_raw(bytes([_R, 0])), None, "an empty list of ranges (leave the flag unset instead)"),
+    (_raw(bytes([_W, 0])), None, "an empty list of wants (leave the flag unset instead)"),
+    (_raw(bytes([_REC, 0])), None, "an empty list of records (leave the flag unset instead)"),
+    (_raw(bytes([_S | _GONE, 0]) + _NONE + bytes([0]), kind=Kind.REPLY), None,
+     "an empty list of gone digests (leave the flag unset instead)"),
+    (_raw(bytes([_S, 0]) + b"abc", kind=Kind.REPLY), None, "truncated: 16 bytes wanted, 3 left"),
+    (_HEAD + b"\xff" * 9 + b"\x02", None, "varint longer than 64 bits"),
+    (_HEAD + b"\xff" * 10 + b"\x00", None, "varint longer than 64 bits"),
+    (_HEAD + _MAX_VARINT, None, f"{_TALL} sections exceed the limit of 1024"),
+    (_HEAD + b"\x80\x00", None, "non-minimal varint"),
+    (_message(_some("b"), _some("a")), None, "sections must be sorted by conversation, each once"),
+    (_one(records=(b"",)), None, "empty record"),
+    (_one(ranges=(Range(Bound(5), Mode.SKIP),)), None, "only the last range may, and it must, end at infinity"),
+    (_raw(b"\x00", name=b"\xff"), None, "conversation name is not UTF-8"),
+])
+def test_each_malformed_message_is_refused_saying_exactly_what_is_wrong(
+    data: bytes, limits: WireLimits | None, why: str | None
+) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        wire.decode(data, limits or wire.DEFAULT_LIMITS)
+    if why is None:  # refused before parsing: the whole message is over the limit
+        assert caught.value.message == f"message of {len(data)} bytes exceeds the limit of 25"
+        return
+    reason = "limit" if "exceed" in why else "malformed"
+    pattern = rf"sync message refused at byte \d+ \({reason}\): " + re.escape(why)
+    assert re.fullmatch(pattern, caught.value.message)
+    assert caught.value.reason == reason
+
+
+def test_a_message_exactly_at_each_limit_is_accepted() -> None:
+    two = _message(Section("a", records=(b"x",)), Section("b", records=(b"y",)))
+    limits = WireLimits(max_message=len(two), max_sections=2, max_records=1, max_name=1)
+    assert [s.conv for s in wire.decode(two, limits).sections] == ["a", "b"]
+    ids = _one(ranges=(Range(INFINITY, Mode.IDS, hashes=(b"abc",) * 3),))
+    assert wire.decode(ids, WireLimits(max_hashes=3)).sections[0].ranges[0].hashes == (b"abc",) * 3  # type: ignore[index]
+    probes = _one(Kind.INITIATE, probes=tuple((Bound(i + 1), b"ffff") for i in range(64)))
+    assert len(wire.decode(probes).sections[0].probes) == 64
+    rule = _one(Kind.REPLY, report=(_rejected("x" * 64),))
+    assert wire.decode(rule).sections[0].report == (_rejected("x" * 64),)
+    entries = (_rejected("a"), _rejected("b"))  # max_records + 1: a base's entry besides the records'
+    assert wire.decode(_one(Kind.REPLY, report=entries), WireLimits(max_records=1)).sections[0].report == entries
+
+
+def test_a_base_counts_the_bytes_of_all_three_of_its_parts() -> None:
+    assert Base(b"k", b"ss", b"vvvv").size() == 7

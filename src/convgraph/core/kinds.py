@@ -29,16 +29,8 @@ def _nonempty_text(v: Any) -> bool:
     return type(v) is str and v.strip() != ""
 
 
-def _int(v: Any) -> bool:
-    return type(v) is int
-
-
 def _count(v: Any) -> bool:
     return type(v) is int and 0 <= v <= 2**53 - 1
-
-
-def _number(v: Any) -> bool:
-    return type(v) in (int, float)
 
 
 def _latency(v: Any) -> bool:
