@@ -335,6 +335,13 @@ def test_dag_json_bytes_outside_the_base64_alphabet_are_refused(text: str) -> No
     assert from_json({"/": {"bytes": "aGk"}}) == b"hi"
 
 
+@pytest.mark.parametrize("text", ["aGk=", "aA==", "aGl", "aB", "+/9"])
+def test_dag_json_bytes_have_one_text_each(text: str) -> None:
+    # padded, or with stray bits below the last byte: each would be a second text for one value
+    with pytest.raises(SchemaError, match="not unpadded canonical"):
+        from_json({"/": {"bytes": text}})
+
+
 @pytest.mark.parametrize(("value", "text"), [
     (b"hi", "aGk"), (b"h", "aA"), (b"", ""), (b"\x00\x00\x17", "AAAX"), (b"\xfb\xff", "+/8"),
 ])

@@ -97,9 +97,14 @@ def from_json(value: Any) -> Value:
             if isinstance(inner, dict) and set(inner) == {"bytes"} and isinstance(inner["bytes"], str):
                 text = inner["bytes"]
                 try:
-                    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+                    data = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
                 except ValueError as exc:
                     raise SchemaError(f"bad base64 in DAG-JSON bytes: {text[:40]!r}") from exc
+                # one text per value: padding ("aGk=") or stray low bits ("aGl") would make two
+                # JSON texts read as one record
+                if base64.b64encode(data).decode("ascii").rstrip("=") != text:
+                    raise SchemaError(f"bad base64 in DAG-JSON bytes: {text[:40]!r} is not unpadded canonical")
+                return data
         return {k: from_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [from_json(v) for v in value]
