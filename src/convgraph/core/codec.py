@@ -103,7 +103,8 @@ def from_json(value: Any) -> Value:
                 # one text per value: padding ("aGk=") or stray low bits ("aGl") would make two
                 # JSON texts read as one record
                 if base64.b64encode(data).decode("ascii").rstrip("=") != text:
-                    raise SchemaError(f"bad base64 in DAG-JSON bytes: {text[:40]!r} is not unpadded canonical")
+                    raise SchemaError(f"bad base64 in DAG-JSON bytes: {text[:40]!r} is not unpadded "
+                                      "canonical")
                 return data
         return {k: from_json(v) for k, v in value.items()}
     if isinstance(value, list):
