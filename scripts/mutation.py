@@ -50,7 +50,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "server/auth.py": ("tests/server/test_auth.py",),
     "sync/wire.py": ("tests/sync/test_wire.py", "tests/sync/test_protocol.py"),
     "core/codec.py": ("tests/core/test_codec.py", *_CORE),
-    "ingest.py": ("tests/test_ingest.py",),
+    "ingest.py": ("tests/test_ingest.py", "tests/test_adoption.py"),  # adoption runs through plan_ingest
 }
 KILLED = {"killed", "timeout", "segfault"}
 
