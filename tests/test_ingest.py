@@ -12,14 +12,7 @@ from convgraph import Config, Limits, ManualClock, QuarantineBounds, Record, Rep
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
-from convgraph.errors import (
-    CidMismatchError,
-    ForbiddenError,
-    HlcOrderError,
-    ParentRejectedError,
-    SeqChainError,
-    SizeLimitError,
-)
+from convgraph.errors import ForbiddenError, HlcOrderError, ParentRejectedError, SeqChainError, SizeLimitError
 
 A, B = SigningKey(bytes(range(32))), SigningKey(bytes(range(1, 33)))
 
@@ -329,10 +322,3 @@ def test_a_record_whose_two_parents_are_refused_is_refused_once() -> None:
     assert report.rejected[2].error.cid == str(child.cid)
     assert r.store.count() == 1 and r.store.pending_stats() == (0, 0)
 
-
-def test_bytes_offered_under_another_records_cid_do_not_get_that_record_refused() -> None:
-    genuine = chain(A, 1)[0]
-    replica = fresh()
-    report = replica.ingest([(b"\x00garbage", genuine.cid)])
-    assert [(x.cid, type(x.error)) for x in report.rejected] == [(genuine.cid, CidMismatchError)]
-    assert replica.ingest([genuine.data]).accepted == [genuine.cid]
