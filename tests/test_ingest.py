@@ -321,4 +321,3 @@ def test_a_record_whose_two_parents_are_refused_is_refused_once() -> None:
     assert report.rejected[2].error.message == "a parent was rejected"
     assert report.rejected[2].error.cid == str(child.cid)
     assert r.store.count() == 1 and r.store.pending_stats() == (0, 0)
-
