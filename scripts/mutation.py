@@ -45,12 +45,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "core/hlc.py": ("tests/core/test_hlc.py",),
     "core/keys.py": ("tests/core/test_keys.py", *_CORE),
     "server/access.py": ("tests/server/test_access.py",),
-    "sync/reconcile.py": ("tests/sync/test_reconcile.py", "tests/sync/test_protocol.py"),
+    "sync/reconcile.py": ("tests/sync/test_reconcile.py", "tests/sync/test_protocol.py",
+                          "tests/sync/test_compacted.py"),  # bases and adoption
     "projections/repair.py": ("tests/projections/test_repair.py", "tests/projections/test_resume.py"),
     "server/auth.py": ("tests/server/test_auth.py",),
     "sync/wire.py": ("tests/sync/test_wire.py", "tests/sync/test_protocol.py"),
     "core/codec.py": ("tests/core/test_codec.py", *_CORE),
-    "ingest.py": ("tests/test_ingest.py",),
+    "ingest.py": ("tests/test_ingest.py", "tests/test_adoption.py"),  # adoption runs through plan_ingest
 }
 KILLED = {"killed", "timeout", "segfault"}
 

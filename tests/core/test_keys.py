@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
+from convgraph.core import keys as _keys
 from convgraph.core.keys import (
     SigningKey,
     actor_text,
@@ -291,3 +292,12 @@ def test_only_the_canonical_actor_text_parses() -> None:
         with pytest.raises(KeyFileError) as info:
             parse_actor(bad)
         assert info.value.message == f"not an actor id: {bad!r}"
+
+
+def test_the_byte_rules_refuse_s_from_l_up_whatever_libsodium_does() -> None:
+    """The S < L rule is checked on the bytes (libsodium refuses too, which hides a weaker check)."""
+    signature = SigningKey(bytes(32)).sign(b"m")
+    public, r = SigningKey(bytes(32)).public, signature[:32]
+    assert _keys._strictly_encoded(public, r + (L - 1).to_bytes(32, "little"))
+    assert not _keys._strictly_encoded(public, r + L.to_bytes(32, "little"))
+    assert not _keys._strictly_encoded(public, r + (L + 2**248).to_bytes(32, "little"))  # S's last byte counts

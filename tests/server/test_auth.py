@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from convgraph.errors import ServerBusyError, UnauthenticatedError
 from convgraph.server import auth
 from convgraph.server.auth import MemoryNonces, Verifier
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 KEY = SigningKey(bytes(range(32)))
 NOW = 1_700_000_000_000
 NONCE = "0123456789abcdef"
@@ -165,7 +168,12 @@ def test_each_refusal_says_why_in_words_a_client_can_act_on() -> None:
         "missing header(s): x-convgraph-actor, x-convgraph-timestamp, x-convgraph-signature")
     with pytest.raises(UnauthenticatedError) as caught:
         verify({**signed(), auth.TIMESTAMP: "soon"})
-    assert caught.value.message == "malformed signature headers"
+    assert (caught.value.message, caught.value.reason) == (
+        "malformed signature headers",
+        "the timestamp must be decimal digits and the signature 128 lower-case hex digits")
+    with pytest.raises(UnauthenticatedError) as caught:
+        verify({**signed(), auth.ACTOR: "not-an-actor"})
+    assert caught.value.message == "malformed signature headers" and "not an actor id" in caught.value.reason
     with pytest.raises(UnauthenticatedError) as caught:
         verify(signed(), now=NOW + 60_001)
     assert (caught.value.message, caught.value.reason) == (
@@ -194,3 +202,11 @@ def test_each_fresh_nonce_of_one_key_is_accepted() -> None:
     verifier = Verifier(MemoryNonces())
     for nonce in (NONCE, NONCE[::-1], "f" * 16):
         assert verify(signed(nonce=nonce), verifier=verifier) == KEY.public
+
+
+def test_the_memory_log_holds_as_many_nonces_as_the_spec_promises() -> None:
+    promised = re.search(r"at most ([\d,]+) unexpired nonces", (DOCS / "sync.md").read_text())
+    assert promised is not None
+    # filling a million entries to see the refusal would cost seconds per mutant; the bound it
+    # keeps is read instead (inspect.signature would see mutmut's wrapper, not the mutant)
+    assert MemoryNonces()._max == int(promised.group(1).replace(",", ""))

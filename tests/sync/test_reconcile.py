@@ -14,8 +14,8 @@ import pytest
 
 from convgraph.sync import reconcile, wire
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, Bound, KeySet, separating
-from convgraph.sync.reconcile import BRANCH, LIST_AT, PROBES, Step
-from convgraph.sync.wire import Kind, Message, Mode, Range, Section
+from convgraph.sync.reconcile import BRANCH, LIST_AT, PROBES, Outcome, Step
+from convgraph.sync.wire import Fate, Kind, Message, Mode, Range, Reported, Section
 
 SALT = b"s" * 8
 
@@ -109,3 +109,12 @@ def test_a_cover_merges_skips_and_always_reaches_infinity() -> None:
     merged = reconcile.cover(Step(cover=[(MINUS_INFINITY, b1, fp), (b1, b2, Range(b2, Mode.SKIP)),
                                          (b2, INFINITY, Range(INFINITY, Mode.SKIP))]))
     assert merged == (fp, Range(INFINITY, Mode.SKIP))
+
+
+def test_merging_outcomes_keeps_everything_both_say() -> None:
+    first = Outcome([b"a"], 1, [(b"r", "size", "too big")], (Reported(Fate.ACCEPTED, b"a"),), [(1, b"a")])
+    second = Outcome([b"b"], 2, [(None, "schema", "bad")], (Reported(Fate.QUARANTINED, b"q"),), [(2, b"b")])
+    first.merge(second)
+    assert first == Outcome(
+        [b"a", b"b"], 3, [(b"r", "size", "too big"), (None, "schema", "bad")],
+        (Reported(Fate.ACCEPTED, b"a"), Reported(Fate.QUARANTINED, b"q")), [(1, b"a"), (2, b"b")])

@@ -367,6 +367,14 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
     (_one(records=(b"",)), None, "empty record"),
     (_one(ranges=(Range(Bound(5), Mode.SKIP),)), None, "only the last range may, and it must, end at infinity"),
     (_raw(b"\x00", name=b"\xff"), None, "conversation name is not UTF-8"),
+    (_one(ranges=(Range(INFINITY, Mode.IDS, hashes=_ids(2)),), wants=(Want(Bound(1), Bound(2), _ids(2)),)),
+     WireLimits(max_hashes=3), "more than 3 hashes in one message"),
+    (_raw(_REP + b"\x00" + _NONE + b"\x00", kind=Kind.REPLY), None,
+     "an empty list of report entries (leave the flag unset instead)"),
+    (_HEAD + b"\x00", None, "a CONTINUE with no section"),
+    (_raw(b"\x00"), None, "CONTINUE section without a part it must carry"),
+    (_raw(bytes([_S, 1]) + _NONE, kind=Kind.INITIATE), None,
+     "an INITIATE section carries its tip when, and only when, its count is not 0"),
 ])
 def test_each_malformed_message_is_refused_saying_exactly_what_is_wrong(
     data: bytes, limits: WireLimits | None, why: str | None
@@ -375,8 +383,10 @@ def test_each_malformed_message_is_refused_saying_exactly_what_is_wrong(
         wire.decode(data, limits or wire.DEFAULT_LIMITS)
     if why is None:  # refused before parsing: the whole message is over the limit
         assert caught.value.message == f"message of {len(data)} bytes exceeds the limit of 25"
+        assert caught.value.reason == "limit"
         return
-    reason = "limit" if "exceed" in why else "malformed"
+    reason = "limit" if "exceed" in why or why.startswith("more than") else "malformed"
+    reason = "part" if "CONTINUE" in why or "INITIATE" in why else reason
     pattern = rf"sync message refused at byte \d+ \({reason}\): " + re.escape(why)
     assert re.fullmatch(pattern, caught.value.message)
     assert caught.value.reason == reason
