@@ -19,11 +19,11 @@ from convgraph.sync.wire import DEFAULT_LIMITS, Fate, Reported
 
 
 def fates(
-    records: Sequence[bytes], report: IngestReport, waiting: Mapping[bytes, Pending],
-    released_elsewhere: Collection[CID], *, max_bytes: int, max_drift_ms: int,
-    limit: int = DEFAULT_LIMITS.max_records,
+    digests: Sequence[bytes | None], report: IngestReport, waiting: Mapping[bytes, Pending],
+    released_elsewhere: Collection[CID], *, max_drift_ms: int, limit: int = DEFAULT_LIMITS.max_records,
 ) -> tuple[Reported, ...]:
-    """The entries for `records`, pushed in one section and ingested as `report` says.
+    """The entries for the records pushed in one section (their `digests`, in order; None
+    for bytes over the size limit, never hashed) and ingested as `report` says.
 
     `waiting` maps the digest of each pushed record that waits in the receiver's
     quarantine to its entry; `released_elsewhere` are released records of this
@@ -45,14 +45,14 @@ def fates(
                for r in report.rejected if r.cid is not None}
     out: list[Reported] = []
     seen: set[bytes] = set()
-    for i, data in enumerate(records):
-        if len(data) > max_bytes:  # never hashed: refused by its size alone
+    for i, digest in enumerate(digests):
+        if digest is None:  # never hashed: refused by its size alone
             out.append(Reported(Fate.REJECTED_AT, index=i, rule="size"))
             continue
-        d = hashlib.sha256(data).digest()
         # a second copy in one message, or a record already stored, is a duplicate
-        out.append(Reported(Fate.DUPLICATE, d) if d in seen else stands.get(d, Reported(Fate.DUPLICATE, d)))
-        seen.add(d)
+        same = Reported(Fate.DUPLICATE, digest)
+        out.append(same if digest in seen else stands.get(digest, same))
+        seen.add(digest)
     room = max(0, limit - len(out))
     out += [Reported(Fate.RELEASED, c.digest) for c in list(released_elsewhere)[:room]]
     return tuple(out)

@@ -10,6 +10,7 @@ only our own key. Invariant: `keys(conv)` is always the store's current set for 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
@@ -90,16 +91,18 @@ class ReplicaPeer:
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
         report = self.replica.ingest(records, conversations={conv})
         store, config = self.replica.store, self.replica.config
-        pushed = {CID.of_record(d) for d in records if len(d) <= config.limits.max_record_bytes}
+        # each record hashed once here, for the quarantine look-up and the report alike
+        digests = [hashlib.sha256(d).digest() if len(d) <= config.limits.max_record_bytes else None
+                   for d in records]
+        pushed = {cid_of(d) for d in digests if d is not None}
         # only these can be waiting now: read the quarantine for them alone
         waiting = store.pending_get(pushed & {*report.quarantined, *report.held, *report.duplicates})
         elsewhere = [c for c in report.released if c not in pushed]
         # a release in another conversation is not this peer's to know of
         metas = store.metas(elsewhere) if elsewhere else {}
         entries = fates(
-            records, report, {c.digest: p for c, p in waiting.items()},
-            [c for c in elsewhere if c in metas and metas[c].conv == conv],
-            max_bytes=config.limits.max_record_bytes, max_drift_ms=config.max_drift_ms,
+            digests, report, {c.digest: p for c, p in waiting.items()},
+            [c for c in elsewhere if c in metas and metas[c].conv == conv], max_drift_ms=config.max_drift_ms,
         )
         if report.accepted:
             pairs = zip(report.accepted, report.accepted_hlcs, strict=True)
