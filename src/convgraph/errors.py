@@ -6,7 +6,8 @@
     │   └── SizeLimitError          larger than the configured limit
     ├── SchemaError                 a field or payload that breaks its kind's schema
     │   ├── UnknownKindError
-    │   └── InvalidTextError        text that cannot be UTF-8 (a lone surrogate)
+    │   ├── InvalidTextError        text that cannot be UTF-8 (a lone surrogate)
+    │   └── GenesisError            a rooted conversation's root rules broken (docs/authority.md §2)
     ├── VerificationError           well-formed but not authentic
     │   ├── CidMismatchError        the claimed CID is not the hash of the bytes
     │   ├── SignatureError          the signature does not verify under `actor`
@@ -17,13 +18,19 @@
     │   ├── ParentConversationError a parent from another conversation
     │   ├── HlcOrderError           hlc not after every parent's
     │   ├── SeqChainError           seq is not previous own seq + 1 with that record a parent
-    │   └── ParentRejectedError     a parent was itself rejected, so this can never be placed
+    │   ├── ParentRejectedError     a parent was itself rejected, so this can never be placed
+    │   ├── AuthorityError          the author lacks a capability at the record's causal position
+    │   ├── ForgedMergeError        a merge naming a branch, heads or records not in its past
+    │   ├── FloatingDecisionError   a decision whose request is not in its past
+    │   ├── BranchOriginError       a branch forking from a record not in its past
+    │   └── RetractionTargetError   a retraction or supersession of a record not in its past
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
     │   ├── StoreCorruptError       the database file is damaged or not ours
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
+    ├── LegacyConversationError     a write into a conversation that has no root of trust
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
@@ -160,6 +167,12 @@ class UntrustedCheckpointError(VerificationError):
         self.signer = signer
 
 
+class GenesisError(SchemaError):
+    """A rooted conversation's root rule is broken: a parentless record that is not its genesis,
+    a genesis whose id is not derived from its own key and nonce, or a genesis in a legacy
+    conversation (docs/format.md §15)."""
+
+
 class CausalityError(ConvgraphError):
     """The record contradicts the records it names as parents."""
 
@@ -178,6 +191,39 @@ class SeqChainError(CausalityError):
 
 class ParentRejectedError(CausalityError):
     """A parent was rejected, so no replica can ever place this record."""
+
+
+class AuthorityError(CausalityError):
+    """The author does not hold `capability` at the record's causal position (docs/authority.md).
+
+    `actor` is the author's actor id text; `blocked_by` the CIDs of the revocations that cut its
+    grants (empty when it never had one). For a local write, `cid` is None.
+    """
+
+    def __init__(
+        self, message: str, *, capability: str, actor: str, blocked_by: tuple[str, ...] = (),
+        cid: object = None,
+    ) -> None:
+        super().__init__(message, cid=cid)
+        self.capability = capability
+        self.actor = actor
+        self.blocked_by = blocked_by
+
+
+class ForgedMergeError(CausalityError):
+    """A merge whose branch, heads or accepted records are not what its causal past holds."""
+
+
+class FloatingDecisionError(CausalityError):
+    """A decision whose `request` is not a `decision_request` in its causal past."""
+
+
+class BranchOriginError(CausalityError):
+    """A branch whose `from` is not a record in its causal past."""
+
+
+class RetractionTargetError(CausalityError):
+    """A retraction or supersession whose target is not a record in its causal past."""
 
 
 class KeyFileError(ConvgraphError):
@@ -202,6 +248,11 @@ class StoreSchemaError(StoreError):
 
 class NotFoundError(ConvgraphError):
     """The replica holds no record (or conversation) by that name."""
+
+
+class LegacyConversationError(ConvgraphError):
+    """A local write into a legacy conversation (one whose id names no owner), refused because
+    anyone could have written it; `convgraph migrate` starts a rooted one from its history."""
 
 
 class BindError(ConvgraphError):
@@ -358,6 +409,13 @@ _RULES: dict[type[ConvgraphError], str] = {
     HlcOrderError: "hlc",
     SeqChainError: "seq",
     ParentRejectedError: "parent_rejected",
+    GenesisError: "genesis",
+    AuthorityError: "authority",
+    ForgedMergeError: "forged_merge",
+    FloatingDecisionError: "floating_decision",
+    BranchOriginError: "branch_origin",
+    RetractionTargetError: "retraction_target",
+    LegacyConversationError: "legacy",
     ProjectionError: "projection",
     RetentionRefusedError: "retention",
     CompactedError: "compacted",

@@ -10,7 +10,7 @@ import pytest
 from convgraph import ManualClock, Replica, SigningKey
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
-from convgraph.core.kinds import SCHEMAS
+from convgraph.core.kinds import ROOTED_SCHEMAS
 from convgraph.errors import RetentionRefusedError
 from convgraph.projections import state as state_
 from convgraph.projections.retention import LastN
@@ -37,7 +37,7 @@ def writer(i: int, at: int = T0) -> tuple[Replica, ManualClock]:
 
 
 def test_every_kind_has_exactly_one_surface() -> None:
-    assert sorted(SURFACES) == sorted(SCHEMAS)
+    assert sorted(SURFACES) == sorted(ROOTED_SCHEMAS)
     assert all(type(s) is Surface for s in SURFACES.values())
     assert set(ENTITY_KEYS) == {k for k, s in SURFACES.items() if s is Surface.ENTITY}
     assert {k for k, s in SURFACES.items() if s is Surface.REPLAY} == {"routing_observation"}
@@ -62,7 +62,7 @@ _PAYLOAD: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+@pytest.mark.parametrize("kind", sorted(ROOTED_SCHEMAS))
 def test_each_kind_folds_into_the_index_of_its_surface(kind: str) -> None:
     state = state_.apply(ConvState(), Entry(TARGET, kind, b"a" * 32, Hlc(T0, 0), None, _PAYLOAD.get(kind, {})))
     assert list(state.entries) == [TARGET]

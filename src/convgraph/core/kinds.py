@@ -18,6 +18,8 @@ from convgraph.core.cid import CID
 from convgraph.errors import SchemaError, UnknownKindError
 
 MAX_DEPTH: Final = 64
+NONCE_LEN: Final = 16
+CAPABILITIES: Final = ("admin", "decide", "merge", "read", "review", "write")
 _Check = Callable[[Any], bool]
 
 
@@ -51,6 +53,15 @@ def _cid(v: Any) -> bool:
 
 def _actor(v: Any) -> bool:
     return type(v) is bytes and len(v) == 32
+
+
+def _nonce(v: Any) -> bool:
+    return type(v) is bytes and len(v) == NONCE_LEN
+
+
+def _actor_set(v: Any) -> bool:
+    """A non-empty list of actors sorted bytewise without duplicates: one set, one encoding."""
+    return _list_of(_actor, nonempty=True)(v) and all(a < b for a, b in itertools.pairwise(v))
 
 
 def _list_of(item: _Check, *, nonempty: bool = False) -> _Check:
@@ -194,12 +205,35 @@ SCHEMAS: Final[Mapping[str, Schema]] = {
     "revocation": Schema({"target": _cid}, {"reason": _text}),
 }
 
+# Rooted conversations (docs/authority.md) read some kinds differently; legacy conversations
+# keep exactly the table above, so a version-1 replica and this one accept the same records.
+ROOTED_SCHEMAS: Final[Mapping[str, Schema]] = {
+    **SCHEMAS,
+    "genesis": Schema({"nonce": _nonce}, {"title": _text, "migrated_from": _nonempty_text}),
+    "decision_request": Schema(
+        {"question": _nonempty_text},
+        {"options": _list_of(_text), "subject": _cid, "reviews": _count, "reviewers": _actor_set},
+    ),
+    "grant": Schema(
+        {"grantee": _actor, "rights": _text_set(*CAPABILITIES)},
+        {"expires_ms": _count, "note": _text},
+    ),
+    "revocation": Schema(
+        {"grantee": _actor, "rights": _text_set(*CAPABILITIES)},
+        {"reason": _text},
+    ),
+}
+
 KINDS: Final = tuple(sorted(SCHEMAS))
+ROOTED_KINDS: Final = tuple(sorted(ROOTED_SCHEMAS))
 
 
-def check_payload(kind: str, payload: Any, *, cid: object = None) -> None:
-    """Raise `SchemaError` unless `payload` is a valid payload of `kind`."""
-    schema = SCHEMAS.get(kind)
+def check_payload(kind: str, payload: Any, *, cid: object = None, rooted: bool = False) -> None:
+    """Raise `SchemaError` unless `payload` is a valid payload of `kind`.
+
+    `rooted` selects the table of a rooted conversation (docs/authority.md) over the legacy one.
+    """
+    schema = (ROOTED_SCHEMAS if rooted else SCHEMAS).get(kind)
     if schema is None:
         raise UnknownKindError(f"unknown kind {kind[:64]!r}", cid=cid)
     if type(payload) is not dict:

@@ -18,6 +18,7 @@ from convgraph.core import codec, keys
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.hlc import MAX_COUNTER, MAX_WALL_MS, Hlc
 from convgraph.core.kinds import check_payload
+from convgraph.core.rooted import check_root, is_rooted
 from convgraph.core.text import check_value_text, utf8
 from convgraph.errors import (
     CidMismatchError,
@@ -213,13 +214,14 @@ def sign_record(
                           f"[{MAX_WALL_MS}, {MAX_COUNTER}]: no record can be written after it")
     if type(kind) is not str:
         raise SchemaError("kind must be text")
-    check_payload(kind, payload)
+    check_payload(kind, payload, rooted=is_rooted(conv))
     unsigned: dict[str, Any] = {
         "conv": conv, "actor": key.public, "seq": seq, "hlc": [wall, counter],
         "parents": parent_list, "kind": kind, "payload": payload, "refs": ref_list,
     }
     if branch is not None:
         unsigned["branch"] = branch
+    check_root(unsigned)
     try:
         signed = signing_bytes(unsigned)
     except SchemaError:
@@ -270,7 +272,8 @@ def decode_record(
     if type(sig) is not bytes or len(sig) != keys.SIGNATURE_LEN:
         raise SchemaError("sig must be 64 bytes", cid=text)
     _check_structure(value, limits, text)
-    check_payload(value["kind"], value["payload"], cid=text)
+    check_payload(value["kind"], value["payload"], cid=text, rooted=is_rooted(value["conv"]))
+    check_root(value, text)
     if not keys.verify(value["actor"], signing_bytes(value), sig):
         raise SignatureError("signature does not verify under the record's actor", cid=text)
     return _build(value, sig, data, cid)

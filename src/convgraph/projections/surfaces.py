@@ -6,7 +6,7 @@ canonical order (a late, older record changes every later value), so no retentio
 may ever trim it. *Entity*: keyed state where the last writer in canonical order wins.
 *Control*: records that shape other views (branch, merge, retraction, supersession,
 checkpoint). *Authority*: grants, revocations, pins and audits. Invariant: every kind in
-`core.kinds.SCHEMAS` has exactly one surface here.
+`core.kinds.ROOTED_SCHEMAS` (a superset of the legacy table) has exactly one surface here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from convgraph.core.kinds import SCHEMAS
+from convgraph.core.kinds import ROOTED_SCHEMAS
 from convgraph.errors import RetentionRefusedError
 
 
@@ -47,12 +47,13 @@ SURFACES: Final[Mapping[str, Surface]] = {
     "retraction": Surface.CONTROL,
     "supersession": Surface.CONTROL,
     "checkpoint": Surface.CONTROL,
+    "genesis": Surface.AUTHORITY,
     "pin": Surface.AUTHORITY,
     "grant": Surface.AUTHORITY,
     "audit": Surface.AUTHORITY,
     "revocation": Surface.AUTHORITY,
 }
-assert SURFACES.keys() == SCHEMAS.keys(), "every kind needs a surface"
+assert SURFACES.keys() == ROOTED_SCHEMAS.keys(), "every kind needs a surface"
 
 ENTITY_KEYS: Final[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = {
     "code_snapshot": lambda p: p.get("path", ""),
