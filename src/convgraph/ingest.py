@@ -12,7 +12,7 @@ and is placed the moment what it waits for arrives.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 
 from convgraph.adoption import Adoption
@@ -34,7 +34,11 @@ from convgraph.errors import (
     ForbiddenError,
     ParentRejectedError,
 )
+from convgraph.projections import authority as authority_
 from convgraph.store.base import Pending, Store, WriteSet
+
+AuthorityOf = Callable[[str], "authority_.AuthorityState | None"]
+"""The authority state of a conversation (None: legacy, no authority), brought up to date."""
 
 Item = bytes | tuple[bytes, CID]
 """Record bytes, optionally with the CID a peer claims they hash to."""
@@ -102,6 +106,7 @@ class _Plan:
     top_seq: dict[tuple[bytes, str], int] = field(default_factory=dict)
     store_waits: bool = True  # False when the stored quarantine is empty: skip its look-ups
     batch: set[CID] = field(default_factory=set)  # the CIDs this batch brings, not yet stored
+    authority: AuthorityOf | None = None
 
     def place(self, rec: Record) -> None:
         if rec.cid in self.decided:
@@ -125,9 +130,14 @@ class _Plan:
             return
         try:
             check_causality(rec, self.known)
+            state = None if self.authority is None else self.authority(rec.conv)
+            if state is not None:
+                authority_.check(state, rec)  # docs/authority.md §4 and §8, in its causal past
         except CausalityError as exc:
             self._reject(rec, exc)
             return
+        if state is not None:
+            authority_.apply(state, rec)
         self._accept(rec)
 
     def _reject(self, rec: Record, error: ConvgraphError) -> None:
@@ -214,14 +224,18 @@ def plan_ingest(
     limits: Limits = DEFAULT_LIMITS,
     conversations: Container[str] | None = None,
     adoption: Adoption | None = None,
+    authority: AuthorityOf | None = None,
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds.
 
     With `conversations`, a record of any other conversation is rejected (`ForbiddenError`):
     a sync peer admitted to some conversations cannot smuggle records into others. With an
     `adoption` (checked by `plan_adoption`), its headers and checkpoint are placed first.
+    With `authority`, each record of a rooted conversation is judged by its authority state,
+    which accepted records are added to (the caller drops that state if the plan is not landed).
     """
-    plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0)
+    plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0,
+                 authority=authority)
     plan.writes.fresh = True  # only records found absent below are ever accepted
     if adoption is not None:
         plan.adopt(adoption)

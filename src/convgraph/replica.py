@@ -28,6 +28,7 @@ from convgraph.core.record import (
     load_trusted,
     sign_record,
 )
+from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
@@ -39,7 +40,9 @@ from convgraph.errors import (
     SnapshotError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
+from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
+from convgraph.projections.authority import Authority, AuthorityState
 from convgraph.projections.resume import RECORDERS, to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
@@ -108,6 +111,9 @@ class Replica:
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
         # conv -> (folded state, store cursor, records folded in a transaction not yet seen committed)
         self._views: dict[str, tuple[ConvState, int, list[CID]]] = {}
+        # conv -> (authority state, store cursor, records added in a transaction not yet seen committed)
+        self._authorities: dict[str, tuple[AuthorityState, int, list[CID]]] = {}
+        self._hidden: dict[str, tuple[frozenset[CID], int, ConvState]] = {}
 
     @classmethod
     def open(
@@ -167,13 +173,21 @@ class Replica:
             if token != self.store.change_token():
                 tips = {}
             parents, seq, seen = tips.get(conv) or self._tip_from_store(conv)
+            authority = self._authority_state(conv)
             for draft in drafts:
                 stamp = hlc_.after_all(self._hlc, seen, self.clock())
+                if authority is not None:  # before signing: say which capability is missing
+                    authority_.require(authority, self.actor, draft.kind, draft.payload,
+                                       heads=parents, at_ms=stamp.wall_ms)
                 record = sign_record(
                     self.key, conv=conv, seq=seq, hlc=stamp, parents=parents, kind=draft.kind,
                     payload=draft.payload, refs=draft.refs, branch=draft.branch,
                     limits=self.config.limits,
                 )
+                if authority is not None:  # the graph rules need the signed record's parents
+                    authority_.check(authority, record)
+                    authority_.apply(authority, record)
+                    self._unconfirmed(conv, record.cid)
                 out.append(record)
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
@@ -201,7 +215,11 @@ class Replica:
             writes, report = plan_ingest(
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
                 limits=self.config.limits, conversations=conversations,
+                authority=self._authority_state,
             )
+            for record in writes.records:
+                if record.conv in self._authorities:
+                    self._unconfirmed(record.conv, record.cid)
             self._land(writes, report)
         self._merge_clock(report, now)
         return report
@@ -220,6 +238,9 @@ class Replica:
                                      max_drift_ms=self.config.max_drift_ms, limits=self.config.limits)
             if adoption is None:
                 return IngestReport(duplicates=[CID.of_record(checkpoint)])
+            if is_rooted(adoption.checkpoint.conv):
+                raise ProjectionError("adopting a compacted rooted conversation is not supported yet "
+                                      "(docs/authority.md §10)")
             writes, report = plan_ingest(
                 (), self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
                 limits=self.config.limits, adoption=adoption,
@@ -342,9 +363,53 @@ class Replica:
         self._views[conv] = (folded, cursor, pending)
         return folded
 
+    def visible(self, conv: str) -> ConvState:
+        """The folded state the views read: in a rooted conversation, without the records its
+        authority projection excludes (docs/authority.md §6.2), and with admin retractions."""
+        folded = self.state(conv)
+        if self._authority_state(conv) is None:
+            return folded
+        folded.any_retractor = True
+        hidden = self.authority(conv).hidden() if self.heads(conv) else frozenset()
+        if not hidden:
+            return folded
+        cached = self._hidden.get(conv)
+        if cached is None or cached[0] != hidden or cached[1] != folded.count:
+            cached = self._hidden[conv] = (hidden, folded.count, state_.without(folded, hidden))
+        return cached[2]
+
+    def authority(self, conv: str, *, at_ms: int | None = None) -> Authority:
+        """The authority projection of rooted conversation `conv` (docs/authority.md §7)."""
+        state = self._authority_state(conv)
+        if state is None:
+            raise ProjectionError(f"conversation {conv[:64]!r} is legacy: it has no authority projection")
+        if state.genesis is None:
+            raise NotFoundError(f"no genesis of conversation {conv[:64]!r} is held here")
+        return Authority(conv, state, tuple(self.heads(conv)), self.clock() if at_ms is None else at_ms)
+
+    def _authority_state(self, conv: str) -> AuthorityState | None:
+        """The authority state of a rooted `conv`, brought up to date from the store (None: legacy)."""
+        if not is_rooted(conv):
+            return None
+        cached = self._authorities.get(conv)
+        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
+            cached = None  # added inside a transaction that rolled back: start again
+        state, cursor, unconfirmed = cached or (AuthorityState(), 0, [])
+        fresh, cursor = self.store.since(cursor, conv)
+        for cid, data in fresh:  # the store's order is a topological one
+            authority_.apply(state, load_trusted(data, cid))
+        pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
+        self._authorities[conv] = (state, cursor, pending)
+        return state
+
+    def _unconfirmed(self, conv: str, cid: CID) -> None:
+        cached = self._authorities.get(conv)
+        if cached is not None:
+            cached[2].append(cid)
+
     def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
         """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
-        return transcript(self.state(conv), branch=branch, last=last)
+        return transcript(self.visible(conv), branch=branch, last=last)
 
     def resume(
         self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
@@ -354,7 +419,7 @@ class Replica:
 
     def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
         """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""
-        folded = self.state(conv)
+        folded = self.visible(conv)
         observations = [folded.entries[c].payload for _, c in folded.replay]
         if retention is not None:
             observations = retention.keep(observations, Surface.REPLAY)
@@ -365,6 +430,10 @@ class Replica:
         raw records it covers and keep the snapshot, in one transaction."""
         # the snapshot holds every surface whole (replay streams included), so compaction
         # trims no history: it only stops keeping the raw records beside their fold
+        if compact and is_rooted(conv):
+            # the authority projection needs every grant's and revocation's position
+            raise ProjectionError("compacting a rooted conversation is not supported yet "
+                                  "(docs/authority.md §10)")
         with self.store.transaction():
             folded = self.state(conv)
             covered, data = list(folded.entries), state_.snapshot(folded)

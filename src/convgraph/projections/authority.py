@@ -117,6 +117,8 @@ class AuthorityState:
         # reaches all of them has every authority record in its past (the common case)
         self.authority_tips: dict[int, int] = {}
         self._effective: dict[frozenset[CID] | None, frozenset[CID]] = {}
+        self.version = 0  # bumped by every apply: answers cached under it stay valid until then
+        self.cached: dict[str, tuple[int, Any]] = {}
 
     def forget_effective(self) -> None:
         """Drop the cached effective sets: a grant or revocation was added."""
@@ -145,6 +147,7 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     if record.cid in state.ancestry:
         return state
     state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents)
+    state.version += 1
     if len(state.actor_keys) < len(state.ancestry.actors):
         state.actor_keys.append(record.actor)
     cid, kind, p = record.cid, record.kind, record.payload
@@ -203,6 +206,8 @@ def who_can(
 def require(state: AuthorityState, actor: bytes, kind: str, payload: Mapping[str, Any], *,
             heads: Iterable[CID], at_ms: int) -> None:
     """Raise `AuthorityError` unless `actor` may write a `kind` record on `heads` now (a local write)."""
+    if kind == "genesis":
+        return  # only the owner's key can derive the id (format.md §15.2)
     use = _virtual(state, actor, heads, at_ms)._replace(kind=kind, payload=payload)
     needs = _needs_of(state, actor, kind, payload)
     _Judge(state, state.effective()).require(use, needs, None)
@@ -224,6 +229,15 @@ def members(state: AuthorityState, heads: Iterable[CID], at_ms: int) -> dict[byt
 
 def excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     """Every stored record that the whole set shows unauthorized (§6.2), in canonical order."""
+    hit = state.cached.get("excluded")
+    if hit is not None and hit[0] == state.version:
+        return hit[1]  # type: ignore[no-any-return]
+    result = _excluded(state)
+    state.cached["excluded"] = (state.version, result)
+    return result
+
+
+def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     k = state.effective()
     judge = _Judge(state, k)
     out = [Exclusion(u, "revoker_revoked", judge.blockers_of(u)) for u in state.revocations if u not in k]
@@ -485,6 +499,7 @@ _WRITE: Final = frozenset({"write"})
 _REVIEW: Final = frozenset({"review"})
 _ADMIN: Final = frozenset({ADMIN})
 _SIMPLE: Final[Mapping[str, frozenset[str]]] = {
+    "genesis": frozenset(),
     "decision": frozenset({"decide"}), "merge": frozenset({"merge"}), "pin": _ADMIN,
     "supersession": _WRITE,
 }
@@ -544,3 +559,48 @@ def _earlier(a: int | None, b: int | None) -> int | None:
 def _order(state: AuthorityState, cid: CID) -> tuple[int, int, bytes, bytes]:
     node = state.ancestry.nodes[cid]
     return (node.hlc.wall_ms, node.hlc.counter, state.actor_keys[node.actor], bytes(cid))
+
+
+@dataclass(frozen=True)
+class Authority:
+    """The authority projection of one rooted conversation as of `heads` (docs/authority.md §7).
+
+    `at_ms` is the wall clock that expiries are judged against when an answer is not given one.
+    """
+
+    conv: str
+    state: AuthorityState
+    heads: tuple[CID, ...]
+    at_ms: int
+
+    @property
+    def owner(self) -> bytes | None:
+        return self.state.owner
+
+    @property
+    def genesis(self) -> CID | None:
+        return self.state.genesis
+
+    def who_can(self, actor: bytes, capability: str, at_ms: int | None = None) -> Answer:
+        """Whether `actor` may use `capability` now, with the chain of CIDs that says so."""
+        return who_can(self.state, actor, capability, self.heads, self.at_ms if at_ms is None else at_ms)
+
+    def members(self) -> dict[bytes, tuple[Answer, ...]]:
+        """Every actor holding `read`, with each capability it holds."""
+        return members(self.state, self.heads, self.at_ms)
+
+    def pins(self) -> tuple[Record, ...]:
+        return effective_records(self.state, "pin")
+
+    def audits(self) -> tuple[Record, ...]:
+        return effective_records(self.state, "audit")
+
+    def excluded(self) -> tuple[Exclusion, ...]:
+        return excluded(self.state)
+
+    def findings(self) -> tuple[Finding, ...]:
+        return findings(self.state)
+
+    def hidden(self) -> frozenset[CID]:
+        """What the views leave out: excluded records and decisions that omitted a review."""
+        return frozenset({e.cid for e in self.excluded()} | {f.cid for f in self.findings()})

@@ -69,6 +69,9 @@ class ConvState:
     entities: defaultdict[tuple[str, Any], list[Slot]] = field(default_factory=lambda: defaultdict(list))
     # the Turn each turn entry projects to, made on first view: entries never change
     turns: dict[CID, Turn] = field(default_factory=dict, repr=False, compare=False)
+    # a rooted conversation's retractions were all authorized on ingest (by the target's
+    # author or an admin, docs/authority.md §3); a legacy one's count only from the author
+    any_retractor: bool = field(default=False, compare=False)
 
     @property
     def count(self) -> int:
@@ -117,6 +120,17 @@ def apply(state: ConvState, record: Record | Entry) -> ConvState:
     elif SURFACES[kind] is Surface.ENTITY:
         bisect.insort(state.entities[(kind, ENTITY_KEYS[kind](p))], slot)
     return state
+
+
+def without(state: ConvState, hidden: Iterable[CID]) -> ConvState:
+    """A copy of `state` without the entries named in `hidden` (same flags, same turns cache)."""
+    gone = set(hidden)
+    out = ConvState(any_retractor=state.any_retractor)
+    for cid, entry in state.entries.items():
+        if cid not in gone:
+            apply(out, entry)
+    out.turns = state.turns
+    return out
 
 
 def snapshot(state: ConvState) -> bytes:

@@ -89,7 +89,8 @@ def _turns(state: ConvState, entry: Entry, *, main: bool) -> Iterator[Turn]:
 
 
 def _shown(state: ConvState, entry: Entry) -> Turn | None:
-    if any(state.entries[c].actor == entry.actor for _, c in state.retractions.get(entry.cid, ())):
+    retractions = state.retractions.get(entry.cid, ())
+    if any(state.any_retractor or state.entries[c].actor == entry.actor for _, c in retractions):
         return None
     turn = state.turns.get(entry.cid)
     if turn is None:

@@ -1,0 +1,122 @@
+"""Authority at the replica's doors: local writes, ingest and the views (docs/authority.md §9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from convgraph import Replica
+from convgraph.core.hlc import ManualClock
+from convgraph.core.keys import SigningKey
+from convgraph.core.record import sign_record
+from convgraph.core.rooted import conv_id
+from convgraph.errors import AuthorityError, ForgedMergeError, ProjectionError
+
+T0 = 1_700_000_000_000
+NONCE = bytes(range(16))
+
+
+def device(i: int, clock: ManualClock) -> Replica:
+    return Replica.in_memory(SigningKey(bytes([i + 70]) * 32), clock=clock)
+
+
+def sync(a: Replica, b: Replica) -> None:
+    """Both ways, every record: what each holds, the other ingests."""
+    for src, dst in ((a, b), (b, a)):
+        dst.ingest([r.data for r in src.iter_records()])
+
+
+def rooted(owner: Replica) -> str:
+    conv = conv_id(owner.actor, NONCE)
+    owner.write(conv, "genesis", {"nonce": NONCE, "title": "design review"})
+    return conv
+
+
+def grant(by: Replica, conv: str, to: Replica, *rights: str) -> None:
+    by.write(conv, "grant", {"grantee": to.actor, "rights": sorted(rights)})
+
+
+def test_a_device_without_write_fails_before_signing_and_is_told_why() -> None:
+    clock = ManualClock(T0)
+    owner, other = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    sync(owner, other)
+    with pytest.raises(AuthorityError) as caught:
+        other.say(conv, "user", "let me in")
+    assert caught.value.capability == "write" and caught.value.cid is None
+    assert "convgraph why" in str(caught.value)
+    assert other.store.count(conv) == 1  # nothing was signed or stored
+
+
+def test_a_granted_device_writes_and_a_strangers_records_are_rejected_on_ingest() -> None:
+    clock = ManualClock(T0)
+    owner, laptop, stranger = device(0, clock), device(1, clock), device(2, clock)
+    conv = rooted(owner)
+    grant(owner, conv, laptop, "read", "write")
+    sync(owner, laptop)
+    laptop.say(conv, "user", "hello from the laptop")
+    sync(owner, laptop)
+    # the stranger signs directly, skipping its own replica's check, and pushes the record
+    forged = sign_record(stranger.key, conv=conv, seq=1, hlc=(T0 + 1_000, 0),
+                         parents=owner.heads(conv), kind="agent_message",
+                         payload={"content": "the team agreed to ship"})
+    report = owner.ingest([forged.data])
+    assert [r.rule for r in report.rejected] == ["authority"]
+    assert [t.text for t in owner.transcript(conv)] == ["hello from the laptop"]
+
+
+def test_a_revocation_excludes_what_it_is_concurrent_with_from_the_transcript() -> None:
+    clock = ManualClock(T0)
+    owner, phone = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, phone, "read", "write")
+    sync(owner, phone)
+    clock.advance(10)
+    owner.write(conv, "revocation", {"grantee": phone.actor, "rights": ["read"], "reason": "lost"})
+    phone.say(conv, "user", "written by whoever found the phone")  # has not seen the revocation
+    sync(owner, phone)
+    assert owner.transcript(conv) == phone.transcript(conv) == []
+    (excluded,) = owner.authority(conv).excluded()
+    assert excluded.reason == "revoked_concurrently"
+    with pytest.raises(AuthorityError):
+        phone.say(conv, "user", "and again")
+
+
+def test_merging_a_branch_that_does_not_exist_is_refused() -> None:
+    clock = ManualClock(T0)
+    owner = device(0, clock)
+    conv = rooted(owner)
+    owner.say(conv, "user", "hi")
+    with pytest.raises(ForgedMergeError):
+        owner.merge(conv, "nosuchbranch", summary="hi")
+    assert [t.text for t in owner.transcript(conv)] == ["hi"]
+
+
+def test_an_admin_may_retract_anyones_turn_in_a_rooted_conversation() -> None:
+    clock = ManualClock(T0)
+    owner, writer = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, writer, "read", "write")
+    sync(owner, writer)
+    turn = writer.say(conv, "user", "spam")
+    sync(owner, writer)
+    owner.write(conv, "retraction", {"target": turn.cid, "reason": "spam"})
+    sync(owner, writer)
+    assert owner.transcript(conv) == writer.transcript(conv) == []
+
+
+def test_the_authority_projection_answers_with_chains() -> None:
+    clock = ManualClock(T0)
+    owner, laptop = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, laptop, "read", "write")
+    authority = owner.authority(conv)
+    answer = authority.who_can(laptop.actor, "write")
+    assert answer.allowed and len(answer.chain) == 2 and answer.chain[0] == authority.genesis
+    assert set(authority.members()) == {owner.actor, laptop.actor}
+
+
+def test_rooted_conversations_are_not_compacted_yet() -> None:
+    owner = device(0, ManualClock(T0))
+    conv = rooted(owner)
+    with pytest.raises(ProjectionError):
+        owner.checkpoint(conv, compact=True)
