@@ -257,8 +257,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from convgraph.cli import car, conversation, sync  # noqa: PLC0415 - they read this module's helpers
+    from convgraph.cli import authority, car, conversation, sync  # noqa: PLC0415 - they read this module's helpers
 
+    authority.register(cli)
     conversation.register(cli)
     car.register(cli)
     sync.register(cli)

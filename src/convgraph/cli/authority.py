@@ -1,0 +1,248 @@
+"""The authority commands: `grant`, `revoke`, `members`, `why`, `pin`, `audit`, `device`.
+
+A thin shell over `Replica.write` and `Replica.authority` (docs/authority.md §7). Every answer
+prints the CIDs it rests on; `why` walks the chain from the genesis record by record.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+from rich.table import Table
+
+from convgraph.cli import safe_text
+from convgraph.core.cid import CID
+from convgraph.core.keys import actor_text, fingerprint, parse_actor
+from convgraph.core.kinds import CAPABILITIES
+from convgraph.errors import ConvgraphError
+from convgraph.projections.authority import Answer
+from convgraph.replica import Replica
+
+_UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SPAN = re.compile(r"(\d+)([smhd])")
+
+
+def expires_at(text: str, now_ms: int) -> int:
+    """`--expires`: a span from now (`90m`, `12h`, `7d`) or an absolute wall clock in ms."""
+    span = _SPAN.fullmatch(text)
+    if span:
+        return now_ms + int(span[1]) * _UNITS[span[2]]
+    if text.isdigit():
+        return int(text)
+    raise click.BadParameter(f"{text!r}: expected a span such as 90m, 12h or 7d, or a time in ms")
+
+
+def _actor(text: str) -> bytes:
+    try:
+        return parse_actor(text)
+    except ConvgraphError as exc:
+        raise click.BadParameter(f"ACTOR must be a 52-character actor id: {exc}") from exc
+
+
+def answer_json(a: Answer) -> dict[str, Any]:
+    """An answer as JSON: every CID as text."""
+    return {
+        "actor": actor_text(a.actor), "capability": a.capability, "allowed": a.allowed,
+        "chain": [str(c) for c in a.chain], "blocked_by": [str(c) for c in a.blocked_by],
+        "reason": a.reason, "until": a.until,
+    }
+
+
+def _chain_lines(replica: Replica, answer: Answer) -> list[str]:
+    lines = []
+    for step, cid in enumerate(answer.chain):
+        record = replica.get(cid)
+        who = fingerprint(record.actor)
+        if record.kind == "genesis":
+            lines.append(f"{step}. {cid}  genesis: {who} owns the conversation")
+            continue
+        p = record.payload
+        until = f", until {p['expires_ms']} ms" if "expires_ms" in p else ""
+        lines.append(f"{step}. {cid}  {who} grants {fingerprint(p['grantee'])} "
+                     f"{', '.join(p['rights'])}{until}")
+    for cid in answer.blocked_by:
+        record = replica.get(cid)
+        lines.append(f"x  {cid}  {fingerprint(record.actor)} revoked {', '.join(record.payload['rights'])}")
+    return lines
+
+
+_CAPS = click.Choice(CAPABILITIES)
+
+
+def register(cli: click.Group) -> None:
+    """Add the authority commands to `cli`."""
+    _register_changes(cli)
+    _register_answers(cli)
+
+
+def _revoke(home: Any, grantee: bytes, rights: tuple[str, ...], reason: str | None, conv: str) -> Any:
+    payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(rights))}
+    if reason:
+        payload["reason"] = reason
+    with Replica.open(home) as r:
+        return r.write(conv, "revocation", payload)
+
+
+def _register_changes(cli: click.Group) -> None:
+    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+
+    caps = _CAPS
+
+    @cli.command()
+    @click.argument("actor")
+    @click.argument("capabilities", nargs=-1, required=True, type=caps)
+    @click.option("--expires", default=None, help="A span from now (90m, 12h, 7d) or a time in ms.")
+    @click.option("--note", default=None, help="Why, for the record.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def grant(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, actor: str, capabilities: tuple[str, ...], expires: str | None,
+        note: str | None, conv: str, as_json: bool,
+    ) -> None:
+        """Give ACTOR the CAPABILITIES (read write review decide merge admin) in the conversation."""
+        grantee = _actor(actor)
+        with _replica(ctx) as r:
+            payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(capabilities) | {"read"})}
+            if expires is not None:
+                payload["expires_ms"] = expires_at(expires, r.clock())
+            if note:
+                payload["note"] = note
+            record = r.write(conv, "grant", payload)
+        if as_json:
+            _emit({"cid": str(record.cid), "rights": payload["rights"]})
+        else:
+            out.print(str(record.cid))
+
+    @cli.command()
+    @click.argument("actor")
+    @click.argument("capabilities", nargs=-1, type=caps)
+    @click.option("--reason", default=None, help="Why, for the record.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def revoke(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, actor: str, capabilities: tuple[str, ...], reason: str | None, conv: str,
+        as_json: bool,
+    ) -> None:
+        """Take CAPABILITIES from ACTOR; with none, end its membership (revoke `read`)."""
+        record = _revoke(ctx.obj["home"], _actor(actor), capabilities or ("read",), reason, conv)
+        _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
+
+    @cli.command()
+    @click.argument("target")
+    @click.option("--note", default=None)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def pin(ctx: click.Context, target: str, note: str | None, conv: str, as_json: bool) -> None:
+        """Pin TARGET (a record or artifact CID), for example the approved code snapshot."""
+        payload: dict[str, Any] = {"target": CID.parse(target), **({"note": note} if note else {})}
+        with _replica(ctx) as r:
+            record = r.write(conv, "pin", payload)
+        _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
+
+    @cli.command()
+    @click.argument("target")
+    @click.argument("result", type=click.Choice(["pass", "fail", "inconclusive"]))
+    @click.option("--notes", default=None)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def audit(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, target: str, result: str, notes: str | None, conv: str, as_json: bool,
+    ) -> None:
+        """Sign a statement about TARGET: pass, fail or inconclusive."""
+        payload: dict[str, Any] = {"target": CID.parse(target), "result": result,
+                                   **({"notes": notes} if notes else {})}
+        with _replica(ctx) as r:
+            record = r.write(conv, "audit", payload)
+        _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
+
+
+def _register_answers(cli: click.Group) -> None:
+    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+
+    caps = _CAPS
+
+    @cli.command()
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def members(ctx: click.Context, conv: str, as_json: bool) -> None:
+        """Every member with its capabilities, each with the grant that gives it."""
+        with _replica(ctx) as r:
+            authority = r.authority(conv)
+            found = authority.members()
+        if as_json:
+            _emit({"owner": actor_text(authority.owner or b""), "members": [
+                {"actor": actor_text(a), "capabilities": [answer_json(x) for x in answers]}
+                for a, answers in found.items()]})
+            return
+        table = Table("actor", "fingerprint", "capabilities", "granted by")
+        for actor, answers in found.items():
+            role = "owner" if actor == authority.owner else str(answers[0].chain[-1])
+            held = " ".join(a.capability for a in answers)
+            table.add_row(actor_text(actor), fingerprint(actor), held, role)
+        out.print(table)
+
+    @cli.command()
+    @click.argument("actor")
+    @click.argument("capability", type=caps)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def why(ctx: click.Context, actor: str, capability: str, conv: str, as_json: bool) -> None:
+        """Print the chain of records by which ACTOR holds CAPABILITY, or what it lacks."""
+        with _replica(ctx) as r:
+            authority = r.authority(conv)
+            answer = authority.who_can(_actor(actor), capability)
+            lines = _chain_lines(r, answer)
+        if as_json:
+            _emit(answer_json(answer))
+            return
+        verdict = "may" if answer.allowed else "may not"
+        out.print(f"{fingerprint(answer.actor)} {verdict} {capability}" +
+                  ("" if answer.allowed else f" ({answer.reason})"))
+        for line in lines:
+            out.print(safe_text.line(line))
+
+    @cli.group()
+    def device() -> None:
+        """This person's devices: each is an actor with its own key."""
+
+    @device.command("add")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def device_add(ctx: click.Context, conv: str, as_json: bool) -> None:
+        """Run on the new device: print its key, and the command an admin runs to let it in."""
+        with _replica(ctx) as r:
+            me = actor_text(r.actor)
+        command = f"convgraph grant {me} read write --conv {conv}"
+        if as_json:
+            _emit({"actor": me, "fingerprint": fingerprint(r.actor), "grant_command": command})
+            return
+        out.print(f"this device: {me} ({fingerprint(r.actor)})")
+        out.print(f"on a device with admin, run:\n  {command}")
+
+    @device.command("revoke")
+    @click.argument("actor")
+    @click.option("--reason", default="device lost")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def device_revoke(ctx: click.Context, actor: str, reason: str, conv: str, as_json: bool) -> None:
+        """Shut a lost device out: revoke everything it holds."""
+        record = _revoke(ctx.obj["home"], _actor(actor), ("read",), reason, conv)
+        _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
