@@ -120,3 +120,21 @@ def test_rooted_conversations_are_not_compacted_yet() -> None:
     conv = rooted(owner)
     with pytest.raises(ProjectionError):
         owner.checkpoint(conv, compact=True)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 40, 1000])
+def test_a_rooted_conversation_ingests_whole_in_batches_of_any_size(batch: int) -> None:
+    clock = ManualClock(T0)
+    owner, writer = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, writer, "read", "write")
+    sync(owner, writer)
+    for i in range(60):
+        writer.say(conv, "user", f"turn {i}")
+    datas = [r.data for r in writer.records(conv)]
+    fresh = device(2, clock)
+    for lo in range(0, len(datas), batch):
+        report = fresh.ingest(datas[lo:lo + batch])
+        assert not report.rejected
+    assert fresh.transcript(conv) == writer.transcript(conv)
+    assert len(fresh.transcript(conv)) == 60

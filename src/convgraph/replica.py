@@ -212,13 +212,19 @@ class Replica:
         """
         with self.store.transaction():
             now = self.clock()
+            states: dict[str, AuthorityState | None] = {}
+
+            def authority(conv: str) -> AuthorityState | None:  # brought up to date once per ingest
+                if conv not in states:
+                    states[conv] = self._authority_state(conv)
+                return states[conv]
+
             writes, report = plan_ingest(
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
-                limits=self.config.limits, conversations=conversations,
-                authority=self._authority_state,
+                limits=self.config.limits, conversations=conversations, authority=authority,
             )
             for record in writes.records:
-                if record.conv in self._authorities:
+                if states.get(record.conv) is not None:
                     self._unconfirmed(record.conv, record.cid)
             self._land(writes, report)
         self._merge_clock(report, now)
@@ -398,7 +404,10 @@ class Replica:
         fresh, cursor = self.store.since(cursor, conv)
         for cid, data in fresh:  # the store's order is a topological one
             authority_.apply(state, load_trusted(data, cid))
-        pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
+        # records added straight to the state come back from `since` once committed: count each once
+        pending = list(dict.fromkeys([*unconfirmed, *(c for c, _ in fresh)]))
+        if not self.store.in_transaction():
+            pending = []
         self._authorities[conv] = (state, cursor, pending)
         return state
 
