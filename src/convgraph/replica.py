@@ -192,6 +192,8 @@ class Replica:
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
             token = self.store.change_token()
+        if authority is not None:
+            self._confirmed([conv])
         if out:  # one assignment: a concurrent writer sees an old pair or a new one, never a mix
             self._tips = (token, {**tips, conv: ({out[-1].cid}, seq, [out[-1].hlc])})
         return out
@@ -227,6 +229,7 @@ class Replica:
                 if states.get(record.conv) is not None:
                     self._unconfirmed(record.conv, record.cid)
             self._land(writes, report)
+        self._confirmed(states)
         self._merge_clock(report, now)
         return report
 
@@ -403,7 +406,8 @@ class Replica:
         state, cursor, unconfirmed = cached or (AuthorityState(), 0, [])
         fresh, cursor = self.store.since(cursor, conv)
         for cid, data in fresh:  # the store's order is a topological one
-            authority_.apply(state, load_trusted(data, cid))
+            if cid not in state.ancestry:  # our own writes and ingests were added already
+                authority_.apply(state, load_trusted(data, cid))
         # records added straight to the state come back from `since` once committed: count each once
         pending = list(dict.fromkeys([*unconfirmed, *(c for c, _ in fresh)]))
         if not self.store.in_transaction():
@@ -415,6 +419,15 @@ class Replica:
         cached = self._authorities.get(conv)
         if cached is not None:
             cached[2].append(cid)
+
+    def _confirmed(self, convs: Iterable[str]) -> None:
+        """The outermost transaction committed: what it added to these states is stored."""
+        if self.store.in_transaction():
+            return  # a caller's transaction may still roll back: keep checking
+        for conv in convs:
+            cached = self._authorities.get(conv)
+            if cached is not None:
+                cached[2].clear()
 
     def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
         """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""

@@ -117,12 +117,21 @@ class AuthorityState:
         # reaches all of them has every authority record in its past (the common case)
         self.authority_tips: dict[int, int] = {}
         self._effective: dict[frozenset[CID] | None, frozenset[CID]] = {}
+        self._judges: dict[frozenset[CID] | None, _Judge] = {}
         self.version = 0  # bumped by every apply: answers cached under it stay valid until then
         self.cached: dict[str, tuple[int, Any]] = {}
 
     def forget_effective(self) -> None:
-        """Drop the cached effective sets: a grant or revocation was added."""
+        """Drop the cached effective sets and judges: a grant or revocation was added."""
         self._effective.clear()
+        self._judges.clear()
+
+    def judge(self, within: frozenset[CID] | None = None) -> _Judge:
+        """A judge over the effective revocations; its memos hold until a grant or revocation is added."""
+        judge = self._judges.get(within)
+        if judge is None:
+            judge = self._judges[within] = _Judge(self, self.effective(within))
+        return judge
 
     def actor_of(self, cid: CID) -> bytes:
         return self.actor_keys[self.ancestry.nodes[cid].actor]
@@ -191,8 +200,7 @@ def check(state: AuthorityState, record: Record) -> None:
     use = _incoming(state, record)
     _check_graph(state, record, use)
     within = None if _sees_all_authority(state, use.vv) else _authority_within(state, use)
-    judge = _Judge(state, state.effective(within))
-    judge.require(use, _needs(state, record), record.cid)
+    state.judge(within).require(use, _needs(state, record), record.cid)
 
 
 def who_can(
@@ -200,7 +208,7 @@ def who_can(
 ) -> Answer:
     """The answer for a record `actor` would write now on top of `heads` (§7)."""
     use = _virtual(state, actor, heads, at_ms)
-    return _Judge(state, state.effective()).answer(actor, capability, use)
+    return state.judge().answer(actor, capability, use)
 
 
 def require(state: AuthorityState, actor: bytes, kind: str, payload: Mapping[str, Any], *,
@@ -210,13 +218,13 @@ def require(state: AuthorityState, actor: bytes, kind: str, payload: Mapping[str
         return  # only the owner's key can derive the id (format.md §15.2)
     use = _virtual(state, actor, heads, at_ms)._replace(kind=kind, payload=payload)
     needs = _needs_of(state, actor, kind, payload)
-    _Judge(state, state.effective()).require(use, needs, None)
+    state.judge().require(use, needs, None)
 
 
 def members(state: AuthorityState, heads: Iterable[CID], at_ms: int) -> dict[bytes, tuple[Answer, ...]]:
     """Every actor holding `read` now, with each capability it holds (and its chain)."""
     head_list = tuple(heads)
-    judge = _Judge(state, state.effective())
+    judge = state.judge()
     candidates = set(state.grants_to) | ({state.owner} if state.owner else set())
     out: dict[bytes, tuple[Answer, ...]] = {}
     for actor in sorted(candidates):
@@ -239,7 +247,7 @@ def excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
 
 def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     k = state.effective()
-    judge = _Judge(state, k)
+    judge = state.judge()
     out = [Exclusion(u, "revoker_revoked", judge.blockers_of(u)) for u in state.revocations if u not in k]
     suspects = {state.records[u].payload["grantee"] for u in k}
     suspects |= {a for a, grants in state.grants_to.items() if not all(map(judge.authorized, grants))}
