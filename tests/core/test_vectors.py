@@ -4,6 +4,8 @@ Three kinds of check:
 * the vectors in tests/vectors/ against convgraph (sign, encode, decode, reject);
 * the same vectors against an independent path: the pure-Python `dag_cbor` encoder with
   `multiformats` CIDs, `hashlib` and PyNaCl, fed only from the JSON inputs — no convgraph code;
+  for rooted conversations, the conv id and the root rule (check 15a) from `hashlib`, `base64`
+  and `re` alone;
 * a property test: for random keys, links and byte strings (including byte strings that are
   a CID's binary form), convgraph's bytes equal dag_cbor's, and bytes stay bytes.
 """
@@ -37,7 +39,7 @@ from convgraph.core import codec, keys
 from convgraph.core.cid import CID
 from convgraph.core.hlc import MAX_COUNTER, MAX_WALL_MS
 from convgraph.core.keys import SigningKey
-from convgraph.core.kinds import KINDS
+from convgraph.core.kinds import KINDS, ROOTED_KINDS
 from convgraph.core.record import (
     DEFAULT_LIMITS,
     MAX_SEQ,
@@ -58,6 +60,8 @@ CASES = RECORDS["cases"]
 BAD = INVALID["cases"]
 
 DOMAIN = b"convgraph/record/v1\n"  # written out again on purpose: the spec, not the code
+CONV_DOMAIN = b"convgraph/conv/v1\n"  # docs/format.md §15.1, likewise
+ROOTED_ID = re.compile(r"cg1[a-z2-7]{32}")
 DAG_CBOR_SHA256 = b"\x01\x71\x12\x20"
 RAW_SHA256 = b"\x01\x55\x12\x20"
 
@@ -145,18 +149,42 @@ def independent_cid_text(data: bytes) -> str:
     return "b" + base64.b32encode(raw).decode("ascii").lower().rstrip("=")
 
 
+def independent_conv_id(owner: bytes, nonce: bytes) -> str:
+    """docs/format.md §15.1: cg1 + base32lower_nopad(sha256(domain ‖ owner ‖ nonce)[0:20])."""
+    digest = hashlib.sha256(CONV_DOMAIN + owner + nonce).digest()[:20]
+    return "cg1" + base64.b32encode(digest).decode("ascii").lower()
+
+
+def root_faults(m: dict[str, Any]) -> list[str]:
+    """The rules of check 15a (docs/format.md §15.2) that the record map `m` breaks, read from
+    the spec alone; `m` has the header and payload types its kind needs."""
+    rooted = ROOTED_ID.fullmatch(m["conv"]) is not None
+    if m["kind"] != "genesis":
+        return ["a parentless record that is not the genesis"] if rooted and m["parents"] == [] else []
+    if not rooted:
+        return ["a genesis in a legacy conversation"]
+    faults = [rule for rule, broken in (
+        ("seq", m["seq"] != 1), ("parents", m["parents"] != []), ("branch", "branch" in m),
+        ("conv", independent_conv_id(m["actor"], m["payload"]["nonce"]) != m["conv"]),
+    ) if broken]
+    return [f"a genesis with the wrong {rule}" for rule in faults]
+
+
 # --- the vector files themselves --------------------------------------------------------------
 
 
 def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
-    assert {c["inputs"]["kind"] for c in CASES} == set(KINDS)
-    assert len(KINDS) == 20
+    assert {c["inputs"]["kind"] for c in CASES} == set(ROOTED_KINDS) == set(KINDS) | {"genesis"}
+    assert len(KINDS) == 20 and len(ROOTED_KINDS) == 21
     names = {c["name"] for c in CASES}
     assert {
         "genesis_user_message", "two_parents_and_refs", "record_on_branch", "float_payload",
         "negative_and_wide_integers", "length_first_key_sort", "bytes_that_look_like_cids",
         "unicode_text", "limits_at_bounds", "payload_depth_64", "latency_ms_negative_zero",
         "latency_ms_float_at_bound", "grant_rights_all_three",
+        # rooted conversations (§15)
+        "rooted_genesis", "rooted_user_message", "rooted_grant_all_six", "rooted_revocation",
+        "rooted_decision_request",
     } <= names
     assert len(names) == len(CASES)
     shapes = {c["name"]: c["inputs"] for c in CASES}
@@ -184,6 +212,12 @@ def test_invalid_cases_cover_the_required_rules() -> None:
         "half_float_nan", "single_float_nan", "form_fault_then_bad_utf8", "two_form_faults",
         # payload types at their edges (§9.3)
         "grant_rights_unsorted", "latency_ms_negative", "latency_ms_too_large",
+        # rooted conversations: the root rule (§15.2, check 15a) and the rooted table
+        "genesis_in_legacy_conversation", "rooted_parentless_non_genesis",
+        "genesis_nonce_does_not_derive_conv", "genesis_by_stranger", "genesis_seq_2",
+        "genesis_with_parent", "genesis_with_branch", "rooted_revocation_by_target",
+        "rooted_grant_unknown_right", "rooted_grant_rights_unsorted", "genesis_nonce_15_bytes",
+        "rooted_decision_request_reviewers_unsorted",
     } <= names
 
 
@@ -204,7 +238,10 @@ def test_format_doc_shows_the_worked_example_as_generated() -> None:
     for block in blocks:
         assert block in doc, f"docs/format.md lacks this block of the worked example:\n{block}"
     table = {m.group(1) for m in re.finditer(r"^\| `([a-z_]+)` \| ", doc, re.MULTILINE)}
-    assert set(KINDS) <= table, f"kinds missing from the table in docs/format.md: {set(KINDS) - table}"
+    assert set(ROOTED_KINDS) <= table, f"kinds missing from the tables in docs/format.md: {set(ROOTED_KINDS) - table}"
+    rooted = {c["name"]: c for c in CASES}["rooted_genesis"]["inputs"]["conv"]
+    section = doc[doc.index("### 15.1"):doc.index("### 15.2")]
+    assert rooted in section, f"§15.1 of docs/format.md lacks the example id {rooted}"
 
 
 def test_the_test_key_and_its_text_forms() -> None:
@@ -273,6 +310,59 @@ def test_vector_matches_an_independent_implementation(case: dict[str, Any]) -> N
     mh = multihash.wrap(hashlib.sha256(record).digest(), "sha2-256")
     assert MfCID("base32", 1, "dag-cbor", mh).encode() == case["cid"]
     assert typed(dag_cbor.decode(record)) == typed({**unsigned, "sig": sig})
+
+
+ROOTED_CASES = [c for c in CASES if ROOTED_ID.fullmatch(c["inputs"]["conv"])]
+
+
+@by_name(ROOTED_CASES)
+def test_rooted_case_derives_its_conv_independently(case: dict[str, Any]) -> None:
+    """Every rooted case belongs to a conversation whose genesis is in the file and derives its id."""
+    conv = case["inputs"]["conv"]
+    geneses = [c["inputs"] for c in ROOTED_CASES if c["inputs"]["conv"] == conv and c["inputs"]["kind"] == "genesis"]
+    assert len(geneses) == 1
+    genesis = record_map(geneses[0], mf_link)
+    nonce = genesis["payload"]["nonce"]
+    assert type(nonce) is bytes and len(nonce) == 16
+    assert independent_conv_id(genesis["actor"], nonce) == conv and len(conv) == 35
+    assert genesis["seq"] == 1 and genesis["parents"] == [] and "branch" not in genesis
+    if case["inputs"]["kind"] != "genesis":
+        assert case["inputs"]["parents"]
+
+
+def test_the_rooted_vectors_use_the_documented_key_and_nonce() -> None:
+    genesis = {c["name"]: c for c in CASES}["rooted_genesis"]["inputs"]
+    nonce = from_json(genesis["payload"]["nonce"], mf_link)
+    assert nonce == bytes(range(16)) and genesis["actor"] == RECORDS["key"]["public_hex"]
+    assert genesis["conv"] == independent_conv_id(bytes.fromhex(RECORDS["key"]["public_hex"]), nonce)
+
+
+@by_name(CASES)
+def test_golden_case_keeps_the_root_rule_by_an_independent_reading(case: dict[str, Any]) -> None:
+    assert root_faults(record_map(case["inputs"], mf_link)) == []
+
+
+# A reject vector whose payload fault stops it before the root rule: with a 15-byte nonce
+# no key derives its conv, but check 15 (the payload) runs before check 15a.
+BEFORE_THE_ROOT_RULE = {"genesis_nonce_15_bytes"}
+
+
+@by_name([c for c in BAD if c["well_formed_dag_cbor"]])
+def test_reject_vector_breaks_the_root_rule_only_if_it_says_so(case: dict[str, Any]) -> None:
+    """Each GenesisError vector breaks exactly one rule of check 15a, read from the spec alone;
+    every other reject vector that reaches it breaks none."""
+    value = dag_cbor.decode(bytes.fromhex(case["hex"]))
+    if not (type(value) is dict and type(value.get("conv")) is str and type(value.get("kind")) is str
+            and "parents" in value):
+        assert case["error"] != "GenesisError"
+        return
+    faults = root_faults(value)
+    if case["error"] == "GenesisError":
+        assert len(faults) == 1, faults
+    elif case["name"] in BEFORE_THE_ROOT_RULE:
+        assert len(value["payload"]["nonce"]) == 15 and faults == ["a genesis with the wrong conv"]
+    else:
+        assert faults == []
 
 
 def test_independent_path_can_tell_a_wrong_record_apart() -> None:

@@ -232,8 +232,11 @@ def check_payload(kind: str, payload: Any, *, cid: object = None, rooted: bool =
     """Raise `SchemaError` unless `payload` is a valid payload of `kind`.
 
     `rooted` selects the table of a rooted conversation (docs/authority.md) over the legacy one.
+    `genesis` is known in both: in a legacy conversation the root rule refuses it (GenesisError).
     """
-    schema = (ROOTED_SCHEMAS if rooted else SCHEMAS).get(kind)
+    # docs/format.md §15.2: a legacy genesis passes check 15 only to fail check 15a, so every
+    # replica that knows rooted conversations refuses it with the same error.
+    schema = (ROOTED_SCHEMAS if rooted or kind == "genesis" else SCHEMAS).get(kind)
     if schema is None:
         raise UnknownKindError(f"unknown kind {kind[:64]!r}", cid=cid)
     if type(payload) is not dict:
