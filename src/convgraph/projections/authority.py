@@ -200,7 +200,15 @@ def check(state: AuthorityState, record: Record) -> None:
     use = _incoming(state, record)
     _check_graph(state, record, use)
     within = None if _sees_all_authority(state, use.vv) else _authority_within(state, use)
-    state.judge(within).require(use, _needs(state, record), record.cid)
+    judge, needs = state.judge(within), _needs(state, record)
+    # A record that sees every grant and revocation gets its author's answer from the heads:
+    # the same for each such record until the earliest expiry among the grants it rests on.
+    steady = within is None and record.kind not in ("grant", "revocation")
+    if steady and judge.passed(record.actor, needs, use.wall):
+        return
+    until = judge.require(use, needs, record.cid)
+    if steady:
+        judge.remember(record.actor, needs, until)
 
 
 def who_can(
@@ -301,6 +309,8 @@ class _Judge:
         self.k = effective
         self._authorized: dict[CID, bool] = {}
         self._held: dict[tuple[bytes, str, CID], tuple[_Held | None, set[CID]]] = {}
+        # (author, needs) -> until, for records that see every authority record (see `check`)
+        self._steady: dict[tuple[bytes, frozenset[str]], int | None] = {}
 
     # -- records in the state -------------------------------------------------------------
 
@@ -327,12 +337,23 @@ class _Judge:
 
     # -- any use --------------------------------------------------------------------------
 
-    def require(self, use: _Use, needs: frozenset[str], cid: CID | None) -> None:
+    def require(self, use: _Use, needs: frozenset[str], cid: CID | None) -> int | None:
+        """Raise `AuthorityError` unless `use`'s author holds `needs`; the earliest expiry (None: never)."""
+        until: int | None = None
         for cap in sorted(needs):
             held, blocked = self.holds(use.actor, cap, use)
             if held is None:
                 raise _authority_error(self.state, use.actor, cap, blocked, cid)
+            until = _earlier(until, held.until)
         _check_delegation(self, use, cid)
+        return until
+
+    def passed(self, actor: bytes, needs: frozenset[str], wall: int) -> bool:
+        until = self._steady.get((actor, needs), -1)
+        return until is None or wall < until
+
+    def remember(self, actor: bytes, needs: frozenset[str], until: int | None) -> None:
+        self._steady[(actor, needs)] = until
 
     def answer(self, actor: bytes, capability: str, use: _Use) -> Answer:
         held, blocked = self.holds(actor, capability, use)
