@@ -1,12 +1,15 @@
 """convgraph: AI-agent conversations as a signed, content-addressed causal DAG.
 
-    >>> from convgraph import ManualClock, Replica
+    >>> from convgraph import ManualClock, Replica, is_rooted
     >>> a = Replica.in_memory(clock=ManualClock())
-    >>> first = a.write("default", "user_message", {"content": "hello"})
-    >>> b = Replica.in_memory(clock=ManualClock())
-    >>> b.ingest([first.data]).accepted == [first.cid]
+    >>> conv = a.create("hello")
+    >>> is_rooted(conv)
     True
-    >>> b.heads("default") == [first.cid]
+    >>> first = a.say(conv, "user", "hello")
+    >>> b = Replica.in_memory(clock=ManualClock())
+    >>> len(b.ingest([r.data for r in a.records(conv)]).accepted)
+    2
+    >>> b.heads(conv) == [first.cid]
     True
 """
 
@@ -25,6 +28,7 @@ from convgraph.core.record import (
     sign_record,
     signing_bytes,
 )
+from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     AuthError,
@@ -38,9 +42,11 @@ from convgraph.errors import (
     CoverError,
     DecodeError,
     ForbiddenError,
+    GenesisError,
     HlcOrderError,
     InvalidTextError,
     KeyFileError,
+    LegacyConversationError,
     NonCanonicalError,
     NonceLogFullError,
     NotFoundError,
@@ -126,6 +132,7 @@ __all__ = [
     "Draft",
     "Fate",
     "ForbiddenError",
+    "GenesisError",
     "Hlc",
     "HlcOrderError",
     "HttpRemote",
@@ -135,6 +142,7 @@ __all__ = [
     "KINDS",
     "KeyFileError",
     "LastN",
+    "LegacyConversationError",
     "Limits",
     "ManualClock",
     "MemoryStore",
@@ -202,6 +210,7 @@ __all__ = [
     "check_causality",
     "check_payload",
     "compaction_of",
+    "conv_id",
     "decode",
     "decode_record",
     "encode",
@@ -210,6 +219,7 @@ __all__ = [
     "fold",
     "heads",
     "is_ancestor",
+    "is_rooted",
     "load_key",
     "missing_ancestors",
     "read_car",

@@ -252,7 +252,12 @@ class NotFoundError(ConvgraphError):
 
 class LegacyConversationError(ConvgraphError):
     """A local write into a legacy conversation (one whose id names no owner), refused because
-    anyone could have written it; `convgraph migrate` starts a rooted one from its history."""
+    anyone could have written it; `convgraph migrate` starts a rooted one from its history.
+    `conv` is the conversation's id."""
+
+    def __init__(self, message: str, *, conv: str) -> None:
+        super().__init__(message)
+        self.conv = conv
 
 
 class BindError(ConvgraphError):
