@@ -47,6 +47,7 @@ from convgraph.errors import (
     InvalidTextError,
     KeyFileError,
     LegacyConversationError,
+    MigrationError,
     NonCanonicalError,
     NonceLogFullError,
     NotFoundError,
@@ -85,6 +86,7 @@ from convgraph.graph import (
     missing_ancestors,
 )
 from convgraph.ingest import IngestReport, Rejection
+from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
 from convgraph.projections.resume import PROVIDERS, to_provider
@@ -147,6 +149,8 @@ __all__ = [
     "ManualClock",
     "MemoryStore",
     "Message",
+    "Migration",
+    "MigrationError",
     "NonCanonicalError",
     "NonceLogFullError",
     "NotFoundError",
@@ -221,6 +225,7 @@ __all__ = [
     "is_ancestor",
     "is_rooted",
     "load_key",
+    "migrate",
     "missing_ancestors",
     "read_car",
     "repair",

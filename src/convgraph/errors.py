@@ -31,6 +31,7 @@
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
     ├── LegacyConversationError     a write into a conversation that has no root of trust
+    ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
@@ -260,6 +261,10 @@ class LegacyConversationError(ConvgraphError):
         self.conv = conv
 
 
+class MigrationError(ConvgraphError):
+    """A conversation `migrate` cannot copy: only a legacy conversation has no root to take over."""
+
+
 class BindError(ConvgraphError):
     """The sync server cannot listen on `host`:`port` (taken, not allowed, or no such address)."""
 
@@ -421,6 +426,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     BranchOriginError: "branch_origin",
     RetractionTargetError: "retraction_target",
     LegacyConversationError: "legacy",
+    MigrationError: "migration",
     ProjectionError: "projection",
     RetentionRefusedError: "retention",
     CompactedError: "compacted",
