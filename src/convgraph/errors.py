@@ -32,6 +32,7 @@
     ├── NotFoundError               a CID or conversation the replica does not hold
     ├── LegacyConversationError     a write into a conversation that has no root of trust
     ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
+    ├── AliasError                  a malformed local alias, or an alias file that cannot be read
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
@@ -265,6 +266,11 @@ class MigrationError(ConvgraphError):
     """A conversation `migrate` cannot copy: only a legacy conversation has no root to take over."""
 
 
+class AliasError(ConvgraphError):
+    """A local alias that cannot be one (empty, the form of an id, …) or an alias file that
+    cannot be read or written (the CLI's `aliases.json`)."""
+
+
 class BindError(ConvgraphError):
     """The sync server cannot listen on `host`:`port` (taken, not allowed, or no such address)."""
 
@@ -427,6 +433,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     RetractionTargetError: "retraction_target",
     LegacyConversationError: "legacy",
     MigrationError: "migration",
+    AliasError: "alias",
     ProjectionError: "projection",
     RetentionRefusedError: "retention",
     CompactedError: "compacted",
