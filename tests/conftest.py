@@ -6,7 +6,7 @@ more examples, no deadline, derandomised so a CI failure reproduces).
 Legacy writes. Most suites write into legacy conversations ("c", "demo", …): they test the
 version-1 rules, which stay supported for ingest and sync. A product replica refuses such
 writes (`Config.legacy_writes` is False, docs/authority.md §2), so for the whole session every
-`Replica` made in this process is opened with `legacy_writes=True` (`_legacy_writes`). A test
+`Replica` made in this process is opened with `legacy_writes=True` (`pytest_configure`). A test
 of the product default asks for the `product_defaults` fixture (or a module sets
 `pytestmark = pytest.mark.usefixtures("product_defaults")`): its replicas keep the config they
 are given. Subprocesses (the CLI tests) never see this: they run the product as shipped.
@@ -55,15 +55,17 @@ def _allowing_legacy(init: Callable[..., None]) -> Callable[..., None]:
     return opened
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _legacy_writes() -> Iterator[None]:
-    """Every replica of the session may write legacy conversations (see the module docstring).
+def pytest_configure(config: pytest.Config) -> None:
+    """Every replica of the run may write legacy conversations (see the module docstring).
 
-    Session-wide, so module-scoped fixtures that write get it too.
+    Installed here, before collection, so test modules that write while they are imported
+    (a corpus built at module level) and fixtures of every scope get it too.
     """
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Replica, "__init__", _allowing_legacy(_PRODUCT_INIT))
-        yield
+    Replica.__init__ = _allowing_legacy(_PRODUCT_INIT)  # type: ignore[method-assign]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    Replica.__init__ = _PRODUCT_INIT  # type: ignore[method-assign]
 
 
 @pytest.fixture
