@@ -64,7 +64,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import convgraph
-from convgraph import SIGNING_DOMAIN, Draft, Replica, SqliteStore, decode_record
+from convgraph import SIGNING_DOMAIN, Config, Draft, Replica, SqliteStore, decode_record
 from convgraph.core.keys import SigningKey
 from convgraph.core.rooted import conv_id
 from convgraph.store.sqlite import Synchronous
@@ -76,6 +76,9 @@ def _default_sync() -> Synchronous:
 
 
 DEFAULT_SYNC: Synchronous = _default_sync()  # what `Replica.open` uses unless told otherwise
+# the figures are of the version-1 write path into a legacy conversation, comparable across runs;
+# a rooted conversation differs by one genesis record
+LEGACY = Config(legacy_writes=True)
 DOMAIN = b"convgraph/record/v1\n"  # the floor's own copy; checked against convgraph's below
 PFX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes
 BATCH = 1000
@@ -569,7 +572,7 @@ def run_rounds(progress: Progress, sizes: Sizes, tmp: Path) -> list[Row]:
         )
         check_floor_records(db)
         db.close()
-        writer = Replica.open(where / "write-many", synchronous=d)
+        writer = Replica.open(where / "write-many", synchronous=d, config=LEGACY)
         batched.samples.append(measure(replica_write_many, writer, drafts, tick("Replica.write_many", n)))
         datas = [data for _, data in writer.store.iter_all()]
         writer.close()
@@ -585,7 +588,7 @@ def run_rounds(progress: Progress, sizes: Sizes, tmp: Path) -> list[Row]:
             floor.samples.append(measure(floor_append, db, items[:count], 1, ticker))
             check_floor_records(db)
             db.close()
-            r = Replica.open(where / f"write-each-{sync}", synchronous=sync)
+            r = Replica.open(where / f"write-each-{sync}", synchronous=sync, config=LEGACY)
             ticker = tick(f"Replica.write, {sync}", count)
             replica_row.samples.append(measure(replica_write_each, r, items[:count], ticker))
             r.close()

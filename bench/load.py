@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
     """One client process: a thread per seed, each looping write + sync until the deadline."""
-    from convgraph import Replica, SigningKey
+    from convgraph import Config, Replica, SigningKey
     from convgraph.sync.http import HttpRemote
     from convgraph.sync.initiator import synchronize
     from convgraph.sync.peer import ReplicaPeer
@@ -59,7 +59,7 @@ def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> Non
 
     def client(seed: bytes) -> None:
         key = SigningKey(seed)
-        replica = Replica.in_memory(key)
+        replica = Replica.in_memory(key, config=Config(legacy_writes=True))  # legacy names, as measured
         own = f"own-{seed.hex()[:8]}"
         exchanges: list[float] = []
         syncs: list[float] = []

@@ -347,11 +347,13 @@ class ConvgraphPeer:
 
     def __init__(self, home: Path, variant: str) -> None:
         import convgraph
-        from convgraph import Draft, Replica
+        from convgraph import Config, Draft, Replica
 
         self.variant = variant
         self.synchronous = "FULL" if "FULL" in variant else "NORMAL"
-        self.replica = Replica.open(home / "replica", synchronous=self.synchronous)
+        # a legacy conversation: the version-1 write path the recorded figures measure
+        self.replica = Replica.open(home / "replica", synchronous=self.synchronous,
+                                    config=Config(legacy_writes=True))
         self.db = home / "replica" / "replica.sqlite"
         self.Draft = Draft
         self.each = variant.startswith("write ")

@@ -2,19 +2,30 @@
 
 Profiles: `dev` (default, quick), `ci` (selected by CI=true or HYPOTHESIS_PROFILE=ci:
 more examples, no deadline, derandomised so a CI failure reproduces).
+
+Legacy writes. Most suites write into legacy conversations ("c", "demo", …): they test the
+version-1 rules, which stay supported for ingest and sync. A product replica refuses such
+writes (`Config.legacy_writes` is False, docs/authority.md §2), so for the whole session every
+`Replica` made in this process is opened with `legacy_writes=True` (`pytest_configure`). A test
+of the product default asks for the `product_defaults` fixture (or a module sets
+`pytestmark = pytest.mark.usefixtures("product_defaults")`): its replicas keep the config they
+are given. Subprocesses (the CLI tests) never see this: they run the product as shipped.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 import pg
-from convgraph import ManualClock, Replica, SigningKey
+from convgraph import Config, ManualClock, Replica, SigningKey
 
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
@@ -31,6 +42,36 @@ settings.load_profile(PROFILE)
 IN_CI = PROFILE == "ci"
 
 TEST_SEED = bytes(range(32))  # the fixed key of the golden vectors
+
+
+_PRODUCT_INIT = Replica.__init__
+
+
+def _allowing_legacy(init: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(init)
+    def opened(self: Replica, *args: Any, config: Config | None = None, **kwargs: Any) -> None:
+        init(self, *args, config=dataclasses.replace(config or Config(), legacy_writes=True), **kwargs)
+
+    return opened
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every replica of the run may write legacy conversations (see the module docstring).
+
+    Installed here, before collection, so test modules that write while they are imported
+    (a corpus built at module level) and fixtures of every scope get it too.
+    """
+    Replica.__init__ = _allowing_legacy(_PRODUCT_INIT)  # type: ignore[method-assign]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    Replica.__init__ = _PRODUCT_INIT  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def product_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's replicas behave as shipped: a legacy conversation is read-only."""
+    monkeypatch.setattr(Replica, "__init__", _PRODUCT_INIT)
 
 
 @pytest.fixture

@@ -32,10 +32,11 @@ CONV = "shared"
 # record. `pause` (seconds, at most) between writes: 0 is a tight loop.
 WRITER = r"""
 import random, sys, time
-from convgraph import Draft, Replica
+from convgraph import Config, Draft, Replica
 home, n, seed, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 rng = random.Random(seed)
-replica = Replica.open(home)
+# a legacy conversation, as before: a child process is not under conftest's legacy_writes
+replica = Replica.open(home, config=Config(legacy_writes=True))
 print("ready", flush=True)
 sys.stdin.readline()
 written = 0

@@ -32,11 +32,12 @@ ROUNDS = 5
 # after the write (or the write_many) that made it has returned.
 CHILD = r"""
 import random, sys
-from convgraph import Draft, Replica
+from convgraph import Config, Draft, Replica
 home, synchronous, seed, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rng = random.Random(seed)
 sizes = {"single": [1], "batches": [2, 5, 16, 40], "mixed": [1, 1, 1, 3, 8]}[mode]
-replica = Replica.open(home, synchronous=synchronous)
+# a legacy conversation, as before: a child process is not under conftest's legacy_writes
+replica = Replica.open(home, synchronous=synchronous, config=Config(legacy_writes=True))
 print("ready", flush=True)
 for step in range(20_000):  # bounded, in case the parent never kills us
     k = rng.choice(sizes)

@@ -6,6 +6,8 @@ import doctest
 import re
 from pathlib import Path
 
+import pytest
+
 import convgraph
 
 
@@ -17,15 +19,17 @@ def test_all_is_sorted_and_importable() -> None:
 
 def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(convgraph) if not n.startswith("_")}
-    modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "projections", "replica", "store", "sync",
-               "server"}
+    modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "migration", "projections", "replica",
+               "server", "store", "sync"}
     assert public - modules == set(convgraph.__all__)
 
 
+@pytest.mark.usefixtures("product_defaults")  # the examples work as shipped
 def test_package_docstring_examples_run() -> None:
     assert doctest.testmod(convgraph).failed == 0
 
 
+@pytest.mark.usefixtures("product_defaults")
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: object) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     block = re.search(r"```python\n(.*?)```", readme, re.S)

@@ -1,12 +1,15 @@
 """convgraph: AI-agent conversations as a signed, content-addressed causal DAG.
 
-    >>> from convgraph import ManualClock, Replica
+    >>> from convgraph import ManualClock, Replica, is_rooted
     >>> a = Replica.in_memory(clock=ManualClock())
-    >>> first = a.write("default", "user_message", {"content": "hello"})
-    >>> b = Replica.in_memory(clock=ManualClock())
-    >>> b.ingest([first.data]).accepted == [first.cid]
+    >>> conv = a.create("hello")
+    >>> is_rooted(conv)
     True
-    >>> b.heads("default") == [first.cid]
+    >>> first = a.say(conv, "user", "hello")
+    >>> b = Replica.in_memory(clock=ManualClock())
+    >>> len(b.ingest([r.data for r in a.records(conv)]).accepted)
+    2
+    >>> b.heads(conv) == [first.cid]
     True
 """
 
@@ -25,8 +28,10 @@ from convgraph.core.record import (
     sign_record,
     signing_bytes,
 )
+from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
+    AliasError,
     AuthError,
     BindError,
     CarError,
@@ -38,9 +43,12 @@ from convgraph.errors import (
     CoverError,
     DecodeError,
     ForbiddenError,
+    GenesisError,
     HlcOrderError,
     InvalidTextError,
     KeyFileError,
+    LegacyConversationError,
+    MigrationError,
     NonCanonicalError,
     NonceLogFullError,
     NotFoundError,
@@ -79,6 +87,7 @@ from convgraph.graph import (
     missing_ancestors,
 )
 from convgraph.ingest import IngestReport, Rejection
+from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
 from convgraph.projections.resume import PROVIDERS, to_provider
@@ -105,6 +114,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdoptionPolicy",
+    "AliasError",
     "AuthError",
     "BindError",
     "CID",
@@ -126,6 +136,7 @@ __all__ = [
     "Draft",
     "Fate",
     "ForbiddenError",
+    "GenesisError",
     "Hlc",
     "HlcOrderError",
     "HttpRemote",
@@ -135,10 +146,13 @@ __all__ = [
     "KINDS",
     "KeyFileError",
     "LastN",
+    "LegacyConversationError",
     "Limits",
     "ManualClock",
     "MemoryStore",
     "Message",
+    "Migration",
+    "MigrationError",
     "NonCanonicalError",
     "NonceLogFullError",
     "NotFoundError",
@@ -202,6 +216,7 @@ __all__ = [
     "check_causality",
     "check_payload",
     "compaction_of",
+    "conv_id",
     "decode",
     "decode_record",
     "encode",
@@ -210,7 +225,9 @@ __all__ = [
     "fold",
     "heads",
     "is_ancestor",
+    "is_rooted",
     "load_key",
+    "migrate",
     "missing_ancestors",
     "read_car",
     "repair",

@@ -31,6 +31,8 @@
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
     ├── LegacyConversationError     a write into a conversation that has no root of trust
+    ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
+    ├── AliasError                  a malformed local alias, or an alias file that cannot be read
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
@@ -252,7 +254,21 @@ class NotFoundError(ConvgraphError):
 
 class LegacyConversationError(ConvgraphError):
     """A local write into a legacy conversation (one whose id names no owner), refused because
-    anyone could have written it; `convgraph migrate` starts a rooted one from its history."""
+    anyone could have written it; `convgraph migrate` starts a rooted one from its history.
+    `conv` is the conversation's id."""
+
+    def __init__(self, message: str, *, conv: str) -> None:
+        super().__init__(message)
+        self.conv = conv
+
+
+class MigrationError(ConvgraphError):
+    """A conversation `migrate` cannot copy: only a legacy conversation has no root to take over."""
+
+
+class AliasError(ConvgraphError):
+    """A local alias that cannot be one (empty, the form of an id, …) or an alias file that
+    cannot be read or written (the CLI's `aliases.json`)."""
 
 
 class BindError(ConvgraphError):
@@ -416,6 +432,8 @@ _RULES: dict[type[ConvgraphError], str] = {
     BranchOriginError: "branch_origin",
     RetractionTargetError: "retraction_target",
     LegacyConversationError: "legacy",
+    MigrationError: "migration",
+    AliasError: "alias",
     ProjectionError: "projection",
     RetentionRefusedError: "retention",
     CompactedError: "compacted",

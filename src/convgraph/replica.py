@@ -9,6 +9,8 @@ to each. Invariant: the store only ever holds records that passed every ingest r
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
 from convgraph.core.keys import SigningKey, load_key, save_key
+from convgraph.core.kinds import NONCE_LEN
 from convgraph.core.record import (
     DEFAULT_LIMITS,
     Limits,
@@ -28,13 +31,15 @@ from convgraph.core.record import (
     load_trusted,
     sign_record,
 )
-from convgraph.core.rooted import is_rooted
+from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.text import check_text
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     CausalityError,
     CompactedError,
     ConvgraphError,
+    GenesisError,
+    LegacyConversationError,
     NotFoundError,
     ProjectionError,
     SnapshotError,
@@ -69,11 +74,17 @@ class Draft:
 
 @dataclass(frozen=True)
 class Config:
-    """Policy a replica applies to what it ingests."""
+    """Policy a replica applies to what it ingests and writes.
+
+    `legacy_writes` lets it author records in legacy conversations (ids that name no owner,
+    docs/authority.md §2); without it a local write there raises `LegacyConversationError`.
+    What it ingests and syncs never depends on it.
+    """
 
     limits: Limits = DEFAULT_LIMITS
     max_drift_ms: int = DEFAULT_MAX_DRIFT_MS
     quarantine: QuarantineBounds = field(default_factory=QuarantineBounds)
+    legacy_writes: bool = False
 
 
 @dataclass
@@ -152,6 +163,33 @@ class Replica:
         """This replica's actor id: its Ed25519 public key."""
         return self.key.public
 
+    def create(
+        self,
+        title: str | None = None,
+        *,
+        nonce: bytes | None = None,
+        migrated_from: str | None = None,
+        refs: Sequence[CID] = (),
+    ) -> str:
+        """Root a new conversation owned by this replica's key; returns its id (`conv_id`).
+
+        Writes the genesis (docs/authority.md §2): seq 1, no parents, payload `{nonce, title?,
+        migrated_from?}`, the nonce random unless given. Raises `GenesisError` when the id is
+        taken already (the same nonce twice): a conversation has one root.
+        """
+        nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
+        conv = conv_id(self.actor, nonce)
+        payload: dict[str, Any] = {"nonce": nonce}
+        if title is not None:
+            payload["title"] = title
+        if migrated_from is not None:
+            payload["migrated_from"] = migrated_from
+        with self.store.transaction():  # the check and the genesis in one step: no second root
+            if self.store.heads(conv):
+                raise GenesisError(f"conversation {conv} exists already: pick another nonce")
+            self.write(conv, "genesis", payload, refs=refs)
+        return conv
+
     def write(
         self,
         conv: str,
@@ -165,8 +203,17 @@ class Replica:
         return self.write_many(conv, [Draft(kind, payload, refs, branch)])[0]
 
     def write_many(self, conv: str, drafts: Iterable[Draft]) -> list[Record]:
-        """Author a run of records in one transaction: each one's parent is the previous."""
+        """Author a run of records in one transaction: each one's parent is the previous.
+
+        Raises `LegacyConversationError` for a legacy `conv` unless `config.legacy_writes`.
+        """
         check_text(conv, "conv")  # before the store is asked about it
+        if not (self.config.legacy_writes or is_rooted(conv)):
+            raise LegacyConversationError(
+                f"{conv[:64]!r} is a legacy conversation (its id names no owner), so this replica "
+                f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
+                conv=conv,
+            )
         out: list[Record] = []
         with self.store.transaction():
             token, tips = self._tips

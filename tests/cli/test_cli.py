@@ -35,17 +35,22 @@ def test_init_json(home: Path) -> None:
 
 
 def test_append_log_show(home: Path) -> None:
+    conv = run(home, "new", "a test", "--alias", "t").stdout.strip()
     first = run(home, "append", "user_message", '{"content": "hello graph"}', "--conv", "t").stdout.strip()
     second = json.loads(run(home, "append", "agent_message", '{"content": "hi back"}', "--conv", "t",
                             "--ref", first, "--json").stdout)
     assert second["parents"] == [{"/": first}] and second["refs"] == [{"/": first}]
+    assert second["conv"] == conv
     log = json.loads(run(home, "log", "--conv", "t", "--json").stdout)
-    assert [r["cid"] for r in log["records"]] == [first, second["cid"]]
-    assert log["heads"] == [second["cid"]]
+    assert log["conv"] == conv and [r["kind"] for r in log["records"]] == ["genesis", "user_message",
+                                                                          "agent_message"]
+    assert [r["cid"] for r in log["records"]][1:] == [first, second["cid"]]
+    assert log["heads"] == [second["cid"]] and log == json.loads(run(home, "log", "--conv", conv, "--json").stdout)
     table = run(home, "log", "--conv", "t").stdout
-    assert "hello graph" in table and "2 records, 1 head(s)" in table
+    assert "hello graph" in table and "3 records, 1 head(s)" in table
     graph = run(home, "log", "--conv", "t", "--graph").stdout.splitlines()
     assert graph[0].startswith("*") and "hi back" in graph[0] and "hello graph" in graph[1]
+    assert "genesis  a test" in graph[2]
     shown = run(home, "show", first).stdout
     assert "hello graph" in shown and "user_message" in shown
     assert json.loads(run(home, "show", first, "--json").stdout)["cid"] == first
@@ -66,8 +71,8 @@ def test_bad_input_is_a_clear_error(home: Path) -> None:
 
 def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
     home = tmp_path / "r"
-    cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()
-    assert json.loads(run(home, "verify", "--json").stdout) == {"checked": 1, "ok": True, "failures": [], "headers_only": 0}
+    cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()  # and its genesis
+    assert json.loads(run(home, "verify", "--json").stdout) == {"checked": 2, "ok": True, "failures": [], "headers_only": 0}
     db = sqlite3.connect(home / "replica.sqlite")
     db.execute("UPDATE records SET data = replace(data, CAST('keep' AS BLOB), CAST('kept' AS BLOB))")
     db.commit()
@@ -81,3 +86,5 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
     assert "Same history on both replicas: yes" in out
     assert "rejected: signature" in out
     assert out.count("in sync") == 3 and "STILL DIFFERENT" not in out
+    assert 'The laptop starts a conversation, "trip planning": cg1' in out  # a rooted one
+    assert "genesis  trip planning" in out and "grant " in out and "read, write" in out

@@ -55,7 +55,7 @@ def test_branch_merge_and_checkpoint(tmp_path: Path) -> None:
     main = [t["content"][0]["text"] for t in json.loads(run(home, "transcript", "--format", "json").stdout)["turns"]]
     assert main == ["plan a trip", "Lisbon?", "Porto it is"]
     body = json.loads(run(home, "checkpoint", "--compact", "--json").stdout)
-    assert body["count"] == 5
+    assert body["count"] == 6  # the genesis of the `default` conversation, the first `say` made
     after = [t["content"][0]["text"] for t in json.loads(run(home, "transcript", "--format", "json").stdout)["turns"]]
     assert after == main
     assert "records checked, 0 failed" in run(home, "verify").stdout

@@ -2,7 +2,9 @@
 
 Replica to replica through a directory, then client to server to client over HTTP with a
 `convgraph serve` process on a free port of 127.0.0.1 (always stopped, even when a test
-fails), then the refusals: a key the server does not admit, a target that is nothing.
+fails), then the refusals: a key the server does not admit, a target that is nothing. The
+legacy conversations these sync are written in process (`legacy_say`): the CLI writes only
+rooted ones, and sync treats both alike.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from convgraph import Config, Replica
+
 CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "200"}
 
@@ -29,6 +33,13 @@ def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
+
+
+def legacy_say(home: Path, conv: str, text: str, role: str = "user") -> str:
+    """Write a turn into legacy conversation `conv` of the replica in `home`, as a version-1
+    writer would have; returns its CID."""
+    with Replica.open(home, config=Config(legacy_writes=True)) as replica:
+        return str(replica.say(conv, role, text).cid)
 
 
 def actor(home: Path) -> str:
@@ -53,10 +64,10 @@ def one_line(text: str) -> str:
 
 
 def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"  # `say` makes each replica
-    run(a, "say", "from a", "--conv", "c")
-    run(a, "say", "only a has d", "--conv", "d")
-    run(b, "say", "from b", "--conv", "c", "--role", "assistant")
+    a, b = tmp_path / "a", tmp_path / "b"
+    legacy_say(a, "c", "from a")
+    legacy_say(a, "d", "only a has d")
+    legacy_say(b, "c", "from b", "assistant")
 
     first = sync(a, str(b))
     assert first["ok"] is True and first["target"] == str(b)
@@ -79,6 +90,20 @@ def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
 
     text = run(b, "sync", str(a), "--conv", "c").stdout
     assert "c: received 0 (of 0), sent 0 (0 accepted, 0 released, 0 duplicate), converged" in text and "1 round trips" in text
+
+
+def test_a_rooted_conversation_syncs_by_its_alias_and_arrives_with_its_title(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(b, "init")
+    conv = run(a, "new", "trip", "--alias", "trip").stdout.strip()
+    run(a, "say", "Plan three days in Lisbon.", "--conv", "trip")
+    summary = sync(a, str(b), "trip")  # the alias is resolved here: the id is what is synced
+    assert summary["ok"] is True and set(summary["conversations"]) == {conv}  # type: ignore[arg-type]
+    assert transcript(b, conv) == transcript(a, "trip")
+    (listed,) = json.loads(run(b, "conversations", "--json").stdout)["conversations"]
+    owner = json.loads(run(a, "init", "--json").stdout)["fingerprint"]
+    assert listed == {"conv": conv, "aliases": [], "legacy": False, "owner": owner, "records": 2, "title": "trip"}
+    assert not (b / "aliases.json").exists()  # aliases never leave the machine
 
 
 def free_port() -> int:
@@ -125,8 +150,8 @@ def serve(tmp_path: Path) -> Iterator[object]:
 def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) -> None:
     a, b2 = tmp_path / "a", tmp_path / "b2"
     a_id, b2_id = actor(a), actor(b2)
-    run(a, "say", "a says hello", "--conv", "c")
-    run(a, "say", "and then this", "--conv", "c", "--role", "assistant")
+    legacy_say(a, "c", "a says hello")
+    legacy_say(a, "c", "and then this", "assistant")
     access = tmp_path / "access.json"
     access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
     url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
@@ -146,16 +171,16 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     assert mine == theirs and len(mine["turns"]) == 2  # type: ignore[arg-type]
 
     # a read-only key's push: the summary names the record by its real CID and says why
-    said = run(b2, "say", "b2 may read c but not write it", "--conv", "c", "--json").stdout
+    said = legacy_say(b2, "c", "b2 may read c but not write it")
     refused = run(b2, "sync", url, "--conv", "c", ok=False)
     assert refused.returncode == 1 and "not converged: 1 record rejected by the peer" in refused.stdout
-    assert f"rejected {json.loads(said)['cid']}: forbidden" in refused.stdout, refused.stdout
+    assert f"rejected {said}: forbidden" in refused.stdout, refused.stdout
 
 
 
 def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Path, serve: object) -> None:
     a, stranger = tmp_path / "a", tmp_path / "stranger"  # the stranger's replica is made by its `sync`
-    run(a, "say", "for a only", "--conv", "c")
+    legacy_say(a, "c", "for a only")
     url = serve("--allow", f"{actor(a)}=c")  # type: ignore[operator]
     refused = run(stranger, "sync", url, "--conv", "c", ok=False)
     message = one_line(refused.stderr)
@@ -195,10 +220,10 @@ def test_sync_gives_up_at_its_timeout_against_a_server_that_dribbles(tmp_path: P
     from sync.hostile import Dribbler
 
     home = tmp_path / "a"
-    run(home, "say", "hello", "--conv", "c")
+    run(home, "say", "hello")
     with Dribbler(content_type="application/vnd.convgraph.sync", interval=0.5, total=60) as server:
         start = time.monotonic()
-        proc = run(home, "sync", server.url, "--conv", "c", "--timeout", "2", ok=False)
+        proc = run(home, "sync", server.url, "--conv", "default", "--timeout", "2", ok=False)
         elapsed = time.monotonic() - start
         assert server.hung_up.wait(5)  # the client hung up while the server still had bytes to send
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

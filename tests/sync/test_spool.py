@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from convgraph import Replica, transcript_bytes
+from convgraph import Config, Replica, transcript_bytes
 from convgraph.errors import ProtocolError, SyncTimeoutError, TransportError
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
@@ -77,8 +77,9 @@ def test_a_sync_through_a_spool_nobody_serves_ends_at_its_deadline(tmp_path: Pat
 def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "convgraph.cli"]
     run = lambda *a: subprocess.run([*cli, *a], check=False, capture_output=True, text=True, timeout=60)  # noqa: E731
-    assert run("--home", str(tmp_path / "b"), "say", "--conv", "c", "from b").returncode == 0
-    assert run("--home", str(tmp_path / "a"), "say", "--conv", "c", "from a").returncode == 0
+    for side in ("b", "a"):  # a legacy conversation both wrote (the CLI writes only rooted ones)
+        with Replica.open(tmp_path / side, config=Config(legacy_writes=True)) as replica:
+            replica.say("c", "user", f"from {side}")
     spool = tmp_path / "spool"
     server = subprocess.Popen([*cli, "--home", str(tmp_path / "b"), "serve", "--spool", str(spool)],
                               stderr=subprocess.DEVNULL)

@@ -69,19 +69,30 @@ def _print_import(s: ImportSummary) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `export` and `import` to `cli`."""
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, error_line, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
+        TEXT,
+        _emit,
+        _errors,
+        _replica,
+        conversation,
+        err,
+        error_line,
+        json_option,
+        out,
+    )
 
     @cli.command("export")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--conv", "convs", multiple=True, type=TEXT,
-                  help="Conversation to export (repeatable; default all).")
+                  help="Conversation to export: alias, id or legacy name (repeatable; default all).")
     @json_option
     @click.pass_context
     @_errors
     def export(ctx: click.Context, file: Path, convs: tuple[str, ...], as_json: bool) -> None:
         """Write the conversations' records to FILE as a CARv1, their heads as roots."""
+        names = tuple(conversation(ctx, c) for c in convs)
         with _replica(ctx) as r:
-            result = export_car(r, file, convs)
+            result = export_car(r, file, names)
         if as_json:
             _emit(result)
             return

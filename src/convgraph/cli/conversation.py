@@ -50,7 +50,17 @@ def _tool_call(text: str) -> ToolCall:
 
 def register(cli: click.Group) -> None:
     """Add the conversation commands to `cli`."""
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
+        TEXT,
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        conversation,
+        json_option,
+        out,
+        writing,
+    )
 
     @cli.command()
     @click.argument("text", type=TEXT)
@@ -66,13 +76,13 @@ def register(cli: click.Group) -> None:
     @_errors
     def say(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, text: str, role: str, tool_calls: tuple[str, ...], tool_use_id: str | None,
-        is_error: bool, branch: str | None, conv: str, as_json: bool,
+        is_error: bool, branch: str | None, conv: str | None, as_json: bool,
     ) -> None:
         """Append one turn (TEXT) to the conversation as --role."""
         calls = [_tool_call(c) for c in tool_calls]
-        with _replica(ctx) as r:
-            rec = r.say(conv, role, text, tool_calls=calls, tool_use_id=tool_use_id, is_error=is_error,
-                        branch=branch)
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.say(target, role, text, tool_calls=calls,
+                        tool_use_id=tool_use_id, is_error=is_error, branch=branch)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
     @cli.command()
@@ -83,15 +93,18 @@ def register(cli: click.Group) -> None:
     @conv_option
     @click.pass_context
     @_errors
-    def transcript(ctx: click.Context, fmt: str, last: int | None, branch: str | None, conv: str) -> None:
+    def transcript(
+        ctx: click.Context, fmt: str, last: int | None, branch: str | None, conv: str | None
+    ) -> None:
         """The conversation's transcript: turns in canonical order, repaired for a provider."""
+        target = conversation(ctx, conv)
         with _replica(ctx) as r:
             if fmt in PROVIDERS:
-                _emit(to_json(r.resume(conv, fmt, last=last, branch=branch)))
+                _emit(to_json(r.resume(target, fmt, last=last, branch=branch)))
                 return
-            turns = r.transcript(conv, branch=branch, last=last)
+            turns = r.transcript(target, branch=branch, last=last)
         if fmt == "json":
-            _emit({"conv": conv, "branch": branch, "turns": [_turn_json(t) for t in turns]})
+            _emit({"conv": target, "branch": branch, "turns": [_turn_json(t) for t in turns]})
             return
         table = Table("op", "author", "role", "content", box=None)
         for t in turns:
@@ -113,11 +126,11 @@ def register(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def branch(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, name: str, at: str, purpose: str | None, conv: str, as_json: bool
+        ctx: click.Context, name: str, at: str, purpose: str | None, conv: str | None, as_json: bool
     ) -> None:
         """Fork the conversation at record --at as branch NAME (then `say --branch NAME`)."""
-        with _replica(ctx) as r:
-            rec = r.branch(conv, name, CID.parse(at), purpose=purpose)
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.branch(target, name, CID.parse(at), purpose=purpose)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
     @cli.command()
@@ -129,12 +142,12 @@ def register(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def merge(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, name: str, accepted: tuple[str, ...], summary: str | None, conv: str,
+        ctx: click.Context, name: str, accepted: tuple[str, ...], summary: str | None, conv: str | None,
         as_json: bool,
     ) -> None:
         """Merge branch NAME into main: join every head, recording what was accepted."""
-        with _replica(ctx) as r:
-            rec = r.merge(conv, name, accepted=[CID.parse(c) for c in accepted], content=summary)
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.merge(target, name, accepted=[CID.parse(c) for c in accepted], content=summary)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
     @cli.command()
@@ -143,9 +156,9 @@ def register(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def checkpoint(ctx: click.Context, compact: bool, conv: str, as_json: bool) -> None:
+    def checkpoint(ctx: click.Context, compact: bool, conv: str | None, as_json: bool) -> None:
         """Sign a checkpoint of the conversation's folded state (and compact behind it)."""
-        with _replica(ctx) as r:
-            rec = r.checkpoint(conv, compact=compact)
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.checkpoint(target, compact=compact)
         body = {"cid": str(rec.cid), "count": rec.payload["count"], "snapshot": str(rec.payload["snapshot"])}
         _emit(body) if as_json else out.print(f"{body['cid']}  ({body['count']} records)")

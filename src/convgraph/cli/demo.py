@@ -1,9 +1,10 @@
 """The end-to-end demo behind `convgraph demo` (and `scripts/demo`).
 
-Two devices of one user hold SQLite replicas of one conversation. They write at the same
-moment without seeing each other, exchange their records, join the two lines with the
-next write, refuse a tampered copy, verify everything and agree on one history; then
-both fold the same transcript and resume it, valid, for each provider.
+Two devices of one user hold SQLite replicas of one rooted conversation: the laptop's key
+owns it (its id is derived from that key) and grants the phone's key read and write. They
+write at the same moment without seeing each other, exchange their records, join the two
+lines with the next write, refuse a tampered copy, verify everything and agree on one
+history; then both fold the same transcript and resume it, valid, for each provider.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from convgraph.projections.transcript import transcript_cid
 from convgraph.replica import Replica
 from convgraph.sync.local import sync_replicas
 
-CONV = "trip-planning"
+TITLE = "trip planning"
 
 
-def _sync(out: Console, laptop: Replica, phone: Replica) -> None:
+def _sync(out: Console, laptop: Replica, phone: Replica, conv_id: str) -> None:
     """Reconcile the conversation both ways with the sync protocol (in process)."""
-    report = sync_replicas(laptop, phone, [CONV])
-    conv = report.convs[CONV]
+    report = sync_replicas(laptop, phone, [conv_id])
+    conv = report.convs[conv_id]
     out.print(
         f"  sync: {report.round_trips} round trip(s), {report.bytes_sent + report.bytes_received} bytes; "
         f"laptop received {conv.accepted_here}, phone received {conv.accepted_there}; "
@@ -39,8 +40,8 @@ def _sync(out: Console, laptop: Replica, phone: Replica) -> None:
     )
 
 
-def _digest(replica: Replica) -> str:
-    order = b"".join(bytes(r.cid) for r in replica.records(CONV))
+def _digest(replica: Replica, conv: str) -> str:
+    order = b"".join(bytes(r.cid) for r in replica.records(conv))
     return hashlib.sha256(order).hexdigest()[:16]
 
 
@@ -52,38 +53,43 @@ def run(out: Console, where: Path | None) -> None:
         with laptop, phone:
             out.print(f"[bold]Two replicas[/bold] in {escape(str(base))}", markup=True)
             out.print(f"  laptop actor {fingerprint(laptop.actor)}, phone actor {fingerprint(phone.actor)}")
-            laptop.write(CONV, "user_message", {"role": "user", "content": "Plan three days in Lisbon."})
-            _sync(out, laptop, phone)
+            conv = laptop.create(TITLE)
+            out.print(f'[bold]The laptop starts a conversation[/bold], "{TITLE}": {conv}', markup=True)
+            out.print("  its id is derived from the laptop's key, so the laptop owns it")
+            laptop.write(conv, "grant", {"grantee": phone.actor, "rights": ["read", "write"]})
+            out.print(f"  and grants the phone ({fingerprint(phone.actor)[:8]}) read and write")
+            laptop.write(conv, "user_message", {"role": "user", "content": "Plan three days in Lisbon."})
+            _sync(out, laptop, phone, conv)
 
             out.print("[bold]Both write at the same moment[/bold], neither sees the other:", markup=True)
             barrier = threading.Barrier(2)
 
             def on_laptop() -> None:
                 barrier.wait()
-                laptop.write(CONV, "agent_message", {
+                laptop.write(conv, "agent_message", {
                     "role": "assistant", "content": "Day 1: Alfama and the castle.",
                     "tool_calls": [{"id": "call_1", "name": "weather", "input": {"city": "Lisbon"}}],
                 })
-                laptop.write(CONV, "tool_result", {"tool_use_id": "call_1", "content": "sunny, 24 C"})
+                laptop.write(conv, "tool_result", {"tool_use_id": "call_1", "content": "sunny, 24 C"})
 
             def on_phone() -> None:
                 barrier.wait()
-                phone.write(CONV, "user_message", {"role": "user", "content": "Budget is 800 EUR."})
+                phone.write(conv, "user_message", {"role": "user", "content": "Budget is 800 EUR."})
 
             threads = [threading.Thread(target=on_laptop), threading.Thread(target=on_phone)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            out.print(f"  laptop heads {len(laptop.heads(CONV))}, phone heads {len(phone.heads(CONV))}")
-            _sync(out, laptop, phone)
-            out.print(f"  after sync: {len(laptop.heads(CONV))} heads on each side (a fork)")
+            out.print(f"  laptop heads {len(laptop.heads(conv))}, phone heads {len(phone.heads(conv))}")
+            _sync(out, laptop, phone, conv)
+            out.print(f"  after sync: {len(laptop.heads(conv))} heads on each side (a fork)")
 
-            joined = laptop.write(CONV, "agent_message", {
+            joined = laptop.write(conv, "agent_message", {
                 "role": "assistant", "content": "Noted the 800 EUR budget; here is the revised plan.",
             })
             out.print(f"  the next write names {len(joined.parents)} parents, joining the lines")
-            _sync(out, laptop, phone)
+            _sync(out, laptop, phone, conv)
 
             out.print("[bold]A tampered copy is refused[/bold]:", markup=True)
             forged = bytearray(joined.data)
@@ -100,21 +106,21 @@ def run(out: Console, where: Path | None) -> None:
                     raise SystemExit(1)
 
             out.print("[bold]The DAG[/bold] (newest first):", markup=True)
-            for line in graph_view.render(laptop.records(CONV), _label):
+            for line in graph_view.render(laptop.records(conv), _label):
                 out.print("  " + line)
-            same = laptop.heads(CONV) == phone.heads(CONV) and _digest(laptop) == _digest(phone)
+            same = laptop.heads(conv) == phone.heads(conv) and _digest(laptop, conv) == _digest(phone, conv)
             out.print(
                 f"[bold]Same history on both replicas:[/bold] {'yes' if same else 'NO'} "
-                f"(order digest {_digest(laptop)})", markup=True,
+                f"(order digest {_digest(laptop, conv)})", markup=True,
             )
             if not same:
                 raise SystemExit(1)
-            _resume(out, laptop, phone)
+            _resume(out, laptop, phone, conv)
 
 
-def _resume(out: Console, laptop: Replica, phone: Replica) -> None:
+def _resume(out: Console, laptop: Replica, phone: Replica, conv: str) -> None:
     """The transcript both replicas fold, and the provider requests it resumes to."""
-    mine, theirs = laptop.transcript(CONV), phone.transcript(CONV)
+    mine, theirs = laptop.transcript(conv), phone.transcript(conv)
     same = transcript_cid(mine) == transcript_cid(theirs)
     out.print(f"[bold]The transcript[/bold] ({len(mine)} turns, same on both: {'yes' if same else 'NO'}):",
               markup=True)
@@ -124,7 +130,7 @@ def _resume(out: Console, laptop: Replica, phone: Replica) -> None:
     out.print("[bold]Resumed for each provider[/bold] (repaired, then checked against its rules):",
               markup=True)
     for provider in PROVIDERS:
-        wire = laptop.resume(CONV, provider)
+        wire = laptop.resume(conv, provider)
         faults = validity.check(provider, wire)
         out.print(f"  {provider:17} {len(wire)} entries, {len(faults)} violations")
         if faults or not same:

@@ -1,11 +1,14 @@
 """The `convgraph` command: a thin shell over `Replica` (argument parsing and output only).
 
 Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`) and, where
-it concerns one conversation, `--conv C` (default `default`); `--json` prints machine
-output on stdout. A `ConvgraphError` exits 2 with its message; `verify` exits 1 when any
-stored record fails. Text that others wrote (record content, names, a server's words)
-reaches the terminal only through `safe_text`, and the consoles read no Rich markup, so
-no control sequence or "[style]" in it acts on the terminal.
+it concerns one conversation, `--conv C`: a local alias, a rooted conversation id, or the
+literal name of a legacy conversation (`aliases.resolve`). Without it, the conversation is
+the alias `default`; the first write with no such alias creates a rooted conversation and
+aliases it `default`. `--json` prints machine output on stdout. A `ConvgraphError` exits 2
+with its message; `verify` exits 1 when any stored record fails. Text that others wrote
+(record content, names, a server's words) reaches the terminal only through `safe_text`,
+and the consoles read no Rich markup, so no control sequence or "[style]" in it acts on
+the terminal.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from rich.highlighter import JSONHighlighter
 from rich.table import Table
 from rich.text import Text
 
-from convgraph.cli import graph_view, safe_text
+from convgraph.cli import aliases, graph_view, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import actor_text, fingerprint
@@ -64,6 +67,34 @@ def _replica(ctx: click.Context) -> Iterator[Replica]:
         yield replica
 
 
+def conversation(ctx: click.Context, name: str | None) -> str:
+    """The conversation `--conv name` stands for, to read: with no name, the alias `default`,
+    or the legacy conversation `default` an older replica wrote when there is no such alias."""
+    table = aliases.load(ctx.obj["home"])
+    return aliases.resolve(table, aliases.DEFAULT if name is None else name)
+
+
+@contextmanager
+def writing(ctx: click.Context, replica: Replica, name: str | None) -> Iterator[str]:
+    """The conversation to write in, as `conversation(name)`; except that with no name and no
+    `default` alias it roots a new conversation and aliases it `default`, together with the
+    caller's write: if that fails, neither the conversation nor the alias is left behind."""
+    if name is not None or aliases.DEFAULT in aliases.load(ctx.obj["home"]):
+        yield conversation(ctx, name)
+        return
+    with aliases.editing(ctx.obj["home"]) as table:
+        if aliases.DEFAULT in table:  # another process made it while we waited for the lock
+            yield table[aliases.DEFAULT]
+            return
+        with replica.store.transaction():
+            conv = table[aliases.DEFAULT] = replica.create()
+            yield conv
+    err.print(f"created conversation {conv}, alias {aliases.DEFAULT!r}")
+    if replica.heads(aliases.DEFAULT):
+        err.print(f"the legacy conversation {aliases.DEFAULT!r} is left as it was: "
+                  f"`convgraph migrate {aliases.DEFAULT}` copies it into a rooted one")
+
+
 def record_json(r: Record) -> dict[str, Any]:
     """A record as JSON: its fields in DAG-JSON form plus `cid` and the actor's fingerprint."""
     body = to_json(r.to_map())
@@ -72,13 +103,20 @@ def record_json(r: Record) -> dict[str, Any]:
     return {"cid": str(r.cid), "fingerprint": fingerprint(r.actor), **body}
 
 
+_SUMMARY_FIELDS = ("content", "text", "body", "question", "name", "title")
+
+
 def summary(r: Record, width: int = 60) -> str:
     """One line saying what a record holds, for listings."""
     p = r.payload
-    text = p.get("content", p.get("text", p.get("body", p.get("question", p.get("name", "")))))
-    if not isinstance(text, str):
-        text = json.dumps(to_json(text), separators=(",", ":"))
-    text = safe_text.line(" ".join(text.split()))
+    raw: Any
+    if r.kind in ("grant", "revocation") and "rights" in p:  # whom it concerns, not a text
+        raw = f"{fingerprint(p['grantee'])[:8]} {', '.join(p['rights'])}"
+    else:
+        raw = next((p[f] for f in _SUMMARY_FIELDS if f in p), "")
+    if not isinstance(raw, str):
+        raw = json.dumps(to_json(raw), separators=(",", ":"))
+    text = safe_text.line(" ".join(raw.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -118,7 +156,10 @@ class _Text(click.types.StringParamType):
 
 
 TEXT = _Text()
-conv_option = click.option("--conv", default="default", show_default=True, type=TEXT, help="Conversation id.")
+conv_option = click.option(
+    "--conv", default=None, type=TEXT,
+    help="Conversation: an alias, a rooted id or a legacy name.  [default: the alias 'default']",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -149,7 +190,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
 @_errors
 def append(  # noqa: PLR0917 - click passes options positionally
     ctx: click.Context, kind: str, payload: str, refs: tuple[str, ...], branch: str | None,
-    conv: str, as_json: bool,
+    conv: str | None, as_json: bool,
 ) -> None:
     """Append a record of KIND with PAYLOAD (a DAG-JSON object) to the conversation."""
     try:
@@ -158,8 +199,8 @@ def append(  # noqa: PLR0917 - click passes options positionally
         raise click.BadParameter(f"payload is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise click.BadParameter("payload must be a JSON object")
-    with _replica(ctx) as r:
-        rec = r.write(conv, kind, body, refs=[CID.parse(x) for x in refs], branch=branch)
+    with _replica(ctx) as r, writing(ctx, r, conv) as target:
+        rec = r.write(target, kind, body, refs=[CID.parse(x) for x in refs], branch=branch)
     if as_json:
         _emit(record_json(rec))
     else:
@@ -173,13 +214,15 @@ def append(  # noqa: PLR0917 - click passes options positionally
 @json_option
 @click.pass_context
 @_errors
-def log(ctx: click.Context, conv: str, graph: bool, last: int | None, as_json: bool) -> None:
+def log(ctx: click.Context, conv: str | None, graph: bool, last: int | None, as_json: bool) -> None:
     """The conversation's records in canonical order."""
+    target = conversation(ctx, conv)
     with _replica(ctx) as r:
-        records = r.records(conv, last=last)
-        heads = r.heads(conv)
+        records = r.records(target, last=last)
+        heads = r.heads(target)
     if as_json:
-        _emit({"conv": conv, "heads": [str(h) for h in heads], "records": [record_json(x) for x in records]})
+        _emit({"conv": target, "heads": [str(h) for h in heads],
+               "records": [record_json(x) for x in records]})
     elif graph:
         for line in graph_view.render(records, _label):
             out.print(Text(line))
@@ -257,10 +300,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from convgraph.cli import authority, car, conversation, sync  # noqa: PLC0415 - they read this module's helpers
+    from convgraph.cli import authority, car, conversation, rooted, sync  # noqa: PLC0415 - they read this module's helpers
 
     authority.register(cli)
     conversation.register(cli)
+    rooted.register(cli)
     car.register(cli)
     sync.register(cli)
 

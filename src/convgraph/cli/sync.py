@@ -57,7 +57,7 @@ def _server_replica(
 
 def register(cli: click.Group) -> None:
     """Add `serve` and `sync` to the main command group."""
-    from convgraph.cli.main import TEXT, _emit, _errors, err, json_option, out  # noqa: PLC0415 - cycle
+    from convgraph.cli.main import TEXT, _emit, _errors, conversation, err, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)
@@ -109,7 +109,7 @@ def register(cli: click.Group) -> None:
     @cli.command("sync")
     @click.argument("target")
     @click.option("--conv", "convs", multiple=True, type=TEXT,
-                  help="Conversation to sync (repeatable; default: all).")
+                  help="Conversation to sync: alias, id or legacy name (repeatable; default: all).")
     @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
                   default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
                   help="Give up when the whole sync takes longer.")
@@ -121,8 +121,9 @@ def register(cli: click.Group) -> None:
     ) -> None:
         """Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER."""
         show = not as_json and sys.stderr.isatty()
+        names = tuple(conversation(ctx, c) for c in convs)
         with Replica.open(ctx.obj["home"]) as replica:
-            report = _run(replica, target, convs, show=show, timeout_s=timeout_s)
+            report = _run(replica, target, names, show=show, timeout_s=timeout_s)
         summary = _summary(report, target)
         if as_json:
             _emit(summary)

@@ -1,0 +1,194 @@
+"""The rooted-conversation commands: `new`, `migrate`, `conversations` and `alias`.
+
+A thin shell over `Replica.create`, `migration.migrate` and the local alias table
+(`cli/aliases.py`); registered on the main group by `register`. What a genesis says (its
+title, the name it migrated from) was written by its owner, so it reaches the terminal only
+through `safe_text`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from convgraph.cli import aliases, safe_text
+from convgraph.core.keys import fingerprint
+from convgraph.core.rooted import is_rooted
+from convgraph.errors import AliasError
+from convgraph.migration import migrate
+from convgraph.projections.state import ConvState, Entry
+from convgraph.replica import Replica
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One conversation as `convgraph conversations` shows it."""
+
+    conv: str
+    names: list[str]
+    records: int
+    genesis: Entry | None
+
+    def to_json(self, shadowed: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"conv": self.conv, "aliases": self.names, "records": self.records,
+                                "legacy": not is_rooted(self.conv)}
+        if self.genesis is not None:
+            body["owner"] = fingerprint(self.genesis.actor)
+            for key in ("title", "migrated_from"):
+                if key in self.genesis.payload:
+                    body[key] = self.genesis.payload[key]
+        if shadowed:
+            body["shadowed"] = True  # its name is an alias now: `--conv NAME` reaches the alias
+        return body
+
+
+def genesis(state: ConvState) -> Entry | None:
+    """The conversation's genesis (the earliest, should its owner have written two)."""
+    found = [e for e in state.entries.values() if e.kind == "genesis"]
+    return min(found, key=lambda e: e.order_key) if found else None
+
+
+def listing(replica: Replica, table: dict[str, str]) -> list[Listed]:
+    """Every conversation held or aliased: rooted ones first, each with its aliases and genesis."""
+    convs = sorted({*replica.conversations(), *table.values()}, key=lambda c: (not is_rooted(c), c))
+    return [
+        Listed(c, aliases.names_of(table, c), replica.store.count(c),
+               genesis(replica.state(c)) if is_rooted(c) else None)
+        for c in convs
+    ]
+
+
+def point(ctx: click.Context, name: str, conv: str) -> None:
+    """Make alias `name` name `conv`, saying on stderr which conversation it named before."""
+    from convgraph.cli.main import err  # noqa: PLC0415 - main imports this module
+
+    with aliases.editing(ctx.obj["home"]) as table:
+        before, table[name] = table.get(name), conv
+    if before is not None and before != conv:
+        err.print(f"alias {safe_text.line(repr(name))} named {before} before")
+
+
+def register(cli: click.Group) -> None:
+    """Add the rooted-conversation commands to `cli`."""
+    _register_new_and_migrate(cli)
+    _register_listings(cli)
+
+
+def _register_new_and_migrate(cli: click.Group) -> None:
+    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, json_option, out  # noqa: PLC0415
+
+    @cli.command()
+    @click.argument("title", required=False, type=TEXT)
+    @click.option("--alias", "alias", default=None, type=TEXT, help="A local name for it (never synced).")
+    @json_option
+    @click.pass_context
+    @_errors
+    def new(ctx: click.Context, title: str | None, alias: str | None, as_json: bool) -> None:
+        """Start a rooted conversation owned by this replica's key and print its id."""
+        if alias is not None:
+            aliases.check_name(alias)  # before anything is written
+        with _replica(ctx) as r:
+            conv = r.create(title)
+        if alias is not None:
+            point(ctx, alias, conv)
+        if as_json:
+            _emit({"conv": conv, "title": title, "alias": alias})
+        else:
+            out.print(conv)
+
+    @cli.command("migrate")
+    @click.argument("old", type=TEXT)
+    @click.option("--alias", "alias", default=None, type=TEXT,
+                  help="Alias for the new conversation.  [default: OLD]")
+    @json_option
+    @click.pass_context
+    @_errors
+    def migrate_cmd(ctx: click.Context, old: str, alias: str | None, as_json: bool) -> None:
+        """Copy legacy conversation OLD (its literal name) into a rooted one owned by this key.
+
+        OLD is left as it was. Run again, it continues the same copy with what is new.
+        """
+        name = aliases.check_name(old if alias is None else alias)
+        with _replica(ctx) as r:
+            result = migrate(r, old)
+        point(ctx, name, result.conv)
+        if as_json:
+            _emit({"conv": result.conv, "from": old, "alias": name, "created": result.created,
+                   "copied": result.copied, "already": result.already})
+            return
+        out.print(result.conv)
+        what = "started" if result.created else "continued"
+        err.print(f"{what} a rooted copy of {safe_text.line(repr(old))}: {result.copied} turn(s) copied now, "
+                  f"{result.already} before; alias {safe_text.line(repr(name))}; the legacy conversation "
+                  "is left as it was")
+
+
+
+def _register_listings(cli: click.Group) -> None:
+    from convgraph.cli.main import TEXT, _emit, _errors, _replica, json_option, out  # noqa: PLC0415
+
+    @cli.command()
+    @json_option
+    @click.pass_context
+    @_errors
+    def conversations(ctx: click.Context, as_json: bool) -> None:
+        """Every conversation held here, with its aliases and title; legacy ones marked."""
+        table = aliases.load(ctx.obj["home"])
+        with _replica(ctx) as r:
+            listed = listing(r, table)
+        if as_json:
+            _emit({"conversations": [x.to_json(x.conv in table) for x in listed]})
+            return
+        view = Table("alias", "conversation", "title", "records", box=None)
+        for x in listed:
+            view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
+                         _title(x, shadowed=x.conv in table), str(x.records))
+        out.print(view)
+
+    @cli.command("alias")
+    @click.argument("name", required=False, type=TEXT)
+    @click.argument("conv", required=False, type=TEXT)
+    @click.option("--remove", is_flag=True, help="Forget the alias NAME.")
+    @json_option
+    @click.pass_context
+    @_errors
+    def alias_cmd(
+        ctx: click.Context, name: str | None, conv: str | None, remove: bool, as_json: bool
+    ) -> None:
+        """List the aliases, point NAME at CONV (an alias or a rooted id), or --remove NAME."""
+        home = ctx.obj["home"]
+        if name is None:
+            table = aliases.load(home)
+            if as_json:
+                _emit(table)
+            else:
+                for alias, target in sorted(table.items()):
+                    out.print(Text(f"{safe_text.line(alias)}  {target}"))
+            return
+        aliases.check_name(name)
+        if conv is None and remove:
+            with aliases.editing(home) as table:
+                if table.pop(name, None) is None:
+                    raise AliasError(f"no alias {name!r}")
+        elif conv is not None and not remove:
+            target = aliases.resolve(aliases.load(home), conv)
+            if not is_rooted(target):
+                raise AliasError(f"an alias names a rooted conversation id, and {conv[:64]!r} is not one")
+            point(ctx, name, target)
+        else:
+            raise click.UsageError("give NAME and CONV, or NAME and --remove")
+
+
+def _title(x: Listed, *, shadowed: bool) -> Text:
+    if x.genesis is None:
+        note = ": its name is an alias now" if shadowed else ""
+        return Text(f"legacy{note}", "yellow")
+    p = x.genesis.payload
+    title = safe_text.line(p["title"]) if "title" in p else ""
+    if "migrated_from" in p:
+        title = f"{title} (migrated from {safe_text.line(repr(p['migrated_from']))})".strip()
+    return Text(title)

@@ -1,0 +1,152 @@
+"""The rooted-conversation commands (`new`, `migrate`, `conversations`, `alias`), the default
+conversation, and legacy conversations read-only: in process with the replica as shipped
+(`product_defaults`), and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from test_cli import run
+
+from convgraph import Config, Replica, is_rooted
+from convgraph.cli import aliases
+from convgraph.cli.main import cli
+
+pytestmark = pytest.mark.usefixtures("product_defaults")
+
+
+def cg(home: Path, *args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(cli, ["--home", str(home), *args], obj={}, env={"COLUMNS": "200"})
+    assert result.exit_code == code, (result.output, result.exception)
+    return result
+
+
+def legacy(home: Path, conv: str, *texts: str) -> None:
+    """Turns a version-1 writer put in legacy conversation `conv` (written in process)."""
+    with Replica.open(home, config=Config(legacy_writes=True)) as replica:
+        for text in texts:
+            replica.say(conv, "user", text)
+
+
+def texts(home: Path, *conv: str) -> list[str]:
+    turns = json.loads(cg(home, "transcript", "--format", "json", *conv).stdout)["turns"]
+    return [t["content"][0]["text"] for t in turns]
+
+
+def listed(home: Path) -> dict[str, dict[str, object]]:
+    return {c["conv"]: c for c in json.loads(cg(home, "conversations", "--json").stdout)["conversations"]}
+
+
+def test_new_roots_a_conversation_and_the_alias_names_it(tmp_path: Path) -> None:
+    made = json.loads(cg(tmp_path, "new", "design review", "--alias", "review", "--json").stdout)
+    conv = made["conv"]
+    assert is_rooted(conv) and made == {"conv": conv, "title": "design review", "alias": "review"}
+    cg(tmp_path, "say", "first point", "--conv", "review")
+    assert texts(tmp_path, "--conv", "review") == texts(tmp_path, "--conv", conv) == ["first point"]
+    assert listed(tmp_path)[conv] == {"conv": conv, "aliases": ["review"], "legacy": False, "records": 2,
+                                      "title": "design review", "owner": listed(tmp_path)[conv]["owner"]}
+    bare = cg(tmp_path, "new").stdout.strip()  # no title, no alias
+    assert is_rooted(bare) and "title" not in listed(tmp_path)[bare]
+    moved = cg(tmp_path, "new", "--alias", "review")
+    assert f"alias 'review' named {conv} before" in moved.stderr
+    assert aliases.load(tmp_path)["review"] == moved.stdout.strip()
+
+
+def test_new_refuses_an_alias_that_cannot_be_one_before_writing(tmp_path: Path) -> None:
+    made = cg(tmp_path, "new", "--alias", "cg1" + "a" * 32, code=2)
+    assert "form of a conversation id" in made.stderr
+    assert not (tmp_path / "replica.sqlite").exists()
+
+
+def test_the_first_write_without_conv_roots_the_default_conversation(tmp_path: Path) -> None:
+    first = cg(tmp_path, "say", "hello")
+    conv = aliases.load(tmp_path)["default"]
+    assert f"created conversation {conv}, alias 'default'" in first.stderr and "migrate" not in first.stderr
+    second = cg(tmp_path, "say", "again")
+    assert second.stderr == "" and aliases.load(tmp_path) == {"default": conv}
+    assert texts(tmp_path) == texts(tmp_path, "--conv", "default") == ["hello", "again"]
+    assert list(listed(tmp_path)) == [conv]
+
+
+def test_a_failed_first_write_leaves_no_default_conversation(tmp_path: Path) -> None:
+    failed = cg(tmp_path, "append", "user_message", '{"colour": "red"}', code=2)
+    assert "undeclared field" in failed.stderr and "created" not in failed.stderr
+    assert aliases.load(tmp_path) == {} and listed(tmp_path) == {}
+
+
+def test_an_older_replica_keeps_reading_its_legacy_default(tmp_path: Path) -> None:
+    legacy(tmp_path, "default", "written before rooted ids")
+    assert texts(tmp_path) == ["written before rooted ids"]  # no alias yet: the legacy name
+    made = cg(tmp_path, "say", "new words")
+    assert "`convgraph migrate default` copies it" in made.stderr
+    assert texts(tmp_path) == ["new words"]
+    assert listed(tmp_path)["default"]["legacy"] is True and listed(tmp_path)["default"]["shadowed"] is True
+
+
+@pytest.mark.parametrize("args", [
+    ["say", "x", "--conv", "demo"],
+    ["append", "user_message", '{"content": "x"}', "--conv", "demo"],
+    ["checkpoint", "--conv", "demo"],
+    ["merge", "alt", "--conv", "demo"],
+])
+def test_a_legacy_conversation_is_read_only_with_a_hint(tmp_path: Path, args: list[str]) -> None:
+    legacy(tmp_path, "demo", "old words")
+    refused = cg(tmp_path, *args, code=2)
+    assert "'demo' is a legacy conversation" in refused.stderr
+    assert "convgraph migrate demo" in " ".join(refused.stderr.split())
+    assert texts(tmp_path, "--conv", "demo") == ["old words"]  # reads work
+    assert "1 records" in cg(tmp_path, "log", "--conv", "demo").stdout
+    assert list(listed(tmp_path)) == ["demo"] and aliases.load(tmp_path) == {}
+
+
+def test_the_refusal_as_shipped_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    legacy(tmp_path, "demo", "old words")
+    proc = run(tmp_path, "say", "x", "--conv", "demo", ok=False)
+    message = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message.startswith("error: 'demo' is a legacy conversation") and "convgraph migrate demo" in message
+
+
+def test_migrate_copies_points_the_alias_and_a_second_run_copies_nothing(tmp_path: Path) -> None:
+    legacy(tmp_path, "demo", "one", "two")
+    first = cg(tmp_path, "migrate", "demo")
+    conv = first.stdout.strip()
+    assert is_rooted(conv) and aliases.load(tmp_path) == {"demo": conv}
+    assert "2 turn(s) copied now, 0 before" in " ".join(first.stderr.split())
+    assert texts(tmp_path, "--conv", "demo") == ["one", "two"]
+    cg(tmp_path, "say", "three", "--conv", "demo")  # the alias names the rooted copy: writable
+    again = json.loads(cg(tmp_path, "migrate", "demo", "--json").stdout)
+    assert again == {"conv": conv, "from": "demo", "alias": "demo", "created": False, "copied": 0, "already": 2}
+    assert texts(tmp_path, "--conv", conv) == ["one", "two", "three"]
+    shown = listed(tmp_path)
+    assert shown[conv]["migrated_from"] == "demo" and shown[conv]["records"] == 4
+    assert shown["demo"] == {"conv": "demo", "aliases": [], "legacy": True, "records": 2, "shadowed": True}
+    table = cg(tmp_path, "conversations").stdout
+    assert "(migrated from 'demo')" in table and "legacy: its name is an alias now" in table
+
+
+def test_migrate_under_another_alias_and_the_refusals(tmp_path: Path) -> None:
+    legacy(tmp_path, "team chat", "hi")
+    conv = cg(tmp_path, "migrate", "team chat", "--alias", "team").stdout.strip()
+    assert aliases.load(tmp_path) == {"team": conv}
+    assert texts(tmp_path, "--conv", "team chat") == ["hi"]  # the legacy name still reads the original
+    assert "holds no conversation 'nothing'" in cg(tmp_path, "migrate", "nothing", code=2).stderr
+    assert "rooted conversation already" in cg(tmp_path, "migrate", conv, "--alias", "x", code=2).stderr
+    assert "form of a conversation id" in cg(tmp_path, "migrate", "team chat", "--alias", conv, code=2).stderr
+
+
+def test_the_alias_command_lists_points_and_forgets(tmp_path: Path) -> None:
+    legacy(tmp_path, "demo", "old")
+    conv = cg(tmp_path, "migrate", "demo").stdout.strip()
+    assert json.loads(cg(tmp_path, "alias", "--json").stdout) == {"demo": conv}
+    cg(tmp_path, "alias", "d", "demo")  # an alias may name what another alias names
+    assert f"d  {conv}" in cg(tmp_path, "alias").stdout
+    assert "not one" in cg(tmp_path, "alias", "x", "legacy-name", code=2).stderr
+    cg(tmp_path, "alias", "demo", "--remove")
+    assert texts(tmp_path, "--conv", "demo") == ["old"]  # the legacy name reaches the original again
+    assert "no alias 'demo'" in cg(tmp_path, "alias", "demo", "--remove", code=2).stderr
+    assert cg(tmp_path, "alias", "demo", code=2).exit_code == 2  # neither CONV nor --remove
+    assert aliases.load(tmp_path) == {"d": conv}
