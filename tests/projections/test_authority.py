@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import sign_record
 from convgraph.errors import (
     AuthorityError,
     BranchOriginError,
@@ -302,3 +304,28 @@ def test_members_list_every_capability_with_its_chain() -> None:
     assert [a.capability for a in members[C.public]] == ["read", "write"]
     assert [a.capability for a in members[OWNER.public]] == list(ALL)
     assert STRANGER.public not in members
+
+
+# --- found while building tests/vectors/authority.json ----------------------------------------
+
+
+def test_two_geneses_by_the_owner_give_the_same_answers_in_any_order() -> None:
+    # §2: the owner's own equivocation at seq 1 leaves authority unchanged, and §6.1: the order
+    # records arrived in never shows. The chain cites the genesis in the use's own past.
+    w = World()
+    second = sign_record(OWNER, conv=w.conv, seq=1, hlc=Hlc(T0 + 50, 0), parents=(), kind="genesis",
+                         payload={"nonce": w.genesis.payload["nonce"], "title": "again"})
+    grant = sign_record(OWNER, conv=w.conv, seq=2, hlc=Hlc(second.hlc.wall_ms + 1, 0), parents=(second.cid,),
+                        kind="grant", payload={"grantee": A.public, "rights": ["read", "write"]})
+    heads = (w.genesis.cid, grant.cid)
+    answers = []
+    for order in ((w.genesis, second, grant), (second, grant, w.genesis)):
+        state = au.AuthorityState()
+        for record in order:
+            au.check(state, record)
+            au.apply(state, record)
+        answers.append((au.who_can(state, A.public, "write", heads, T0 + 10**9),
+                        au.who_can(state, OWNER.public, "admin", (grant.cid,), T0 + 10**9)))
+    assert answers[0] == answers[1]
+    assert answers[0][0].chain == (second.cid, grant.cid)  # the genesis in the grant's past
+    assert answers[0][1].chain == (second.cid,)

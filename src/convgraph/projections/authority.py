@@ -100,7 +100,8 @@ class AuthorityState:
 
     def __init__(self) -> None:
         self.ancestry = Ancestry()
-        self.genesis: CID | None = None
+        self.genesis: CID | None = None  # the earliest genesis in canonical order
+        self.geneses: list[CID] = []  # more than one only if the owner equivocated at seq 1
         self.owner: bytes | None = None
         self.records: dict[CID, Record] = {}
         self.needs: dict[CID, frozenset[str]] = {}
@@ -167,8 +168,12 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     if kind in _KEPT:
         state.records[cid] = record
         state.kept[kind].append(cid)
-    if kind == "genesis" and state.genesis is None:
-        state.genesis, state.owner = cid, record.actor
+    if kind == "genesis":
+        # every genesis of one id has the same actor (format.md §15.2); keeping the earliest
+        # rather than the first applied keeps the answers independent of delivery order
+        state.geneses.append(cid)
+        if state.genesis is None or record.order_key < _order(state, state.genesis):
+            state.genesis, state.owner = cid, record.actor
     elif kind in ("grant", "revocation"):
         (state.grants_to if kind == "grant" else state.revocations_of)[p["grantee"]].append(cid)
         if kind == "revocation":
@@ -366,7 +371,7 @@ class _Judge:
     def holds(self, actor: bytes, cap: str, use: _Use) -> tuple[_Held | None, set[CID]]:
         """§5.4: the chain by which `actor` holds `cap` at `use`, or None and the revocations in the way."""
         if actor == self.state.owner and self.state.genesis is not None:
-            return _Held((self.state.genesis,), None), set()
+            return _Held((_root_of(self.state, use),), None), set()
         held, blocked = self._direct(actor, cap, use)
         if held is None or cap == READ:
             return held, blocked
@@ -463,6 +468,15 @@ def _check_delegation(judge: _Judge, use: _Use, cid: CID | None) -> None:
                 raise AuthorityError(
                     f"the grant outlives the granter's own `{cap}` (until {held.until} ms)",
                     capability=cap, actor=actor_text(use.actor), cid=cid)
+
+
+def _root_of(state: AuthorityState, use: _Use) -> CID:
+    """The genesis an owner's answer cites: the earliest in `use`'s past (§2: one, unless the owner forked)."""
+    assert state.genesis is not None
+    if len(state.geneses) == 1:
+        return state.genesis
+    seen = [g for g in state.geneses if _precedes(state, g, use)]
+    return min(seen, key=lambda g: _order(state, g)) if seen else state.genesis
 
 
 def _exempt(state: AuthorityState, u: CID, use: _Use) -> bool:
