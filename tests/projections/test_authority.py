@@ -329,3 +329,32 @@ def test_two_geneses_by_the_owner_give_the_same_answers_in_any_order() -> None:
     assert answers[0] == answers[1]
     assert answers[0][0].chain == (second.cid, grant.cid)  # the genesis in the grant's past
     assert answers[0][1].chain == (second.cid,)
+
+
+def test_a_revocation_dropped_by_the_fixpoint_names_what_cut_it() -> None:
+    # §6.2: `excluded` lists each record with the CIDs that cause it. The fixpoint of §6.1
+    # drops every revocation in its first round; what cut it there is its cause, even when
+    # that cutter is itself dropped (A's revocation of B, cut by the owner's of A).
+    w = World()
+    w.grant(OWNER, A, "admin", "read", "write")
+    w.grant(A, B, "admin", "read", "write")
+    w.grant(B, C, "read", "write")
+    before = w.heads()
+    u1 = w.revoke(OWNER, A, "admin", parents=before)
+    u2 = w.revoke(A, B, "admin", parents=before)
+    u3 = w.revoke(B, C, "read", parents=before)
+    assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == sorted(
+        [(u2.cid, "revoker_revoked", (u1.cid,)), (u3.cid, "revoker_revoked", (u2.cid,))],
+        key=lambda e: w.state.ancestry.nodes[e[0]].hlc)
+
+
+def test_each_revocation_of_a_three_cycle_names_the_one_that_cut_it() -> None:
+    w = World()
+    for k in (A, B, C):
+        w.grant(OWNER, k, "admin", "read", "write")
+    before = w.heads()
+    ua = w.revoke(A, B, "admin", parents=before)
+    ub = w.revoke(B, C, "admin", parents=before)
+    uc = w.revoke(C, A, "admin", parents=before)
+    causes = {e.cid: e.causes for e in au.excluded(w.state)}
+    assert causes == {ua.cid: (uc.cid,), ub.cid: (ua.cid,), uc.cid: (ub.cid,)}
