@@ -358,3 +358,14 @@ def test_each_revocation_of_a_three_cycle_names_the_one_that_cut_it() -> None:
     uc = w.revoke(C, A, "admin", parents=before)
     causes = {e.cid: e.causes for e in au.excluded(w.state)}
     assert causes == {ua.cid: (uc.cid,), ub.cid: (ua.cid,), uc.cid: (ub.cid,)}
+
+
+def test_a_sock_puppets_revocation_names_the_excluded_grant_it_rested_on() -> None:
+    # no revocation names the puppet: what voids its revocation is its excluded grant
+    w = team()
+    before = w.heads()
+    w.revoke(OWNER, B, "admin")
+    puppet_grant = w.grant(B, STRANGER, "admin", "read", "write", parents=before)
+    puppet_revokes = w.revoke(STRANGER, C, "read", parents=(puppet_grant.cid,))
+    causes = {e.cid: e.causes for e in au.excluded(w.state)}
+    assert causes[puppet_revokes.cid] == (puppet_grant.cid,)

@@ -262,10 +262,12 @@ def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     k = state.effective()
     judge = state.judge()
     # §6.1 drops a revocation in its first round, judged with every stored revocation (a later
-    # round only widens authority): what cut it then is its cause, even if itself dropped
+    # round only widens authority): what cut it then is its cause, even if itself dropped;
+    # if nothing cut it, its author's grants in its past were unauthorized in that round
     dropped = [u for u in state.revocations if u not in k]
     first = _Judge(state, frozenset(state.revocations)) if dropped else judge
-    out = [Exclusion(u, "revoker_revoked", first.blockers_of(u)) for u in dropped]
+    out = [Exclusion(u, "revoker_revoked", first.blockers_of(u) or first.unauthorized_grants(u))
+           for u in dropped]
     suspects = {state.records[u].payload["grantee"] for u in k}
     suspects |= {a for a, grants in state.grants_to.items() if not all(map(judge.authorized, grants))}
     for actor in suspects:
