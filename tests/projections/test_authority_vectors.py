@@ -24,7 +24,7 @@ from convgraph.core.keys import SigningKey, actor_text, parse_actor
 from convgraph.core.record import Record, RecordMeta, decode_record
 from convgraph.core.rooted import conv_id
 from convgraph.core.validation import check_causality
-from convgraph.errors import CausalityError, ConvgraphError, ParentRejectedError
+from convgraph.errors import ConvgraphError, ParentRejectedError
 from convgraph.projections import authority as au
 from vectors.loader import generator
 
@@ -52,7 +52,6 @@ def replay(records: list[dict[str, Any]]) -> tuple[dict[str, str], au.AuthorityS
             check_causality(rec, known)
             au.check(state, rec)
         except ConvgraphError as exc:
-            assert isinstance(exc, (CausalityError, convgraph.errors.SchemaError)), exc
             rejected.add(CID.of_record(data))
             verdicts[entry["cid"]] = type(exc).__name__
             continue

@@ -477,7 +477,10 @@ def _check_delegation(judge: _Judge, use: _Use, cid: CID | None) -> None:
 
 
 def _root_of(state: AuthorityState, use: _Use) -> CID:
-    """The genesis an owner's answer cites: the earliest in `use`'s past (§2: one, unless the owner forked)."""
+    """The genesis an owner's answer cites: the earliest in `use`'s past (§2).
+
+    There is one unless the owner equivocated at seq 1; every record has one in its past.
+    """
     assert state.genesis is not None
     if len(state.geneses) == 1:
         return state.genesis
