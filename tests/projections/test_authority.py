@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import sign_record
 from convgraph.errors import (
     AuthorityError,
     BranchOriginError,
@@ -302,3 +304,68 @@ def test_members_list_every_capability_with_its_chain() -> None:
     assert [a.capability for a in members[C.public]] == ["read", "write"]
     assert [a.capability for a in members[OWNER.public]] == list(ALL)
     assert STRANGER.public not in members
+
+
+# --- found while building tests/vectors/authority.json ----------------------------------------
+
+
+def test_two_geneses_by_the_owner_give_the_same_answers_in_any_order() -> None:
+    # §2: the owner's own equivocation at seq 1 leaves authority unchanged, and §6.1: the order
+    # records arrived in never shows. The chain cites the genesis in the use's own past.
+    w = World()
+    second = sign_record(OWNER, conv=w.conv, seq=1, hlc=Hlc(T0 + 50, 0), parents=(), kind="genesis",
+                         payload={"nonce": w.genesis.payload["nonce"], "title": "again"})
+    grant = sign_record(OWNER, conv=w.conv, seq=2, hlc=Hlc(second.hlc.wall_ms + 1, 0), parents=(second.cid,),
+                        kind="grant", payload={"grantee": A.public, "rights": ["read", "write"]})
+    heads = (w.genesis.cid, grant.cid)
+    answers = []
+    for order in ((w.genesis, second, grant), (second, grant, w.genesis)):
+        state = au.AuthorityState()
+        for record in order:
+            au.check(state, record)
+            au.apply(state, record)
+        answers.append((au.who_can(state, A.public, "write", heads, T0 + 10**9),
+                        au.who_can(state, OWNER.public, "admin", (grant.cid,), T0 + 10**9)))
+    assert answers[0] == answers[1]
+    assert answers[0][0].chain == (second.cid, grant.cid)  # the genesis in the grant's past
+    assert answers[0][1].chain == (second.cid,)
+
+
+def test_a_revocation_dropped_by_the_fixpoint_names_what_cut_it() -> None:
+    # §6.2: `excluded` lists each record with the CIDs that cause it. The fixpoint of §6.1
+    # drops every revocation in its first round; what cut it there is its cause, even when
+    # that cutter is itself dropped (A's revocation of B, cut by the owner's of A).
+    w = World()
+    w.grant(OWNER, A, "admin", "read", "write")
+    w.grant(A, B, "admin", "read", "write")
+    w.grant(B, C, "read", "write")
+    before = w.heads()
+    u1 = w.revoke(OWNER, A, "admin", parents=before)
+    u2 = w.revoke(A, B, "admin", parents=before)
+    u3 = w.revoke(B, C, "read", parents=before)
+    assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == sorted(
+        [(u2.cid, "revoker_revoked", (u1.cid,)), (u3.cid, "revoker_revoked", (u2.cid,))],
+        key=lambda e: w.state.ancestry.nodes[e[0]].hlc)
+
+
+def test_each_revocation_of_a_three_cycle_names_the_one_that_cut_it() -> None:
+    w = World()
+    for k in (A, B, C):
+        w.grant(OWNER, k, "admin", "read", "write")
+    before = w.heads()
+    ua = w.revoke(A, B, "admin", parents=before)
+    ub = w.revoke(B, C, "admin", parents=before)
+    uc = w.revoke(C, A, "admin", parents=before)
+    causes = {e.cid: e.causes for e in au.excluded(w.state)}
+    assert causes == {ua.cid: (uc.cid,), ub.cid: (ua.cid,), uc.cid: (ub.cid,)}
+
+
+def test_a_sock_puppets_revocation_names_the_excluded_grant_it_rested_on() -> None:
+    # no revocation names the puppet: what voids its revocation is its excluded grant
+    w = team()
+    before = w.heads()
+    w.revoke(OWNER, B, "admin")
+    puppet_grant = w.grant(B, STRANGER, "admin", "read", "write", parents=before)
+    puppet_revokes = w.revoke(STRANGER, C, "read", parents=(puppet_grant.cid,))
+    causes = {e.cid: e.causes for e in au.excluded(w.state)}
+    assert causes[puppet_revokes.cid] == (puppet_grant.cid,)

@@ -100,7 +100,8 @@ class AuthorityState:
 
     def __init__(self) -> None:
         self.ancestry = Ancestry()
-        self.genesis: CID | None = None
+        self.genesis: CID | None = None  # the earliest genesis in canonical order
+        self.geneses: list[CID] = []  # more than one only if the owner equivocated at seq 1
         self.owner: bytes | None = None
         self.records: dict[CID, Record] = {}
         self.needs: dict[CID, frozenset[str]] = {}
@@ -167,8 +168,12 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     if kind in _KEPT:
         state.records[cid] = record
         state.kept[kind].append(cid)
-    if kind == "genesis" and state.genesis is None:
-        state.genesis, state.owner = cid, record.actor
+    if kind == "genesis":
+        # every genesis of one id has the same actor (format.md §15.2); keeping the earliest
+        # rather than the first applied keeps the answers independent of delivery order
+        state.geneses.append(cid)
+        if state.genesis is None or record.order_key < _order(state, state.genesis):
+            state.genesis, state.owner = cid, record.actor
     elif kind in ("grant", "revocation"):
         (state.grants_to if kind == "grant" else state.revocations_of)[p["grantee"]].append(cid)
         if kind == "revocation":
@@ -256,7 +261,13 @@ def excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
 def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     k = state.effective()
     judge = state.judge()
-    out = [Exclusion(u, "revoker_revoked", judge.blockers_of(u)) for u in state.revocations if u not in k]
+    # §6.1 drops a revocation in its first round, judged with every stored revocation (a later
+    # round only widens authority): what cut it then is its cause, even if itself dropped;
+    # if nothing cut it, its author's grants in its past were unauthorized in that round
+    dropped = [u for u in state.revocations if u not in k]
+    first = _Judge(state, frozenset(state.revocations)) if dropped else judge
+    out = [Exclusion(u, "revoker_revoked", first.blockers_of(u) or first.unauthorized_grants(u))
+           for u in dropped]
     suspects = {state.records[u].payload["grantee"] for u in k}
     suspects |= {a for a, grants in state.grants_to.items() if not all(map(judge.authorized, grants))}
     for actor in suspects:
@@ -366,7 +377,7 @@ class _Judge:
     def holds(self, actor: bytes, cap: str, use: _Use) -> tuple[_Held | None, set[CID]]:
         """§5.4: the chain by which `actor` holds `cap` at `use`, or None and the revocations in the way."""
         if actor == self.state.owner and self.state.genesis is not None:
-            return _Held((self.state.genesis,), None), set()
+            return _Held((_root_of(self.state, use),), None), set()
         held, blocked = self._direct(actor, cap, use)
         if held is None or cap == READ:
             return held, blocked
@@ -463,6 +474,18 @@ def _check_delegation(judge: _Judge, use: _Use, cid: CID | None) -> None:
                 raise AuthorityError(
                     f"the grant outlives the granter's own `{cap}` (until {held.until} ms)",
                     capability=cap, actor=actor_text(use.actor), cid=cid)
+
+
+def _root_of(state: AuthorityState, use: _Use) -> CID:
+    """The genesis an owner's answer cites: the earliest in `use`'s past (§2).
+
+    There is one unless the owner equivocated at seq 1; every record has one in its past.
+    """
+    assert state.genesis is not None
+    if len(state.geneses) == 1:
+        return state.genesis
+    seen = [g for g in state.geneses if _precedes(state, g, use)]
+    return min(seen, key=lambda g: _order(state, g)) if seen else state.genesis
 
 
 def _exempt(state: AuthorityState, u: CID, use: _Use) -> bool:
