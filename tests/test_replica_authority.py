@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from convgraph import Replica
+from convgraph.adoption import compaction_of
 from convgraph.core.hlc import ManualClock
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import sign_record
 from convgraph.core.rooted import conv_id
-from convgraph.errors import AuthorityError, ForgedMergeError, ProjectionError
+from convgraph.errors import AuthorityError, ForgedMergeError
 
 T0 = 1_700_000_000_000
 NONCE = bytes(range(16))
@@ -115,11 +116,60 @@ def test_the_authority_projection_answers_with_chains() -> None:
     assert set(authority.members()) == {owner.actor, laptop.actor}
 
 
-def test_rooted_conversations_are_not_compacted_yet() -> None:
-    owner = device(0, ManualClock(T0))
+def answers(r: Replica, conv: str) -> tuple[object, ...]:
+    authority = r.authority(conv, at_ms=T0 + 10**9)
+    members = {a: [(x.capability, x.chain) for x in v] for a, v in authority.members().items()}
+    return authority.excluded(), members, [t.text for t in r.transcript(conv)]
+
+
+def team_with_a_revoked_phone(clock: ManualClock) -> tuple[Replica, Replica, Replica, str]:
+    owner, laptop, phone = device(0, clock), device(1, clock), device(2, clock)
     conv = rooted(owner)
-    with pytest.raises(ProjectionError):
-        owner.checkpoint(conv, compact=True)
+    grant(owner, conv, laptop, "read", "write")
+    grant(owner, conv, phone, "read", "write")
+    for d in (laptop, phone):
+        sync(owner, d)
+    laptop.say(conv, "user", "from the laptop")
+    clock.advance(10)
+    owner.write(conv, "revocation", {"grantee": phone.actor, "rights": ["read"]})
+    phone.say(conv, "user", "from the lost phone")  # concurrent with its revocation
+    for d in (laptop, phone):
+        sync(owner, d)
+    return owner, laptop, phone, conv
+
+
+def test_a_compacted_rooted_conversation_answers_as_the_full_one() -> None:
+    clock = ManualClock(T0)
+    owner, laptop, phone, conv = team_with_a_revoked_phone(clock)
+    before = answers(owner, conv)
+    assert before[2] == ["from the laptop"] and len(before[0]) == 1
+    owner.checkpoint(conv, compact=True)
+    assert answers(owner, conv) == before
+    owner._authorities.clear()  # rebuilt from the snapshot and the headers alone
+    assert answers(owner, conv) == before
+    laptop.say(conv, "user", "after the checkpoint")
+    sync(owner, laptop)
+    with pytest.raises(AuthorityError):
+        phone.say(conv, "user", "still locked out")
+
+
+def test_a_fresh_replica_adopts_a_compacted_rooted_conversation_and_judges_what_follows() -> None:
+    clock = ManualClock(T0)
+    owner, laptop, phone, conv = team_with_a_revoked_phone(clock)
+    owner.checkpoint(conv, compact=True)
+    late = laptop.say(conv, "user", "written after the checkpoint")
+    found = compaction_of(owner.store, conv)
+    assert found is not None
+    fresh = device(3, clock)
+    fresh.ingest([late.data])  # waits for its parents
+    report = fresh.adopt(found.record, found.snapshot, found.cover)
+    assert late.cid in report.accepted
+    assert answers(fresh, conv)[:2] == answers(owner, conv)[:2]
+    own = [r for r in phone.records(conv) if r.actor == phone.actor][-1]
+    forged = sign_record(phone.key, conv=conv, seq=own.seq + 1, hlc=(T0 + 1_000, 0),
+                         parents=[*fresh.heads(conv), own.cid],
+                         kind="user_message", payload={"content": "let me back in"})
+    assert [r.rule for r in fresh.ingest([forged.data]).rejected] == ["authority"]
 
 
 @pytest.mark.parametrize("batch", [1, 7, 40, 1000])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +27,7 @@ from convgraph.core.record import (
     DEFAULT_LIMITS,
     Limits,
     Record,
+    RecordMeta,
     decode_record,
     load_trusted,
     sign_record,
@@ -294,17 +295,26 @@ class Replica:
                                      max_drift_ms=self.config.max_drift_ms, limits=self.config.limits)
             if adoption is None:
                 return IngestReport(duplicates=[CID.of_record(checkpoint)])
-            if is_rooted(adoption.checkpoint.conv):
-                raise ProjectionError("adopting a compacted rooted conversation is not supported yet "
-                                      "(docs/authority.md §10)")
+            record = adoption.checkpoint
+            adopted: AuthorityState | None = None
+            if is_rooted(record.conv):  # the base's records, then what the base lets in, are judged
+                held = self.store.metas(e for e in state_.restore(snapshot).entries)
+                adopted = self._authority_from(record.conv, snapshot,
+                                               {**held, **{h.cid: h for h in adoption.headers}})
+                for cid, data in self.store.since(0, record.conv)[0]:
+                    authority_.apply(adopted, load_trusted(data, cid))
+
+            def authority(conv: str) -> AuthorityState | None:
+                return adopted if conv == record.conv else self._authority_state(conv)
+
             writes, report = plan_ingest(
                 (), self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
-                limits=self.config.limits, adoption=adoption,
+                limits=self.config.limits, adoption=adoption, authority=authority,
             )
             self._land(writes, report)
-            record = adoption.checkpoint
             self.store.compact(record.conv, (), record.cid, snapshot)  # drops nothing: keeps the snapshot
         self._views.pop(record.conv, None)  # the folded view lacks what only the snapshot holds
+        self._authorities.pop(record.conv, None)  # rebuilt from the stored snapshot and headers
         self._merge_clock(report, now)
         return report
 
@@ -450,7 +460,7 @@ class Replica:
         cached = self._authorities.get(conv)
         if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
             cached = None  # added inside a transaction that rolled back: start again
-        state, cursor, unconfirmed = cached or (AuthorityState(), 0, [])
+        state, cursor, unconfirmed = cached or (self._authority_from_snapshot(conv), 0, [])
         fresh, cursor = self.store.since(cursor, conv)
         for cid, data in fresh:  # the store's order is a topological one
             if cid not in state.ancestry:  # our own writes and ingests were added already
@@ -460,6 +470,25 @@ class Replica:
         if not self.store.in_transaction():
             pending = []
         self._authorities[conv] = (state, cursor, pending)
+        return state
+
+    def _authority_from_snapshot(self, conv: str) -> AuthorityState:
+        """The authority state of what a compacted `conv` holds as headers only."""
+        snap = self.store.snapshot(conv)
+        if snap is None:
+            return AuthorityState()
+        return self._authority_from(conv, snap[1], self.store.metas(state_.restore(snap[1]).entries))
+
+    @staticmethod
+    def _authority_from(conv: str, snapshot: bytes, headers: Mapping[CID, RecordMeta]) -> AuthorityState:
+        """Each snapshot entry's kind, payload and branch, with its seq and parents from its header."""
+        state = AuthorityState()
+        entries = sorted(state_.restore(snapshot).entries.values(), key=lambda e: e.order_key)
+        for e in entries:  # canonical order is a topological one; `verify` checks the cover
+            header = headers.get(e.cid)
+            if header is not None:
+                authority_.apply(state, Record(conv, e.actor, header.seq, e.hlc, header.parents, e.kind,
+                                               e.payload, (), e.branch, b"", b"", e.cid))
         return state
 
     def _unconfirmed(self, conv: str, cid: CID) -> None:
@@ -499,10 +528,6 @@ class Replica:
         raw records it covers and keep the snapshot, in one transaction."""
         # the snapshot holds every surface whole (replay streams included), so compaction
         # trims no history: it only stops keeping the raw records beside their fold
-        if compact and is_rooted(conv):
-            # the authority projection needs every grant's and revocation's position
-            raise ProjectionError("compacting a rooted conversation is not supported yet "
-                                  "(docs/authority.md §10)")
         with self.store.transaction():
             folded = self.state(conv)
             covered, data = list(folded.entries), state_.snapshot(folded)
