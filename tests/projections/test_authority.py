@@ -90,6 +90,7 @@ def test_an_expired_grant_used_after_expiry_is_rejected() -> None:
     with pytest.raises(AuthorityError):
         w.say(C, wall=T0 + 100)  # judged by the record's own HLC
     assert not w.who_can(C, "write", at_ms=T0 + 100).allowed
+    assert w.who_can(C, "write", at_ms=T0 + 100).reason == "expired"
     assert w.who_can(C, "write", at_ms=T0 + 99).until == T0 + 100
 
 

@@ -566,14 +566,29 @@ def concurrent_re_grant() -> Case:
 def re_grant_after_revocation() -> Case:
     c = team(Case("re_grant_after_revocation", "§5.3: a grant made after seeing the revocation (u ≺ g) is "
                   "a deliberate re-grant and stands; the grantee's records on it are authorized. u closed "
-                  "read only, so the older grant still gives write once read is back (§5.4): the write "
-                  "chain, shortest then earliest, ends at it."))
+                  "read, which closes every capability (§5.1), so the older grant gives nothing back: "
+                  "the write chain ends at the re-grant."))
     c.revoke("u", "owner", "C", "read")
     c.say("c_refused", "C", "still here?", expect="AuthorityError")
     c.grant("g_again", "A", "C", "read", "write")
     c.say("c1", "C", "back")
     c.ask("C", "read", True, chain=["genesis", "gA", "g_again"])
-    c.ask("C", "write", True, chain=["genesis", "gA", "gC"])
+    c.ask("C", "write", True, chain=["genesis", "gA", "g_again"])
+    return c
+
+
+@case
+def re_grant_of_read_alone() -> Case:
+    c = team(Case("re_grant_of_read_alone", "§5.1 and §5.3: revoking read ends membership, so every grant "
+                  "the revocation does not precede is cut for every capability; re-granting read alone "
+                  "gives read back, not the write of the older grant."))
+    before = c.heads()
+    c.revoke("u", "owner", "C", "read")
+    c.say("a_aside", "A", "meanwhile", parents=before)  # concurrent: a second delivery order
+    c.grant("g_read", "A", "C", "read")
+    c.say("c_refused", "C", "may I write again?", expect="AuthorityError")
+    c.ask("C", "read", True, chain=["genesis", "gA", "g_read"])
+    c.ask("C", "write", False, blocked=["u"])
     return c
 
 

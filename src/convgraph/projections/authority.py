@@ -371,8 +371,18 @@ class _Judge:
         order = tuple(sorted(blocked, key=lambda u: _order(self.state, u)))
         if held is not None:
             return Answer(True, actor, capability, held.chain, (), "", held.until)
-        reason = "revoked" if order else "no grant"
+        reason = "revoked" if order else "expired" if self._expired(actor, capability, use) else "no grant"
         return Answer(False, actor, capability, (), order, reason)
+
+    def _expired(self, actor: bytes, cap: str, use: _Use) -> bool:
+        """Whether a grant of `cap` (or of `read`) to `actor` is in `use`'s past but expired by it."""
+        for g in self.state.grants_to.get(actor, ()):
+            p = self.state.records[g].payload
+            wanted = cap in p["rights"] or cap == READ or READ in p["rights"]
+            expires = p.get("expires_ms")
+            if wanted and expires is not None and use.wall >= expires and _precedes(self.state, g, use):
+                return True
+        return False
 
     def holds(self, actor: bytes, cap: str, use: _Use) -> tuple[_Held | None, set[CID]]:
         """§5.4: the chain by which `actor` holds `cap` at `use`, or None and the revocations in the way."""
@@ -419,7 +429,9 @@ class _Judge:
         """The effective revocations that cut grant `g` for `use` (§5.3, with §6.3's exemption)."""
         st, found = self.state, set()
         for u in st.revocations_of.get(actor, ()):
-            if u not in self.k or u == use.cid or cap not in st.records[u].payload["rights"]:
+            closes = st.records[u].payload["rights"]
+            # revoking `read` ends membership: it closes every capability, not `read` alone
+            if u not in self.k or u == use.cid or (cap not in closes and READ not in closes):
                 continue
             if st.ancestry.precedes(u, g):
                 continue  # a re-grant made after seeing the revocation
