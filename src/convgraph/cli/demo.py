@@ -1,7 +1,8 @@
 """The end-to-end demo behind `convgraph demo` (and `scripts/demo`).
 
 Two devices of one user hold SQLite replicas of one rooted conversation: the laptop's key
-owns it (its id is derived from that key) and grants the phone's key read and write. They
+owns it (its id is derived from that key) and grants the phone's key read and write (later a
+tablet is granted and revoked, and a stranger is refused). They
 write at the same moment without seeing each other, exchange their records, join the two
 lines with the next write, refuse a tampered copy, verify everything and agree on one
 history; then both fold the same transcript and resume it, valid, for each provider.
@@ -20,6 +21,8 @@ from rich.markup import escape
 from convgraph.cli import graph_view, safe_text
 from convgraph.cli.main import _label
 from convgraph.core.keys import fingerprint
+from convgraph.core.record import sign_record
+from convgraph.errors import AuthorityError
 from convgraph.projections import validity
 from convgraph.projections.resume import PROVIDERS
 from convgraph.projections.transcript import transcript_cid
@@ -29,13 +32,13 @@ from convgraph.sync.local import sync_replicas
 TITLE = "trip planning"
 
 
-def _sync(out: Console, laptop: Replica, phone: Replica, conv_id: str) -> None:
+def _sync(out: Console, laptop: Replica, phone: Replica, conv_id: str, other: str = "phone") -> None:
     """Reconcile the conversation both ways with the sync protocol (in process)."""
     report = sync_replicas(laptop, phone, [conv_id])
     conv = report.convs[conv_id]
     out.print(
         f"  sync: {report.round_trips} round trip(s), {report.bytes_sent + report.bytes_received} bytes; "
-        f"laptop received {conv.accepted_here}, phone received {conv.accepted_there}; "
+        f"laptop received {conv.accepted_here}, {other} received {conv.accepted_there}; "
         f"{'in sync' if report.converged else 'STILL DIFFERENT'}"
     )
 
@@ -91,12 +94,9 @@ def run(out: Console, where: Path | None) -> None:
             out.print(f"  the next write names {len(joined.parents)} parents, joining the lines")
             _sync(out, laptop, phone, conv)
 
-            out.print("[bold]A tampered copy is refused[/bold]:", markup=True)
-            forged = bytearray(joined.data)
-            at = forged.find(b"800")
-            forged[at : at + 3] = b"900"
-            report = phone.ingest([bytes(forged)])
-            out.print(f"  rejected: {report.rejected[0].rule}: {report.rejected[0].error.message}")
+            _tampered(out, phone, joined.data)
+
+            _authority(out, base, laptop, phone, conv)
 
             out.print("[bold]Verify[/bold] every stored record from its bytes:", markup=True)
             for name, replica in (("laptop", laptop), ("phone", phone)):
@@ -116,6 +116,45 @@ def run(out: Console, where: Path | None) -> None:
             if not same:
                 raise SystemExit(1)
             _resume(out, laptop, phone, conv)
+
+
+def _tampered(out: Console, phone: Replica, data: bytes) -> None:
+    out.print("[bold]A tampered copy is refused[/bold]:", markup=True)
+    forged = bytearray(data)
+    at = forged.find(b"800")
+    forged[at : at + 3] = b"900"
+    report = phone.ingest([bytes(forged)])
+    out.print(f"  rejected: {report.rejected[0].rule}: {report.rejected[0].error.message}")
+
+
+def _authority(out: Console, base: Path, laptop: Replica, phone: Replica, conv: str) -> None:
+    """A third device is granted and then revoked; a stranger is refused; the chains are cited."""
+    out.print("[bold]Who may write[/bold]: a third device, then a stranger:", markup=True)
+    with Replica.open(base / "tablet") as tablet, Replica.open(base / "stranger") as stranger:
+        laptop.write(conv, "grant", {"grantee": tablet.actor, "rights": ["read", "write"]})
+        _sync(out, laptop, tablet, conv, "tablet")
+        out.print(f"  the laptop granted the tablet ({fingerprint(tablet.actor)[:8]}) read and write")
+        laptop.write(conv, "revocation", {"grantee": tablet.actor, "rights": ["read"], "reason": "lost"})
+        tablet.write(conv, "user_message", {"role": "user", "content": "Cancel the trip."})
+        out.print("  the tablet is lost: the laptop revokes it while the tablet, unaware, writes")
+        _sync(out, laptop, tablet, conv, "tablet")
+        excluded = laptop.authority(conv).excluded()
+        out.print(f"  after sync: the tablet's write is kept but excluded ({excluded[0].reason}), "
+                  f"so it is in no transcript")
+        stranger.ingest([r.data for r in laptop.records(conv)])
+        try:
+            stranger.write(conv, "user_message", {"role": "user", "content": "Book a yacht."})
+        except AuthorityError as exc:
+            out.print(f"  a stranger's replica refuses to sign a turn: it lacks `{exc.capability}`")
+        mine = sign_record(stranger.key, conv=conv, seq=1, hlc=(laptop.now().wall_ms + 1, 0),
+                           parents=laptop.heads(conv), kind="user_message",
+                           payload={"role": "user", "content": "Book a yacht."})
+        report = laptop.ingest([mine.data])
+        out.print(f"  signed by hand and pushed anyway, it is rejected: {report.rejected[0].rule}")
+    _sync(out, laptop, phone, conv)
+    answer = phone.authority(conv).who_can(phone.actor, "write")
+    out.print(f"  the phone may write, by the chain {' -> '.join(str(c)[-8:] for c in answer.chain)} "
+              "(genesis, then the laptop's grant)")
 
 
 def _resume(out: Console, laptop: Replica, phone: Replica, conv: str) -> None:
