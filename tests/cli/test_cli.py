@@ -85,6 +85,8 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
     out = run(tmp_path / "unused", "demo", "--dir", str(tmp_path / "demo")).stdout
     assert "Same history on both replicas: yes" in out
     assert "rejected: signature" in out
-    assert out.count("in sync") == 3 and "STILL DIFFERENT" not in out
+    assert out.count("in sync") == 6 and "STILL DIFFERENT" not in out
+    assert "excluded (revoked_concurrently)" in out  # the lost tablet's write
+    assert "lacks `write`" in out and "it is rejected: authority" in out  # the stranger
     assert 'The laptop starts a conversation, "trip planning": cg1' in out  # a rooted one
     assert "genesis  trip planning" in out and "grant " in out and "read, write" in out
