@@ -86,7 +86,15 @@ def _revoke(home: Any, grantee: bytes, rights: tuple[str, ...], reason: str | No
 
 
 def _register_changes(cli: click.Group) -> None:
-    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import (  # noqa: PLC0415
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        conversation,
+        json_option,
+        out,
+    )
 
     caps = _CAPS
 
@@ -101,10 +109,10 @@ def _register_changes(cli: click.Group) -> None:
     @_errors
     def grant(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, actor: str, capabilities: tuple[str, ...], expires: str | None,
-        note: str | None, conv: str, as_json: bool,
+        note: str | None, conv: str | None, as_json: bool,
     ) -> None:
         """Give ACTOR the CAPABILITIES (read write review decide merge admin) in the conversation."""
-        grantee = _actor(actor)
+        grantee, conv = _actor(actor), conversation(ctx, conv)
         with _replica(ctx) as r:
             payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(capabilities) | {"read"})}
             if expires is not None:
@@ -126,11 +134,12 @@ def _register_changes(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def revoke(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, actor: str, capabilities: tuple[str, ...], reason: str | None, conv: str,
+        ctx: click.Context, actor: str, capabilities: tuple[str, ...], reason: str | None, conv: str | None,
         as_json: bool,
     ) -> None:
         """Take CAPABILITIES from ACTOR; with none, end its membership (revoke `read`)."""
-        record = _revoke(ctx.obj["home"], _actor(actor), capabilities or ("read",), reason, conv)
+        record = _revoke(ctx.obj["home"], _actor(actor), capabilities or ("read",), reason,
+                         conversation(ctx, conv))
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
     @cli.command()
@@ -140,11 +149,11 @@ def _register_changes(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def pin(ctx: click.Context, target: str, note: str | None, conv: str, as_json: bool) -> None:
+    def pin(ctx: click.Context, target: str, note: str | None, conv: str | None, as_json: bool) -> None:
         """Pin TARGET (a record or artifact CID), for example the approved code snapshot."""
         payload: dict[str, Any] = {"target": CID.parse(target), **({"note": note} if note else {})}
         with _replica(ctx) as r:
-            record = r.write(conv, "pin", payload)
+            record = r.write(conversation(ctx, conv), "pin", payload)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
     @cli.command()
@@ -156,18 +165,26 @@ def _register_changes(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def audit(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, target: str, result: str, notes: str | None, conv: str, as_json: bool,
+        ctx: click.Context, target: str, result: str, notes: str | None, conv: str | None, as_json: bool,
     ) -> None:
         """Sign a statement about TARGET: pass, fail or inconclusive."""
         payload: dict[str, Any] = {"target": CID.parse(target), "result": result,
                                    **({"notes": notes} if notes else {})}
         with _replica(ctx) as r:
-            record = r.write(conv, "audit", payload)
+            record = r.write(conversation(ctx, conv), "audit", payload)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
 
 def _register_answers(cli: click.Group) -> None:
-    from convgraph.cli.main import _emit, _errors, _replica, conv_option, json_option, out  # noqa: PLC0415
+    from convgraph.cli.main import (  # noqa: PLC0415
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        conversation,
+        json_option,
+        out,
+    )
 
     caps = _CAPS
 
@@ -176,10 +193,10 @@ def _register_answers(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def members(ctx: click.Context, conv: str, as_json: bool) -> None:
+    def members(ctx: click.Context, conv: str | None, as_json: bool) -> None:
         """Every member with its capabilities, each with the grant that gives it."""
         with _replica(ctx) as r:
-            authority = r.authority(conv)
+            authority = r.authority(conversation(ctx, conv))
             found = authority.members()
         if as_json:
             _emit({"owner": actor_text(authority.owner or b""), "members": [
@@ -200,10 +217,10 @@ def _register_answers(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def why(ctx: click.Context, actor: str, capability: str, conv: str, as_json: bool) -> None:
+    def why(ctx: click.Context, actor: str, capability: str, conv: str | None, as_json: bool) -> None:
         """Print the chain of records by which ACTOR holds CAPABILITY, or what it lacks."""
         with _replica(ctx) as r:
-            authority = r.authority(conv)
+            authority = r.authority(conversation(ctx, conv))
             answer = authority.who_can(_actor(actor), capability)
             lines = _chain_lines(r, answer)
         if as_json:
@@ -224,11 +241,12 @@ def _register_answers(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def device_add(ctx: click.Context, conv: str, as_json: bool) -> None:
+    def device_add(ctx: click.Context, conv: str | None, as_json: bool) -> None:
         """Run on the new device: print its key, and the command an admin runs to let it in."""
         with _replica(ctx) as r:
             me = actor_text(r.actor)
-        command = f"convgraph grant {me} read write --conv {conv}"
+        target = "CONVERSATION" if conv is None else conversation(ctx, conv)
+        command = f"convgraph grant {me} read write --conv {target}"
         if as_json:
             _emit({"actor": me, "fingerprint": fingerprint(r.actor), "grant_command": command})
             return
@@ -242,7 +260,7 @@ def _register_answers(cli: click.Group) -> None:
     @json_option
     @click.pass_context
     @_errors
-    def device_revoke(ctx: click.Context, actor: str, reason: str, conv: str, as_json: bool) -> None:
+    def device_revoke(ctx: click.Context, actor: str, reason: str, conv: str | None, as_json: bool) -> None:
         """Shut a lost device out: revoke everything it holds."""
-        record = _revoke(ctx.obj["home"], _actor(actor), ("read",), reason, conv)
+        record = _revoke(ctx.obj["home"], _actor(actor), ("read",), reason, conversation(ctx, conv))
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))

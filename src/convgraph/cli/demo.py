@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from convgraph.cli import graph_view, safe_text
 from convgraph.cli.main import _label
+from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import sign_record
 from convgraph.errors import AuthorityError
@@ -146,7 +147,7 @@ def _authority(out: Console, base: Path, laptop: Replica, phone: Replica, conv: 
             stranger.write(conv, "user_message", {"role": "user", "content": "Book a yacht."})
         except AuthorityError as exc:
             out.print(f"  a stranger's replica refuses to sign a turn: it lacks `{exc.capability}`")
-        mine = sign_record(stranger.key, conv=conv, seq=1, hlc=(laptop.now().wall_ms + 1, 0),
+        mine = sign_record(stranger.key, conv=conv, seq=1, hlc=Hlc(laptop.now().wall_ms + 1, 0),
                            parents=laptop.heads(conv), kind="user_message",
                            payload={"role": "user", "content": "Book a yacht."})
         report = laptop.ingest([mine.data])

@@ -604,11 +604,12 @@ def _check_graph(state: AuthorityState, record: Record, use: _Use) -> None:
 def _authority_error(state: AuthorityState, actor: bytes, cap: str, blocked: set[CID],
                      cid: CID | None) -> AuthorityError:
     who = actor_text(actor)
+    where = "this record's causal past" if cid is not None else "what this replica holds"
     because = (f"revoked by {', '.join(str(u) for u in sorted(blocked, key=lambda u: _order(state, u)))}"
-               if blocked else "no grant of it is in the record's causal past")
+               if blocked else f"no grant of it is in {where}")
+    at = "at this record's causal position" if cid is not None else "to write this here"
     return AuthorityError(
-        f"{who} lacks `{cap}` at this record's causal position ({because}); "
-        f"`convgraph why {who} {cap}` shows the chain",
+        f"{who} lacks `{cap}` {at} ({because}); `convgraph why {who} {cap}` shows the chain",
         capability=cap, actor=who, cid=cid,
         blocked_by=tuple(str(u) for u in sorted(blocked, key=lambda u: _order(state, u))),
     )
