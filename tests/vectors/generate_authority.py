@@ -235,7 +235,7 @@ class Case:
             "conv": CONV,
             "records": self.records,
             "expected": {
-                "heads": [str(c) for c in sorted(heads, key=lambda c: au._order(state, c))],
+                "heads": [str(c) for c in sorted(heads, key=lambda c: au.order_key(state, c))],
                 "excluded": [{"cid": str(e.cid), "reason": e.reason, "causes": [str(c) for c in e.causes]}
                              for e in excluded],
                 "findings": [{"kind": f.kind, "cid": str(f.cid), "evidence": [str(c) for c in f.evidence],

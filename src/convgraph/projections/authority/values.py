@@ -1,0 +1,42 @@
+"""The answers the authority projection gives, each citing the CIDs it rests on (§7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from convgraph.core.cid import CID
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Whether `actor` holds `capability`, and the CIDs that say so (or what it lacks).
+
+    `chain` runs from the genesis to the grant that gives the capability, one grant per
+    delegation step. `until` is the wall-clock ms the capability expires at (None: never).
+    """
+
+    allowed: bool
+    actor: bytes
+    capability: str
+    chain: tuple[CID, ...] = ()
+    blocked_by: tuple[CID, ...] = ()
+    reason: str = ""
+    until: int | None = None
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A stored record that has no effect on any view, why, and the records that cause it."""
+
+    cid: CID
+    reason: str  # revoked_concurrently | grant_excluded | revoker_revoked
+    causes: tuple[CID, ...]
+
+@dataclass(frozen=True)
+class Finding:
+    """A decision that lacks the reviews its request asked for (docs/authority.md §8.4)."""
+
+    kind: str  # omitted_review
+    cid: CID
+    evidence: tuple[CID, ...]
+    missing: tuple[bytes, ...] = ()
+    detail: str = ""
