@@ -58,6 +58,7 @@ from convgraph import (
     Record,
     Replica,
     SigningKey,
+    conv_id,
     decode,
     decode_record,
     encode,
@@ -142,6 +143,15 @@ def corpus() -> Corpus:
     a.ingest([y.data])
     b.ingest([x.data])
     one(a, "c2", "pin", {"target": ask.cid})
+    # a rooted conversation: A owns it, B is granted; mutants there also meet the authority rules
+    rooted = conv_id(AUTHOR_A.public, bytes(16))
+    one(a, rooted, "genesis", {"nonce": bytes(16), "title": "rooted"})
+    one(a, rooted, "grant", {"grantee": AUTHOR_B.public, "rights": ["decide", "read", "review", "write"]})
+    q = one(b, rooted, "decision_request", {"question": "ship?", "reviews": 1})
+    one(b, rooted, "review_comment", {"target": q.cid, "body": "ok", "verdict": "approve"})
+    one(a, rooted, "decision", {"request": q.cid, "choice": "y"})
+    one(a, rooted, "revocation", {"grantee": AUTHOR_B.public, "rights": ["decide"]})
+    one(b, rooted, "user_message", {"content": "still writing"})
     return Corpus(tuple(out), frozenset(r.cid for r in out), clock() + 10)
 
 
