@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -249,3 +250,31 @@ def test_legacy_conversations_keep_the_configuration(deployment: Deployment) -> 
     assert "may not read conversation(s) lobby" in signed_get(
         d.url(1), WRITER, "/v1/conversations/lobby/heads").json()["reason"]
     assert json.loads(signed_get(d.url(0), OUTSIDER, "/v1/conversations/lobby/heads").text)["count"] == 0
+
+
+def test_access_questions_wait_for_the_ingest_lock_and_legacy_ones_do_not(tmp_path: Path) -> None:
+    from convgraph.server.gate import Gate
+
+    replica = Replica.open(tmp_path / "server")
+    owner = Replica.in_memory(OWNER)
+    owner.write(CONV, "genesis", {"nonce": NONCE})
+    replica.ingest([r.data for r in owner.records(CONV)])
+    lock = threading.RLock()
+    gate = Gate(replica, _access(), lock)
+    answers: dict[int, object] = {}
+    questions = [lambda: gate.check_read(OWNER.public, [CONV]), lambda: gate.can_read(OWNER.public, CONV),
+                 lambda: gate.push_refusal(OWNER.public, CONV), lambda: gate.projection(OWNER.public, CONV)]
+    with lock:  # as an ingest holds it
+        threads = [threading.Thread(target=lambda i=i, q=q: answers.setdefault(i, q()), daemon=True)  # type: ignore[misc]
+                   for i, q in enumerate(questions)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        assert answers == {}  # every rooted question waits for the ingest to finish
+        assert gate.push_refusal(OUTSIDER.public, "lobby") is None  # legacy ones need no lock
+        gate.check_read(OUTSIDER.public, ["lobby"])
+    for thread in threads:
+        thread.join(10)
+    assert [answers[i] for i in range(3)] == [None, True, None]
+    assert answers[3]["members"] == {actor_text(OWNER.public): ANY}  # type: ignore[index]
+    replica.close()
