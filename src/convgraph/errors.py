@@ -376,9 +376,23 @@ class UnauthenticatedError(AuthError):
 
 
 class ForbiddenError(AuthError):
-    """The signature is valid but the key has no access to what it asked (HTTP 403)."""
+    """The signature is valid but the key has no access to what it asked (HTTP 403).
+
+    In a rooted conversation the refusal cites its authority projection (docs/authority.md §9):
+    `conv` names it, `capability` is what the key lacks, and `blocked_by` the CIDs (text) of the
+    revocations that cut its grants, empty when it never had one.
+    """
 
     status = 403
+
+    def __init__(
+        self, message: str, *, reason: str = "", cid: object = None, conv: str | None = None,
+        capability: str = "", blocked_by: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, reason=reason, cid=cid)
+        self.conv = conv
+        self.capability = capability
+        self.blocked_by = blocked_by
 
 
 class ServerBusyError(AuthError):

@@ -49,6 +49,8 @@ from convgraph.server.openapi import SPEC
 from convgraph.sync import wire
 from convgraph.sync.initiator import Initiator
 from convgraph.sync.peer import ReplicaPeer
+from projections.authority_world import T0, A, B
+from projections.authority_world import World as AuthorityWorld
 from server.live import LiveServer
 
 CLIENT, STRANGER = SigningKey(bytes([7]) * 32), SigningKey(bytes([8]) * 32)
@@ -336,6 +338,32 @@ def test_events_answers_and_stream(world: World, signed: requests.Session) -> No
         data = next(lines)
         assert data.startswith("data: ")
         assert json.loads(data.removeprefix("data: ")) == {"cursor": world.replica.store.cursor()}
+
+
+def test_every_documented_answer_of_the_authority_route(world: World, signed: requests.Session) -> None:
+    path = "/v1/conversations/{conv}/authority"
+    w = AuthorityWorld(CLIENT)  # a rooted conversation the client owns, with something in every list
+    w.grant(CLIENT, A, "read", "write", "review", expires_ms=T0 + 10**12)
+    w.grant(CLIENT, B, "read", "write")
+    before = w.heads()
+    w.revoke(CLIENT, B, "read")
+    w.say(B, "concurrent with its revocation", parents=before)
+    turn = w.say(A, "the patch")
+    w.write(CLIENT, "pin", {"target": turn.cid})
+    w.write(A, "audit", {"target": turn.cid, "result": "fail", "notes": "no tests"})
+    ask = w.write(CLIENT, "decision_request", {"question": "ship?", "reviews": 1})
+    w.write(CLIENT, "decision", {"request": ask.cid, "choice": "ship"})
+    assert not world.replica.ingest([r.data for r in w.records]).rejected
+    ok = _call(world, signed, path, path_parameters={"conv": w.conv})
+    assert ok.status_code == 200, ok.text
+    body = ok.json()
+    assert all(body[part] for part in ("members", "pins", "audits", "excluded", "findings"))
+    assert _call(world, signed, path, path_parameters={"conv": "c"}).json()["error"] == "legacy"
+    assert _call(world, signed, path, path_parameters={"conv": "secret"}).status_code == 403
+    stranger = AuthorityWorld(STRANGER)  # held here, but the client has no grant in it
+    assert not world.replica.ingest([r.data for r in stranger.records]).rejected
+    refused = _call(world, signed, path, path_parameters={"conv": stranger.conv})
+    assert refused.status_code == 403 and refused.json()["capability"] == "read"
 
 
 # -- requests the generator does not make, each of which must still get a documented answer --

@@ -846,6 +846,31 @@ def test_cursor_marks_now_for_since(store: Store) -> None:
     assert store.since(later, "c1")[0] == pairs(c)
 
 
+def test_arrivals_page_through_every_conversation_in_arrival_order(store: Store) -> None:
+    a, b, c = chain(3)
+    other = chain(2, "c2", key=2)
+    commit(store, a, other[0])
+    commit(store, b, other[1], c)
+    seen, cursor = [], 0
+    while True:
+        page, cursor = store.arrivals(cursor, 2)
+        assert len(page) <= 2
+        if not page:
+            break
+        seen += page
+    assert seen == [(r.conv, r.cid, r.data) for r in (a, other[0], b, other[1], c)]
+    assert store.arrivals(cursor, 10) == ([], cursor)
+    # a cursor from either method serves the other; a rollback leaves no gap; compacted records are left out
+    assert store.since(cursor, "c1")[0] == [] and store.arrivals(store.cursor(), 10)[0] == []
+    d = rec("c1", 4, T0 + 3, (c,), text="d")
+    aborted(store, lambda: commit(store, d))
+    e = rec("c1", 4, T0 + 4, (c,), text="e")
+    commit(store, e)
+    assert store.arrivals(cursor, 10)[0] == [("c1", e.cid, e.data)]
+    store.compact("c1", [a.cid], CID.of_record(b"cp"), b"snap")
+    assert [cid for _, cid, _ in store.arrivals(0, 10)[0]] == [other[0].cid, b.cid, other[1].cid, c.cid, e.cid]
+
+
 def test_sync_keys_are_the_conversations_records_by_wall_then_digest_compacted_included(
     store: Store,
 ) -> None:

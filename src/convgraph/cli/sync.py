@@ -98,7 +98,8 @@ def register(cli: click.Group) -> None:
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
         err.print(f"serving {where} on {listener.url_of(sock)} as {actor_text(replica.actor)}")
         if not access.writers and not access.readers:
-            err.print(Text("no key is admitted yet: every request will get 403 (see --allow)", "yellow"))
+            err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
+                           "members of rooted conversations held here are admitted (their grants)", "yellow"))
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
         try:
             listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout))

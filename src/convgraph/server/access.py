@@ -1,9 +1,11 @@
-"""Who may read or write which conversation on a sync server, from its configuration.
+"""Who may read or write which legacy conversation on a sync server, from its configuration.
 
 The configuration is JSON: `{"conversations": {"<conv>" | "*": {"write": [actor, ...],
 "read": [actor, ...]}}}`, where `*` stands for every conversation and a writer may also
-read. Grant records take over in a later version; until then this file is the authority.
-Invariant: an actor has no access unless a line of the configuration names it.
+read. For a rooted conversation it decides only who may create it here (push it while the
+server holds no genesis of it); once held, its grant records decide (`gate.py`).
+Invariant: an actor has no access to a legacy conversation unless a line of the
+configuration names it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class Access:
     @cached_property
     def _named(self) -> frozenset[bytes]:
         return frozenset().union(*self.writers.values(), *self.readers.values())
+
+    def names(self, actor: bytes) -> bool:
+        """Whether some line of the configuration names `actor`."""
+        return actor in self._named
 
     def check_named(self, actor: bytes) -> None:
         """Raise `ForbiddenError` when no line of the configuration names `actor` at all."""

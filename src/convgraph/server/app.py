@@ -1,13 +1,15 @@
 """The sync server: an ASGI app (Starlette) over one replica's store, SQLite or PostgreSQL.
 
 Every route but `/v1/health` and `/openapi.json` wants a signed request (`auth.py`) from a
-key the access configuration admits for the conversations concerned: no signature is a
-401, a key without access a 403, each with a JSON reason, and the cheapest refusal comes
-first (docs/sync.md, "Order of checks"); a record the key may not read is a 404, as an
-unknown one is. Decoding and hashing run in worker threads, never on the event loop, so
-`/v1/health` answers whatever a request costs. The sync route runs the
-stateless `Responder`, so instances sharing one PostgreSQL database are interchangeable;
-the events route streams a conversation's new records as server-sent events.
+key admitted to the conversations concerned (`gate.py`: the authority projection of a rooted
+conversation, the configuration for a legacy one): no signature is a 401, a key without
+access a 403, each with a JSON reason, and the cheapest refusal comes first (docs/sync.md,
+"Order of checks"); a record the key may not read is a 404, as an unknown one is.
+Decoding, hashing and every question to the authority projection run in worker threads,
+never on the event loop, so `/v1/health` answers whatever a request costs. The sync route
+runs the stateless `Responder`, so instances sharing one PostgreSQL database are
+interchangeable; the events route streams a conversation's new records as server-sent
+events, and ends the stream of a key that lost `read` before anything that follows.
 Invariant: a request is refused whole before anything of it is stored, or its records
 each go through full validation.
 """
@@ -22,6 +24,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -33,9 +36,13 @@ from starlette.routing import Route
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
+from convgraph.core.rooted import is_rooted
 from convgraph.errors import (
     AuthError,
     ConvgraphError,
+    ForbiddenError,
+    NotFoundError,
+    ProjectionError,
     ProtocolError,
     ServerBusyError,
     StoreBusyError,
@@ -45,6 +52,7 @@ from convgraph.replica import Replica
 from convgraph.server import openapi
 from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Verifier
+from convgraph.server.gate import Gate
 from convgraph.server.live import Hub, poll
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, wire
@@ -74,36 +82,35 @@ class ServerConfig:
 
 
 class _Peer(ReplicaPeer):
-    """The replica seen by one request: it may only write the conversations its key may write,
-    and it adopts a base only when the checkpoint is signed by the server's own key or by
-    the requesting key in a conversation that key may write."""
+    """The replica seen by one request: it takes records only into the conversations its key
+    may push to, asked afresh at each push under the lock the ingest then holds (so a
+    revocation that lands first refuses it), and it adopts a base only when the checkpoint is
+    signed by the server's own key or by the requesting key in a conversation it may push to."""
 
-    def __init__(
-        self, replica: Replica, writable: set[str], lock: threading.Lock, ring: Callable[[str], None],
-        actor: bytes,
-    ) -> None:
+    def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None]) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
-            signer == actor and conv in writable))
-        self.writable, self.lock, self.ring = writable, lock, ring
+            signer == actor and gate.push_refusal(actor, conv) is None))
+        self.gate, self.actor, self.ring = gate, actor, ring
 
     def adopt(self, conv: str, base: Base) -> Outcome:
-        if conv not in self.writable:
-            why = "this key may read but not write the conversation"
-            return refusal(CID.of_record(base.checkpoint).digest, "forbidden", why)
-        with self.lock:
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            if why is not None:
+                return refusal(CID.of_record(base.checkpoint).digest, "forbidden", why)
             outcome = super().adopt(conv, base)
         if outcome.accepted:
             self.ring(conv)
         return outcome
 
     def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        if conv not in self.writable:
-            why = "this key may read but not write the conversation"
+        # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            outcome = None if why is not None else super().ingest(conv, records)
+        if outcome is None:
             limit = self.replica.config.limits.max_record_bytes
             report = fates.refused(records, "forbidden", max_bytes=limit)
-            return Outcome(rejected=[(r.digest or None, r.rule, why) for r in report], report=report)
-        with self.lock:  # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
-            outcome = super().ingest(conv, records)
+            return Outcome(rejected=[(r.digest or None, r.rule, str(why)) for r in report], report=report)
         if outcome.accepted:
             self.ring(conv)
         return outcome
@@ -113,6 +120,14 @@ def _error(status: int, rule: str, detail: str, reason: str = "") -> JSONRespons
     headers = {"WWW-Authenticate": 'Convgraph-Signature realm="convgraph"'} if status == 401 else None
     body = {"error": rule, "detail": detail, "reason": reason or detail}
     return JSONResponse(body, status, headers=headers)
+
+
+def _forbidden_body(exc: ForbiddenError) -> dict[str, Any]:
+    """A 403's body; in a rooted conversation it cites the projection: capability, revocations."""
+    body: dict[str, Any] = {"error": exc.rule, "detail": exc.message, "reason": exc.reason}
+    if exc.capability:
+        body |= {"conversation": exc.conv, "capability": exc.capability, "blocked_by": list(exc.blocked_by)}
+    return body
 
 
 Handler = Callable[[Request, bytes, bytes], Awaitable[Response]]  # (request, verified actor, body)
@@ -145,7 +160,9 @@ class _Server:
     def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog) -> None:
         self.replica, self.cfg, self.clock = replica, cfg, clock
         self.verifier = Verifier(nonces, cfg.window_ms)
-        self.hub, self.lock, self.keys = Hub(), threading.Lock(), ReplicaPeer(replica)
+        # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
+        self.hub, self.lock, self.keys = Hub(), threading.RLock(), ReplicaPeer(replica)
+        self.gate = Gate(replica, cfg.access, self.lock)
         self.decoders, self.in_flight = asyncio.Semaphore(cfg.decoders), _InFlight(cfg.per_key)
 
     async def _body(self, request: Request) -> bytes:
@@ -165,8 +182,12 @@ class _Server:
         """The verified actor and the body, cheapest refusal first (docs/sync.md, order of checks)."""
         headers = {k.lower(): v for k, v in request.headers.items()}
         # before the body: a key named nowhere costs nothing (the claim is unverified, but a
-        # refusal reveals no secret, and a forger of an admitted key still meets the signature)
-        self.cfg.access.check_named(self.verifier.claimed(headers))
+        # refusal reveals no secret, and a forger of an admitted key still meets the signature);
+        # only a key the configuration and the member index both miss makes the index look at
+        # the store, off the event loop, and only when the store has changed since it last did
+        claimed = self.verifier.claimed(headers)
+        if not self.gate.named(claimed):
+            await run_in_threadpool(self.gate.check_named, claimed)
         body = await self._body(request)
         raw, query = request.scope.get("raw_path") or request.url.path.encode(), request.scope["query_string"]
         target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
@@ -186,6 +207,8 @@ class _Server:
                 return _error(413, "size", f"request body over {self.cfg.max_body} bytes")
             except TimeoutError:
                 return _error(408, "timeout", f"request body not received within {self.cfg.body_timeout_s} s")
+            except ForbiddenError as exc:
+                return JSONResponse(_forbidden_body(exc), 403)
             except AuthError as exc:
                 return _error(exc.status, exc.rule, exc.message, exc.reason)
             except ProtocolError as exc:  # `reason`: one of the names docs/sync.md lists
@@ -201,14 +224,12 @@ class _Server:
 
     async def sync(self, _: Request, actor: bytes, body: bytes) -> Response:
         def admit(conv: str) -> None:  # each section's name, before its body is decoded
-            self.cfg.access.check_read(actor, [conv])
+            self.gate.check_read(actor, [conv])
 
         with self.in_flight.hold(actor):
             async with self.decoders:
                 message = await run_in_threadpool(wire.decode, body, admit=admit)
-            convs = [s.conv for s in message.sections]
-            writable = self.cfg.access.writable(actor, convs)
-            peer = _Peer(self.replica, writable, self.lock, self.hub.ring, actor)
+            peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
             peer.share_cache(self.keys)
             reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
         return Response(reply, media_type=SYNC_TYPE)
@@ -219,7 +240,7 @@ class _Server:
         except ConvgraphError as exc:
             return _error(400, "cid", str(exc))
         metas = await run_in_threadpool(self.replica.store.metas, [cid])
-        if cid not in metas or not self.cfg.access.can_read(actor, metas[cid].conv):
+        if cid not in metas or not await run_in_threadpool(self.gate.can_read, actor, metas[cid].conv):
             # one answer for both: a 403 would tell a key which records exist where it may not read
             return _error(404, "not_found", f"no record {cid} that this key may read")
         data = await run_in_threadpool(self.replica.store.get, cid)
@@ -229,27 +250,33 @@ class _Server:
 
     async def heads(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
-        self.cfg.access.check_read(actor, [conv])
+        await run_in_threadpool(self.gate.check_read, actor, [conv])
         found = await run_in_threadpool(self.replica.store.heads, conv)
         count = await run_in_threadpool(self.replica.store.count, conv)
         return JSONResponse({"conversation": conv, "heads": [str(c) for c in found], "count": count})
 
     async def events(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
-        self.cfg.access.check_read(actor, [conv])
+        await run_in_threadpool(self.gate.check_read, actor, [conv])
         after = request.query_params.get("after")
         if after is None:
             after = request.headers.get("last-event-id")
         if after is not None and not _CURSOR.fullmatch(after):
             return _error(400, "cursor", f"cursor {after!r} is not a non-negative integer")
         start = int(after) if after is not None else await run_in_threadpool(self.replica.store.cursor)
-        return StreamingResponse(self._stream(request, conv, start), media_type="text/event-stream",
+        return StreamingResponse(self._stream(request, actor, conv, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def _stream(self, request: Request, conv: str, cursor: int) -> AsyncIterator[bytes]:
+    async def _stream(self, request: Request, actor: bytes, conv: str, cursor: int) -> AsyncIterator[bytes]:
         yield f"event: ready\nid: {cursor}\ndata: {json.dumps({'cursor': cursor})}\n\n".encode()
         while not await request.is_disconnected():
             found, cursor = await run_in_threadpool(self.replica.store.since, cursor, conv)
+            if found and is_rooted(conv):  # a revocation that landed ends the stream before what follows it
+                try:
+                    await run_in_threadpool(self.gate.check_read, actor, [conv])
+                except ForbiddenError as exc:
+                    yield f"event: forbidden\ndata: {json.dumps(_forbidden_body(exc))}\n\n".encode()
+                    return
             for i, (cid, data) in enumerate(found):
                 payload = json.dumps({"cid": str(cid), "record": base64.b64encode(data).decode()})
                 ident = f"id: {cursor}\n" if i == len(found) - 1 else ""
@@ -257,6 +284,16 @@ class _Server:
             if not found:
                 await self.hub.wait(conv, self.cfg.heartbeat_s)
                 yield b": keep-alive\n\n"
+
+    async def authority(self, request: Request, actor: bytes, _: bytes) -> Response:
+        conv = request.path_params["conv"]
+        try:
+            body = await run_in_threadpool(self.gate.projection, actor, conv)
+        except NotFoundError as exc:
+            return _error(404, "not_found", str(exc))
+        except ProjectionError as exc:
+            return _error(404, "legacy", str(exc))
+        return JSONResponse(body)
 
     async def health(self, _: Request) -> Response:
         return JSONResponse({"ok": True, "actor": actor_text(self.replica.actor), "protocol": wire.VERSION})
@@ -292,6 +329,7 @@ def create_app(
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
+        Route("/v1/conversations/{conv:conv}/authority", server.guarded(server.authority), methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

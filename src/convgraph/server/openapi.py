@@ -20,7 +20,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: ("Malformed request: the sync grammar (`reason`: version, kind, part, limit or malformed), "
               "a CID, a cursor"),
         401: "No valid signature, a stale timestamp or a replayed nonce",
-        403: "The key is admitted to no conversation, or may not read the one named",
+        403: "The key is admitted to no conversation, or may not read the one named; in a rooted "
+             "conversation the body cites its authority projection (`capability`, `blocked_by`)",
         404: "No such record, or none this key may read (the two are answered alike)",
         408: "The body did not arrive in time",
         410: "The record was compacted away; its header is kept",
@@ -41,6 +42,42 @@ _SIGNATURE_HEADERS: Final = [
         ("X-Convgraph-Signature", "hex Ed25519 signature of docs/sync.md's signing input"),
     ]
 ]
+
+_AUTHORITY_REF: Final = {"$ref": "#/components/schemas/Authority"}
+_TEXTS: Final = {"type": "array", "items": {"type": "string"}}
+_TEXT_OR_NULL: Final = {"type": ["string", "null"]}
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+_AUTHORITY: Final = _object(
+    conversation={"type": "string"},
+    owner={"type": "string", "description": "the owner's actor id"},
+    genesis={"type": "string"},
+    heads=_TEXTS,
+    at_ms={"type": "integer", "description": "the server's clock, against which expiries were judged"},
+    members={
+        "type": "object",
+        "description": "actor id -> capability -> {chain, until}",
+        "additionalProperties": {
+            "type": "object",
+            "additionalProperties": _object(chain=_TEXTS, until={"type": ["integer", "null"]}),
+        },
+    },
+    pins={"type": "array", "items": _object(cid={"type": "string"}, author={"type": "string"},
+                                            target={"type": "string"}, note=_TEXT_OR_NULL)},
+    audits={"type": "array", "items": _object(
+        cid={"type": "string"}, author={"type": "string"}, target={"type": "string"},
+        result={"enum": ["pass", "fail", "inconclusive"]}, notes=_TEXT_OR_NULL)},
+    excluded={"type": "array", "items": _object(
+        cid={"type": "string"},
+        reason={"enum": ["revoked_concurrently", "grant_excluded", "revoker_revoked"]}, causes=_TEXTS)},
+    findings={"type": "array", "items": _object(
+        kind={"type": "string"}, cid={"type": "string"}, evidence=_TEXTS, missing=_TEXTS,
+        detail={"type": "string"})},
+)
 
 SPEC: Final[dict[str, Any]] = {
     "openapi": "3.1.0",
@@ -162,7 +199,8 @@ SPEC: Final[dict[str, Any]] = {
                 "summary": "Server-sent events: every new record of the conversation",
                 "description": "Events `ready` (data {cursor}) then `record` (data {cid, record: base64}); "
                 "each batch's last record carries the cursor as its id. Resume with `after` "
-                "or Last-Event-ID.",
+                "or Last-Event-ID. In a rooted conversation, a key that loses `read` gets a last "
+                "`forbidden` event (data: the 403 body) before any record that follows.",
                 "security": _SIGNED,
                 "parameters": [
                     {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -189,6 +227,31 @@ SPEC: Final[dict[str, Any]] = {
                 },
             }
         },
+        "/v1/conversations/{conv}/authority": {
+            "get": {
+                "operationId": "authority",
+                "summary": "The authority projection of a rooted conversation (docs/authority.md §7)",
+                "description": "Who holds which capability, each with the chain of CIDs from the genesis "
+                "to the grant that gives it, and what the projection pins, audits, excludes and finds. "
+                "For keys that may read the conversation.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the projection, every CID and actor id as text",
+                        "content": {"application/json": {"schema": _AUTHORITY_REF}},
+                    },
+                    "404": {
+                        "description": "A legacy conversation (`error`: legacy), which has no projection, or "
+                        "a rooted one whose genesis is not held here yet (`error`: not_found)",
+                        "content": {"application/json": {"schema": _ERROR}},
+                    },
+                    **_errors(401, 403, *_ANY_SIGNED),
+                },
+            }
+        },
     },
     "components": {
         "securitySchemes": {
@@ -207,8 +270,15 @@ SPEC: Final[dict[str, Any]] = {
                     "error": {"type": "string"},
                     "detail": {"type": "string"},
                     "reason": {"type": "string"},
+                    "conversation": {"type": "string", "description": "403 in a rooted conversation"},
+                    "capability": {"type": "string", "description": "403: the capability the key lacks"},
+                    "blocked_by": {
+                        "type": "array", "items": {"type": "string"},
+                        "description": "403: the revocations that cut the key's grants; empty: no grant",
+                    },
                 },
-            }
+            },
+            "Authority": _AUTHORITY,
         },
     },
 }

@@ -88,6 +88,12 @@ class Store(Protocol):
         order, and the cursor to pass next time. Compacted records are left out."""
         ...
 
+    def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
+        """At most `limit` records of any conversation that arrived after `cursor`, each with
+        its conversation, in arrival order, and the cursor to pass next (`since`'s cursors).
+        Compacted records are left out (they still move the cursor)."""
+        ...
+
     def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
         """Every stored record of `conv` as (wall_ms, sha2-256 digest of its CID), sorted:
         the set sync reconciles. Compacted records stay in it (we hold them, headers only)."""

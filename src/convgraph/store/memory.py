@@ -173,6 +173,12 @@ class MemoryStore:
             found = [(c, self._data[c]) for c in fresh if self._meta[c].conv == conv and self._data[c]]
             return found, len(self._arrival)
 
+    def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
+        with self._lock:
+            fresh = self._arrival[cursor : cursor + limit]
+            found = [(self._meta[c].conv, c, self._data[c]) for c in fresh if self._data[c]]
+            return found, cursor + len(fresh)
+
     def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
         with self._lock:
             return sorted((key[0], cid.digest) for key, cid in self._order.get(conv, []))

@@ -403,6 +403,13 @@ class PostgresStore:
         )
         return [(CID._trusted(c), d) for _, c, d in rows if d], rows[-1][0] if rows else cursor
 
+    def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
+        rows = self._query(
+            "SELECT id, conv, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s", cursor, limit
+        )
+        found = [(conv, CID._trusted(c), d) for _, conv, c, d in rows if d]
+        return found, rows[-1][0] if rows else cursor
+
     def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
         rows = self._query("SELECT wall, cid FROM {s}.records WHERE conv = %s", conv)
         return sorted((wall, cid[4:]) for wall, cid in rows)

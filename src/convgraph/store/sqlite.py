@@ -373,6 +373,12 @@ class SqliteStore:
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
         return found, rows[-1][0] if rows else cursor
 
+    def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
+        rows = self._query("SELECT id, conv, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?",
+                           (cursor, limit))
+        found = [(conv, CID._trusted(c), d) for _, conv, c, d in rows if d]
+        return found, rows[-1][0] if rows else cursor
+
     def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
         # an index-only scan of `records_order`, sorted here: no second index to maintain
         rows = self._query("SELECT wall, cid FROM records WHERE conv = ?", (conv,))

@@ -4,11 +4,13 @@
 the reply, within the sync's deadline when given one. Every request is signed with the
 client's actor key (`server/auth.py`); the server's typed refusals come back as the same
 typed errors (401 `UnauthenticatedError`, 403 `ForbiddenError`, 400 `ProtocolError`),
-anything else outside the protocol as `TransportError`. Every answer is read with a bound
-on its size and a minimum rate (`SlowTransferError`), and every record that `record`,
-`heads` and `events` hand back has been verified (`sync/verify.py`). Invariant: a reply is
-returned only for a 200 answer of the sync type, and a record only when it is the valid
-record its CID names.
+anything else outside the protocol as `TransportError`. A 403 in a rooted conversation keeps
+what the server cited from its authority projection: the capability lacked and the
+revocations in the way, in `ForbiddenError.reason`, `capability` and `blocked_by`. Every
+answer is read with a bound on its size and a minimum rate (`SlowTransferError`), and
+every record that `record`, `heads` and `events` hand back has been verified
+(`sync/verify.py`). Invariant: a reply is returned only for a 200 answer of the sync type,
+and a record only when it is the valid record its CID names.
 """
 
 from __future__ import annotations
@@ -181,7 +183,8 @@ class HttpRemote:
         """Server-sent events of `conv`: (cursor, None, b"") once ready, then each new record.
 
         A record is yielded only once verified: its bytes hash to the CID its event names,
-        and it is a valid record of `conv` (`PeerMisbehavedError`).
+        and it is a valid record of `conv` (`PeerMisbehavedError`). A `forbidden` event (the
+        key lost `read` while it listened) raises `ForbiddenError` with the server's reason.
         """
         query = "" if after is None else f"?after={after}"
         response = self._request("GET", f"/v1/conversations/{_quote(conv)}/events{query}")
@@ -249,7 +252,7 @@ def _parse_events(lines: Iterator[str]) -> Iterator[Event]:
     event, ident, data = "message", None, list[str]()
     for line in lines:
         if line == "":
-            if data and event in ("ready", "record"):
+            if data and event in ("ready", "record", "forbidden"):
                 yield _event(event, ident, "".join(data))
             event, ident, data = "message", None, []
         elif line.startswith(":"):
@@ -266,7 +269,16 @@ def _parse_events(lines: Iterator[str]) -> Iterator[Event]:
 
 
 def _event(event: str, ident: str | None, data: str) -> Event:
-    """One `ready` or `record` event, parsed; a malformed one is a `TransportError`."""
+    """One `ready` or `record` event, parsed; a malformed one is a `TransportError`, and a
+    `forbidden` one (the last of its stream) a `ForbiddenError`."""
+    if event == "forbidden":
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        said = body if isinstance(body, dict) else {}
+        why = f"{said.get('detail', '')}: {said.get('reason', '')}"
+        raise _forbidden(f"the event stream ended: 403 {why}", body)
     try:
         body = json.loads(data)
         if event == "ready":
@@ -276,7 +288,20 @@ def _event(event: str, ident: str | None, data: str) -> Event:
         raise TransportError(f"a malformed {event!r} event: {data[:200]!r}") from exc
 
 
+def _forbidden(message: str, body: Any) -> ForbiddenError:
+    """The 403 the server answered (`body`, its JSON), with what it cites of a rooted
+    conversation's projection: the conversation, the capability lacked, the revocations."""
+    fields = body if isinstance(body, dict) else {}
+    capability, conv, blocked = fields.get("capability"), fields.get("conversation"), fields.get("blocked_by")
+    return ForbiddenError(
+        message, reason=str(fields.get("reason", "")), conv=conv if isinstance(conv, str) else None,
+        capability=capability if isinstance(capability, str) else "",
+        blocked_by=tuple(str(u) for u in blocked) if isinstance(blocked, list) else (),
+    )
+
+
 def _raise_for(response: httpx.Response, raw: bytes) -> None:
+    body: Any = None
     try:
         body = json.loads(raw)
         detail, reason = str(body.get("detail", "")), str(body.get("reason", ""))
@@ -288,7 +313,7 @@ def _raise_for(response: httpx.Response, raw: bytes) -> None:
     if status == 401:
         raise UnauthenticatedError(f"{where}: 401 {detail}{why}", reason=reason)
     if status == 403:
-        raise ForbiddenError(f"{where}: 403 {detail}{why}", reason=reason)
+        raise _forbidden(f"{where}: 403 {detail}{why}", body)
     if status in (400, 413):  # a 400 sync refusal's `reason` is one docs/sync.md lists
         raise ProtocolError(f"{where}: {status} {detail}", reason=reason or "peer")
     raise TransportError(f"{where}: HTTP {status} {detail}")

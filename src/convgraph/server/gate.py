@@ -1,0 +1,117 @@
+"""Who may read and push which conversation on a sync server (docs/authority.md §9).
+
+A rooted conversation the server holds answers from its authority projection: a key may read
+it, and push records to it, when `who_can(key, "read")` says yes; each pushed record is then
+judged on its own author by ingest. A rooted conversation the server holds no genesis of may be
+pushed (created) and read by the keys the configuration lets write it; any other key is refused
+exactly as in a held conversation where it has no grant, so a refusal never tells whether a
+conversation exists. Legacy conversations keep the configuration's rules (`access.py`).
+Invariant: every answer about a rooted conversation is taken holding the lock ingest holds, so
+it is the projection of committed records and never of an ingest half done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from convgraph.core.keys import actor_text
+from convgraph.core.rooted import is_rooted
+from convgraph.errors import ForbiddenError, NotFoundError, ProjectionError
+from convgraph.projections.authority import READ, Answer, Authority
+from convgraph.projections.authority_json import authority_json
+from convgraph.replica import Replica
+from convgraph.server.access import Access
+from convgraph.server.members import MemberIndex
+
+READ_ONLY = "this key may read but not write the conversation"
+
+
+class Gate:
+    """The access questions of the server's routes, for one replica and configuration."""
+
+    def __init__(self, replica: Replica, access: Access, lock: AbstractContextManager[Any]) -> None:
+        self.replica, self.access, self.lock = replica, access, lock
+        self.members = MemberIndex(replica.store)
+
+    def named(self, actor: bytes) -> bool:
+        """The cheap check (memory only): the configuration or the member index names `actor`."""
+        return self.access.names(actor) or self.members.known(actor)
+
+    def check_named(self, actor: bytes) -> None:
+        """Raise `ForbiddenError` unless `actor` is named: refreshes the index when the store moved."""
+        if not self.members.knows(actor):
+            self.access.check_named(actor)
+
+    def check_read(self, actor: bytes, convs: Iterable[str]) -> None:
+        """Raise `ForbiddenError` for the first conversation of `convs` that `actor` may not read."""
+        names = sorted(set(convs))
+        legacy = [c for c in names if not is_rooted(c)]
+        if legacy:
+            self.access.check_read(actor, legacy)
+        for conv in names:
+            if is_rooted(conv):
+                with self.lock:
+                    refusal = self._refusal(actor, conv)
+                if refusal is not None:
+                    raise refusal
+
+    def can_read(self, actor: bytes, conv: str) -> bool:
+        """Whether `actor` may read `conv` (the records route answers 404 when it may not)."""
+        if not is_rooted(conv):
+            return self.access.can_read(actor, conv)
+        with self.lock:
+            return self._refusal(actor, conv) is None
+
+    def push_refusal(self, actor: bytes, conv: str) -> str | None:
+        """Why `actor` may not push records to `conv`, or None when it may.
+
+        Call it holding the lock with the ingest it guards, so no grant or revocation lands
+        between the answer and the records it admits.
+        """
+        if not is_rooted(conv):
+            return None if self.access.can_write(actor, conv) else READ_ONLY
+        with self.lock:
+            refusal = self._refusal(actor, conv)
+        return None if refusal is None else refusal.reason
+
+    def projection(self, actor: bytes, conv: str) -> dict[str, Any]:
+        """The authority projection of `conv` as JSON, for a key that may read it.
+
+        Raises `ForbiddenError` for any other key, `ProjectionError` for a legacy conversation
+        and `NotFoundError` for a rooted one held without its genesis (a creator's, not yet pushed).
+        """
+        if not is_rooted(conv):
+            self.access.check_read(actor, [conv])
+            raise ProjectionError(f"conversation {conv[:64]!r} is legacy: it has no authority projection")
+        with self.lock:  # one hold: the answer and the projection it admits see the same records
+            refusal = self._refusal(actor, conv)
+            if refusal is not None:
+                raise refusal
+            return authority_json(self.replica.authority(conv))
+
+    def _refusal(self, actor: bytes, conv: str) -> ForbiddenError | None:
+        """The refusal of `read` in rooted `conv` (the caller holds the lock), or None."""
+        try:
+            authority: Authority | None = self.replica.authority(conv)
+        except NotFoundError:
+            authority = None
+        if authority is None:  # not held here: only a key that may create it may read it
+            if self.access.can_write(actor, conv):
+                return None
+            answer = Answer(False, actor, READ, reason="no grant")
+        else:
+            answer = authority.who_can(actor, READ)
+            if answer.allowed:
+                return None
+        return refused(conv, answer)
+
+
+def refused(conv: str, answer: Answer) -> ForbiddenError:
+    """The 403 for an answer that says no, citing the revocations in the way or the lack of a grant."""
+    blocked = tuple(str(u) for u in answer.blocked_by)
+    because = f"revoked by {', '.join(blocked)}" if blocked else "no grant of it"
+    who, cap = actor_text(answer.actor), answer.capability
+    return ForbiddenError("no access", reason=f"key {who} lacks `{cap}` in conversation {conv}: {because}",
+                          conv=conv, capability=cap, blocked_by=blocked)
