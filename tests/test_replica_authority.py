@@ -188,3 +188,17 @@ def test_a_rooted_conversation_ingests_whole_in_batches_of_any_size(batch: int) 
         assert not report.rejected
     assert fresh.transcript(conv) == writer.transcript(conv)
     assert len(fresh.transcript(conv)) == 60
+
+
+def test_writes_and_ingests_keep_one_authority_state_not_a_rebuild_each() -> None:
+    clock = ManualClock(T0)
+    owner, laptop = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, laptop, "read", "write")
+    state = owner.authority(conv).state
+    for i in range(20):
+        owner.say(conv, "user", f"turn {i}")
+        laptop.ingest([r.data for r in owner.records(conv)])
+        laptop.say(conv, "user", f"reply {i}")
+        owner.ingest([r.data for r in laptop.records(conv)])
+    assert owner.authority(conv).state is state  # kept and extended, never rebuilt
