@@ -6,9 +6,10 @@ import pytest
 
 from convgraph import Replica
 from convgraph.adoption import compaction_of
+from convgraph.core import codec
 from convgraph.core.hlc import ManualClock
 from convgraph.core.keys import SigningKey
-from convgraph.core.record import sign_record
+from convgraph.core.record import sign_record, signing_bytes
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AuthorityError, ForgedMergeError
 
@@ -202,3 +203,28 @@ def test_writes_and_ingests_keep_one_authority_state_not_a_rebuild_each() -> Non
         laptop.say(conv, "user", f"reply {i}")
         owner.ingest([r.data for r in laptop.records(conv)])
     assert owner.authority(conv).state is state  # kept and extended, never rebuilt
+
+
+def hand_signed(key: SigningKey, conv: str, wall: int, kind: str, payload: dict[str, object]) -> bytes:
+    """A parentless record signed without `sign_record`'s checks, as a hostile peer would."""
+    unsigned = {"conv": conv, "actor": key.public, "seq": 1, "hlc": [wall, 0], "parents": [],
+                "kind": kind, "payload": payload, "refs": []}
+    return codec.encode({**unsigned, "sig": key.sign(signing_bytes(unsigned))})
+
+
+@pytest.mark.parametrize("attack", ["backdated genesis", "concurrent genesis", "parentless turn"])
+@pytest.mark.parametrize("first", [True, False], ids=["stranger syncs first", "owner first"])
+def test_a_stranger_cannot_claim_the_root(attack: str, first: bool) -> None:
+    clock = ManualClock(T0)
+    owner, stranger, fresh = device(0, clock), device(2, clock), device(3, clock)
+    conv = rooted(owner)
+    kind, payload = ("user_message", {"content": "first!"}) if attack == "parentless turn" else (
+        "genesis", {"nonce": NONCE, "title": "mine now"})
+    wall = 1 if attack == "backdated genesis" else T0
+    forged = hand_signed(stranger.key, conv, wall, kind, payload)
+    honest = [r.data for r in owner.records(conv)]
+    batches = [[forged], honest] if first else [honest, [forged]]
+    rules = [r.rule for batch in batches for r in fresh.ingest(batch).rejected]
+    assert rules == ["genesis"]
+    assert fresh.authority(conv).owner == owner.actor
+    assert not fresh.authority(conv).who_can(stranger.actor, "read").allowed
