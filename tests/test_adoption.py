@@ -102,6 +102,39 @@ def test_role_tells_snapshots_and_covers_from_records() -> None:
     assert role(codec.encode({"v": 2, "entries": []})) == "record"  # an unknown version is no snapshot
 
 
+def test_a_waiting_record_that_equivocates_with_an_adopted_header_is_kept_with_the_evidence() -> None:
+    source, _, _ = compacted()
+    c = bundle(source)
+    by_seq = {h.seq: h for h in _headers(c)}
+    parent = by_seq[2]
+    twin = sign_record(source.key, conv="c", seq=3, hlc=Hlc(parent.hlc.wall_ms, parent.hlc.counter + 1),
+                       parents=[parent.cid], kind="user_message", payload={"content": "turn 2, said otherwise"})
+    assert twin.cid != by_seq[3].cid
+    fresh = Replica.in_memory(clock=ManualClock(T0))
+    assert fresh.ingest([twin.data]).quarantined == [twin.cid]  # its parent is only in the cover
+    report = adopt(fresh, c)
+    assert twin.cid in report.accepted and report.released == [twin.cid]
+    assert report.equivocations == [(by_seq[3].cid, twin.cid)]  # the header is the rival
+    assert fresh.store.equivocations("c") == [tuple(sorted([by_seq[3].cid, twin.cid]))]
+
+
+def test_a_checkpoint_that_arrived_before_its_cover_is_released_by_the_adoption() -> None:
+    """Waiting for its parents or for our clock, the checkpoint leaves the quarantine when
+    adopted (and is reported released), whichever way the plan finds it there."""
+    source, _, _ = compacted()
+    c = bundle(source)
+    waiting = Replica.in_memory(clock=ManualClock(T0))
+    assert waiting.ingest([c.record]).quarantined == [c.checkpoint]  # its parents are only in the cover
+    clock = ManualClock(T0 - 3_600_000)
+    held = Replica.in_memory(clock=clock)
+    assert held.ingest([c.record]).held == [c.checkpoint]
+    clock.advance(3_600_000)
+    for r in (waiting, held):
+        report = adopt(r, c)
+        assert report.adopted == report.released == [c.checkpoint]
+        assert r.store.pending_stats() == (0, 0) and r.store.has(c.checkpoint)
+
+
 # ---------------------------------------------------------------- what is refused
 
 
