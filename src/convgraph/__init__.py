@@ -27,6 +27,7 @@ from convgraph.core.record import (
 )
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
+    AccessConfigError,
     AuthError,
     BindError,
     CarError,
@@ -104,6 +105,7 @@ from convgraph.sync.wire import Fate, Reported, WireLimits
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessConfigError",
     "AdoptionPolicy",
     "AuthError",
     "BindError",
