@@ -116,3 +116,13 @@ def test_a_rule_naming_no_actor_is_refused_naming_the_rule(rule: str) -> None:
     with pytest.raises(AccessConfigError) as caught:
         Access.from_rules([f"{actor_text(B)}=team", rule])
     assert caught.value.message == f"access rule {rule!r}: not an actor id: {actor!r}"
+
+
+def test_a_key_named_nowhere_is_refused_saying_so() -> None:
+    access = Access.from_rules([f"{actor_text(A)}=team", f"{actor_text(B)}=*:read"])
+    access.check_named(A)  # a writer somewhere, a reader everywhere: both raise nothing
+    access.check_named(B)
+    with pytest.raises(ForbiddenError) as caught:
+        access.check_named(C)
+    assert (caught.value.message, caught.value.reason) == (
+        "no access", f"key {actor_text(C)} is admitted to no conversation")
