@@ -226,7 +226,8 @@ class Replica:
             )
             self._land(writes, report)
             record = adoption.checkpoint
-            self.store.compact(record.conv, (), record.cid, snapshot)  # drops nothing: keeps the snapshot
+            # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
+            self.store.compact(record.conv, (), record.cid, adoption.snapshot)
         self._views.pop(record.conv, None)  # the folded view lacks what only the snapshot holds
         self._merge_clock(report, now)
         return report
