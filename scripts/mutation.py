@@ -52,6 +52,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "sync/wire.py": ("tests/sync/test_wire.py", "tests/sync/test_protocol.py"),
     "core/codec.py": ("tests/core/test_codec.py", *_CORE),
     "ingest.py": ("tests/test_ingest.py", "tests/test_adoption.py"),  # adoption runs through plan_ingest
+    # the report part: pushes over a live server, over a local pair, and releases after a base
+    "sync/fates.py": ("tests/sync/test_fates.py", "tests/sync/test_local.py", "tests/sync/test_compacted.py"),
+    # checked directly, then travelling by sync and in CAR files (compaction_of, role, cover_checkpoint)
+    "adoption.py": ("tests/test_adoption.py", "tests/sync/test_compacted.py", "tests/sync/test_car.py"),
 }
 KILLED = {"killed", "timeout", "segfault"}
 

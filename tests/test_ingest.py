@@ -256,6 +256,13 @@ def test_bytes_offered_under_another_cid_reject_no_child() -> None:
     assert [x.rule for x in report.rejected] == ["cid"]
     assert report.quarantined == [recs[1].cid]  # the real recs[0] may still come
     assert r.ingest([recs[0].data]).accepted == [recs[0].cid, recs[1].cid]
+    # offered under the CID of a parent: that parent is still unknown, not refused, so its
+    # child waits for it (refusing the CID would reject the child as a forgery's)
+    r = fresh()
+    report = r.ingest([(recs[1].data, recs[0].cid), recs[1].data])
+    assert [(x.cid, x.rule) for x in report.rejected] == [(recs[0].cid, "cid")]
+    assert report.quarantined == [recs[1].cid]
+    assert r.ingest([recs[0].data]).accepted == [recs[0].cid, recs[1].cid]
 
 
 def test_each_record_is_reported_once_by_where_it_ended() -> None:
@@ -281,11 +288,27 @@ def test_a_record_evicted_at_once_is_reported_evicted_only() -> None:
     report = r.ingest([o.data for o in orphans])
     assert report.evicted == [orphans[0].cid, orphans[1].cid]
     assert report.quarantined == [orphans[2].cid]
+
+
 def test_a_replica_applies_its_own_record_limits_on_ingest() -> None:
     big = sign_record(A, conv="c", seq=1, hlc=Hlc(1000, 0), parents=[], kind="user_message",
                       payload={"content": "x" * 500})
     report = fresh(limits=Limits(max_record_bytes=400)).ingest([big.data])
     assert [type(x.error) for x in report.rejected] == [SizeLimitError] and not report.accepted
+
+
+def test_a_bad_record_of_exactly_the_size_limit_is_refused_under_its_own_cid() -> None:
+    """The limit is inclusive: bytes of exactly that size were hashed, so a forgery of that
+    size is named, and whatever names it as a parent is rejected too."""
+    bad = forged(sign_record(A, conv="c", seq=1, hlc=Hlc(1000, 0), parents=[], kind="user_message",
+                             payload={"content": "x" * 300}))
+    child = sign_record(B, conv="c", seq=1, hlc=Hlc(2000, 0), parents=[CID.of_record(bad)],
+                        kind="user_message", payload={"content": "y"})
+    assert len(child.data) < len(bad)
+    report = fresh(limits=Limits(max_record_bytes=len(bad))).ingest([bad, child.data])
+    assert [(x.cid, x.rule) for x in report.rejected] == [
+        (CID.of_record(bad), "signature"), (child.cid, "parent_rejected")]
+    assert not report.quarantined and not report.accepted
 
 
 def test_a_refused_record_is_reported_under_the_cid_its_sender_claimed() -> None:

@@ -31,6 +31,7 @@ from convgraph.core.record import (
 from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
+    AccessConfigError,
     AliasError,
     AuthError,
     BindError,
@@ -113,6 +114,7 @@ from convgraph.sync.wire import Fate, Reported, WireLimits
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessConfigError",
     "AdoptionPolicy",
     "AliasError",
     "AuthError",

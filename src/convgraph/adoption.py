@@ -157,7 +157,7 @@ def check_cover(checkpoint: Record, snapshot: bytes, headers: Iterable[RecordMet
     ck, payload = checkpoint.cid, checkpoint.payload
     headers = sorted(headers, key=_order)
     if checkpoint.kind != "checkpoint":
-        raise CoverError(f"a {checkpoint.kind} record is no checkpoint", checkpoint=ck)
+        raise CoverError(f"a record of kind {checkpoint.kind} is no checkpoint", checkpoint=ck)
     if state_.snapshot_cid(snapshot) != payload["snapshot"]:
         raise SnapshotError(f"the snapshot hashes to {state_.snapshot_cid(snapshot)}, the checkpoint "
                             f"names {payload['snapshot']}", cid=ck)

@@ -34,6 +34,7 @@
     ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
     ├── AliasError                  a malformed local alias, or an alias file that cannot be read
     ├── BindError                   the sync server cannot listen on the address asked for
+    ├── AccessConfigError           a sync server's access configuration that cannot be used
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
     │   ├── CompactedError          the raw records asked for were compacted away
@@ -280,6 +281,14 @@ class BindError(ConvgraphError):
         self.port = port
 
 
+class AccessConfigError(ConvgraphError):
+    """An access configuration (a file or `--allow` rules) that cannot be read or is malformed.
+
+    The message names where (the file, `--allow` or the rule) and what is wrong, so the
+    server is never started on a configuration that grants other than what was meant.
+    """
+
+
 class ProjectionError(ConvgraphError):
     """A view of the records cannot be built as asked."""
 
@@ -466,4 +475,5 @@ _RULES: dict[type[ConvgraphError], str] = {
     ServerBusyError: "busy",
     NonceLogFullError: "busy",
     BindError: "bind",
+    AccessConfigError: "access_config",
 }

@@ -312,7 +312,8 @@ class Replica:
                 limits=self.config.limits, adoption=adoption, authority=authority,
             )
             self._land(writes, report)
-            self.store.compact(record.conv, (), record.cid, snapshot)  # drops nothing: keeps the snapshot
+            # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
+            self.store.compact(record.conv, (), record.cid, adoption.snapshot)
         self._views.pop(record.conv, None)  # the folded view lacks what only the snapshot holds
         self._authorities.pop(record.conv, None)  # rebuilt from the stored snapshot and headers
         self._merge_clock(report, now)

@@ -198,6 +198,13 @@ def test_serve_on_a_port_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
     assert "serving" not in proc.stderr
 
 
+def test_serve_with_an_access_rule_naming_no_actor_is_a_clear_error(tmp_path: Path) -> None:
+    proc = run(tmp_path / "server", "serve", "--port", "0", "--allow", "nobody=c", ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "access rule 'nobody=c': not an actor id: 'nobody'" in one_line(proc.stderr)
+    assert "serving" not in proc.stderr
+
+
 def test_serve_announces_its_url_only_once_it_listens(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

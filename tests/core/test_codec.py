@@ -362,6 +362,10 @@ def test_the_errors_of_the_codec_say_what_failed() -> None:
     with pytest.raises(SchemaError) as info:
         from_json({"/": {"bytes": long_bad}})
     assert info.value.message == f"bad base64 in DAG-JSON bytes: {long_bad[:40]!r}"
+    padded = "QUFB" * 25 + "aGk="  # valid base64 of 77 bytes, padded: a second text for them
+    with pytest.raises(SchemaError) as info:
+        from_json({"/": {"bytes": padded}})
+    assert info.value.message == f"bad base64 in DAG-JSON bytes: {padded[:40]!r} is not unpadded canonical"
     with pytest.raises(SchemaError, match=r"^value is not representable in DAG-CBOR: "):
         encode({1, 2})
     with pytest.raises(DecodeError, match=r"^not DAG-CBOR: "):

@@ -9,7 +9,7 @@ import pytest
 
 from convgraph import SigningKey
 from convgraph.core.keys import actor_text
-from convgraph.errors import ConvgraphError, ForbiddenError
+from convgraph.errors import AccessConfigError, ConvgraphError, ForbiddenError
 from convgraph.server.access import Access
 
 A, B, C = (SigningKey(bytes([i]) * 32).public for i in (1, 2, 3))
@@ -42,12 +42,13 @@ def test_a_configuration_file(tmp_path: Path) -> None:
     {"conversations": {"c": {"write": ["not an actor"]}}},
 ])
 def test_a_malformed_configuration_is_refused(raw: object) -> None:
-    with pytest.raises(ConvgraphError):
+    with pytest.raises(AccessConfigError) as caught:
         Access.from_json(raw)
+    assert isinstance(caught.value, ConvgraphError) and caught.value.rule == "access_config"
 
 
 def test_a_malformed_rule_is_refused() -> None:
-    with pytest.raises(ConvgraphError, match="ACTOR=CONV"):
+    with pytest.raises(AccessConfigError, match="ACTOR=CONV"):
         Access.from_rules(["nobody"])
 
 
@@ -71,25 +72,31 @@ def test_a_key_reads_what_it_is_granted_and_writes_only_where_it_may() -> None:
     ({"conversations": {"c": "write"}}, "configuration: conversation 'c' needs {'read': [...], 'write': [...]}"),
     ({"conversations": {"c": {"write": "x"}}}, "configuration: 'c'.write must be a list of actor ids"),
     ({"conversations": {"c": {"read": [5]}}}, "configuration: 'c'.read must be a list of actor ids"),
-    ({"conversations": {"c": {"write": ["not an actor"]}}}, "not an actor id: 'not an actor'"),
+    ({"conversations": {"c": {"write": ["not an actor"]}}}, "configuration: 'c'.write: not an actor id: 'not an actor'"),
+    ({"conversations": {"c": {"read": [actor_text(A)[:-1]]}}},
+     f"configuration: 'c'.read: not an actor id: {actor_text(A)[:-1]!r}"),
 ])
 def test_a_malformed_configuration_is_refused_saying_where(raw: object, why: str) -> None:
-    with pytest.raises(ConvgraphError) as caught:
+    with pytest.raises(AccessConfigError) as caught:
         Access.from_json(raw)
     assert caught.value.message == why
 
 
 def test_a_configuration_file_that_cannot_be_used_is_named(tmp_path: Path) -> None:
     path = tmp_path / "access.json"
-    with pytest.raises(ConvgraphError, match=f"^cannot read access configuration {path}: "):
+    with pytest.raises(AccessConfigError, match=f"^cannot read access configuration {path}: "):
         Access.load(path)
     path.write_text("{not json")
-    with pytest.raises(ConvgraphError, match=f"^cannot read access configuration {path}: "):
+    with pytest.raises(AccessConfigError, match=f"^cannot read access configuration {path}: "):
         Access.load(path)
     path.write_text(json.dumps({"conversations": {"c": {"write": "x"}}}))
-    with pytest.raises(ConvgraphError) as caught:
+    with pytest.raises(AccessConfigError) as caught:
         Access.load(path)
     assert caught.value.message == f"{path}: 'c'.write must be a list of actor ids"
+    path.write_text(json.dumps({"conversations": {"c": {"write": ["nobody"]}}}))
+    with pytest.raises(AccessConfigError) as caught:
+        Access.load(path)
+    assert caught.value.message == f"{path}: 'c'.write: not an actor id: 'nobody'"
 
 
 def test_a_rule_splits_at_the_first_equals_sign_and_a_final_read() -> None:
@@ -97,8 +104,25 @@ def test_a_rule_splits_at_the_first_equals_sign_and_a_final_read() -> None:
     access = Access.from_rules([f"{actor_text(A)}=a=b", f"{actor_text(B)}=x:y:read", f"{actor_text(C)}=x:y"])
     assert access.can_write(A, "a=b") and access.can_read(B, "x:y") and not access.can_write(B, "x:y")
     assert access.can_write(C, "x:y")
-    for rule in ("nobody", f"{actor_text(A)}=", "=team"):
-        with pytest.raises(ConvgraphError) as caught:
+    for rule in ("nobody", f"{actor_text(A)}="):
+        with pytest.raises(AccessConfigError) as caught:
             Access.from_rules([rule])
-        assert caught.value.message in (f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read",
-                                        "not an actor id: ''")
+        assert caught.value.message == f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read"
+
+
+@pytest.mark.parametrize("rule", ["=team", "nobody=team", f"{actor_text(A).upper()}=team:read"])
+def test_a_rule_naming_no_actor_is_refused_naming_the_rule(rule: str) -> None:
+    actor = rule.partition("=")[0]
+    with pytest.raises(AccessConfigError) as caught:
+        Access.from_rules([f"{actor_text(B)}=team", rule])
+    assert caught.value.message == f"access rule {rule!r}: not an actor id: {actor!r}"
+
+
+def test_a_key_named_nowhere_is_refused_saying_so() -> None:
+    access = Access.from_rules([f"{actor_text(A)}=team", f"{actor_text(B)}=*:read"])
+    access.check_named(A)  # a writer somewhere, a reader everywhere: both raise nothing
+    access.check_named(B)
+    with pytest.raises(ForbiddenError) as caught:
+        access.check_named(C)
+    assert (caught.value.message, caught.value.reason) == (
+        "no access", f"key {actor_text(C)} is admitted to no conversation")

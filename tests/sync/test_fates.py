@@ -16,12 +16,16 @@ from pathlib import Path
 import pytest
 
 from convgraph import ManualClock, Replica, SigningKey, errors
+from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record, sign_record
+from convgraph.ingest import IngestReport
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
+from convgraph.store.base import Pending
 from convgraph.sync import wire
+from convgraph.sync.fates import fates, refused
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
@@ -147,3 +151,44 @@ def test_a_release_is_reported_in_its_own_conversation_only(served: tuple[Replic
     report = _push(url, [other.data])
     assert report == (Reported(Fate.ACCEPTED, other.cid.digest), Reported(Fate.RELEASED, held_c.cid.digest))
     assert server.store.count("d") == 1  # released too, but not this key's to hear of
+
+
+# ---------------------------------------------------------------- the pure functions, case by case
+
+
+def _cid(n: int) -> CID:
+    return CID.of_record(b"record %d" % n)
+
+
+def test_each_pushed_record_gets_where_it_ended_and_a_release_overrides_its_copy() -> None:
+    c = [_cid(i) for i in range(5)]
+    waiting = {c[3].digest: Pending(c[3], b"", "clock", wall_ms=5, missing=()),
+               c[4].digest: Pending(c[4], b"", "parents", wall_ms=5, missing=(c[0],))}
+    # c[1] waited in the quarantine already (its pushed copy is a duplicate) and c[0] released it
+    report = IngestReport(accepted=[c[0], c[1]], duplicates=[c[1]], released=[c[1]], evicted=[c[2]])
+    assert fates([x.digest for x in c], report, waiting, [], max_drift_ms=60_000) == (
+        Reported(Fate.ACCEPTED, c[0].digest), Reported(Fate.RELEASED, c[1].digest),
+        Reported(Fate.EVICTED, c[2].digest),
+        Reported(Fate.HELD, c[3].digest, retry_ms=0),  # never before the epoch
+        Reported(Fate.QUARANTINED, c[4].digest, parents=(c[0].digest,)),
+    )
+
+
+@pytest.mark.parametrize(("limit", "released"), [(5, 3), (4, 2), (2, 0), (1, 0)])
+def test_releases_elsewhere_fill_the_report_up_to_its_limit_and_never_displace_a_pushed_record(
+    limit: int, released: int
+) -> None:
+    pushed, elsewhere = [_cid(1), _cid(2)], [_cid(3), _cid(4), _cid(5)]
+    entries = fates([c.digest for c in pushed], IngestReport(accepted=pushed), {}, elsewhere,
+                    max_drift_ms=60_000, limit=limit)
+    assert entries == (*(Reported(Fate.ACCEPTED, c.digest) for c in pushed),
+                       *(Reported(Fate.RELEASED, c.digest) for c in elsewhere[:released]))
+
+
+def test_records_refused_for_one_rule_are_named_by_digest_or_by_place_past_the_size_limit() -> None:
+    small, exact, over = b"x" * 10, b"y" * 20, b"z" * 21
+    assert refused([small, over, exact], "forbidden", max_bytes=20) == (
+        Reported(Fate.REJECTED, hashlib.sha256(small).digest(), rule="forbidden"),
+        Reported(Fate.REJECTED_AT, index=1, rule="forbidden"),  # never hashed
+        Reported(Fate.REJECTED, hashlib.sha256(exact).digest(), rule="forbidden"),
+    )

@@ -8,14 +8,16 @@ list where a fingerprint belongs, a cover the peer's decoder refuses).
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
 
 from convgraph.sync import reconcile, wire
-from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, Bound, KeySet, separating
-from convgraph.sync.reconcile import BRANCH, LIST_AT, PROBES, Outcome, Step
-from convgraph.sync.wire import Fate, Kind, Message, Mode, Range, Reported, Section
+from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, Bound, KeySet, item_hash, separating
+from convgraph.sync.reconcile import BASE_SLACK, BRANCH, LIST_AT, PROBES, Outcome, Step
+from convgraph.sync.wire import Base, Fate, Kind, Message, Mode, Range, Reported, Section, Want, WireLimits
+from sync.fakes import FakePeer
 
 SALT = b"s" * 8
 
@@ -118,3 +120,34 @@ def test_merging_outcomes_keeps_everything_both_say() -> None:
     assert first == Outcome(
         [b"a", b"b"], 3, [(b"r", "size", "too big"), (None, "schema", "bad")],
         (Reported(Fate.ACCEPTED, b"a"), Reported(Fate.QUARANTINED, b"q")), [(1, b"a"), (2, b"b")])
+
+
+def test_an_answer_pushes_what_every_list_and_every_want_asks_for() -> None:
+    keys = keyset(40, seed=7)
+    h = [item_hash(SALT, d) for _, d in keys.keys]
+    b = separating(keys.keys[19], keys.keys[20])
+    section = Section("c", ranges=(Range(b, Mode.IDS, hashes=tuple(h[:18])), Range(INFINITY, Mode.SKIP)),
+                      wants=(Want(b, INFINITY, (h[25],)), Want(b, INFINITY, (h[30], h[31]))))
+    step = reconcile.answer(section, keys, SALT, set())
+    assert step.pushes == [keys.keys[18], keys.keys[19], keys.keys[25], keys.keys[30], keys.keys[31]]
+
+
+def test_what_came_with_the_message_is_not_wanted_again() -> None:
+    records = [b"a record", b"another"]
+    adopted = [(1000, hashlib.sha256(b"a compacted record").digest())]
+    digests = [hashlib.sha256(r).digest() for r in records] + [adopted[0][1]]
+    received = reconcile.received_hashes(SALT, records, adopted)
+    assert received == {item_hash(SALT, d) for d in digests}  # the records and what the base added
+    listed = Section("c", ranges=(Range(INFINITY, Mode.IDS, hashes=tuple(sorted(received))),))
+    assert reconcile.answer(listed, KeySet.of([]), SALT, received).wants == []
+    assert reconcile.answer(listed, KeySet.of([]), SALT, set()).wants == [
+        Want(MINUS_INFINITY, INFINITY, tuple(sorted(received)))]
+
+
+def test_a_base_travels_when_a_message_holds_it_with_the_slack_to_spare() -> None:
+    limits = WireLimits(max_message=BASE_SLACK + 100)
+    peer = FakePeer()
+    assert reconcile.base_for(peer, "c", limits) is None  # never compacted
+    for size, travels in [(99, True), (100, True), (101, False)]:
+        peer._base = Base(b"k" * 40, b"s" * 30, b"c" * (size - 70))
+        assert (reconcile.base_for(peer, "c", limits) is not None) is travels, size

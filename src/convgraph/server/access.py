@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from convgraph.core.keys import actor_text, parse_actor
-from convgraph.errors import ConvgraphError, ForbiddenError
+from convgraph.errors import AccessConfigError, ForbiddenError, KeyFileError
 
 ANY = "*"
 
@@ -63,41 +63,51 @@ class Access:
 
     @classmethod
     def load(cls, path: Path) -> Access:
+        """The configuration in the JSON file `path`; `AccessConfigError` naming the file and the fault."""
         try:
             raw = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
-            raise ConvgraphError(f"cannot read access configuration {path}: {exc}") from exc
+            raise AccessConfigError(f"cannot read access configuration {path}: {exc}") from exc
         return cls.from_json(raw, source=str(path))
 
     @classmethod
     def from_json(cls, raw: object, *, source: str = "configuration") -> Access:
+        """The configuration `raw` (parsed JSON); `AccessConfigError` naming `source` and the fault."""
         convs = raw.get("conversations") if isinstance(raw, dict) else None
         if not isinstance(convs, dict):
-            raise ConvgraphError(f"{source}: expected an object with a 'conversations' object")
+            raise AccessConfigError(f"{source}: expected an object with a 'conversations' object")
         writers: dict[str, set[bytes]] = {}
         readers: dict[str, set[bytes]] = {}
         for conv, grant in convs.items():
             if not isinstance(grant, dict) or not set(grant) <= {"read", "write"}:
-                raise ConvgraphError(
+                raise AccessConfigError(
                     f"{source}: conversation {conv!r} needs {{'read': [...], 'write': [...]}}"
                 )
             for mode, table in (("write", writers), ("read", readers)):
                 actors = grant.get(mode, [])
                 if not isinstance(actors, list) or not all(isinstance(a, str) for a in actors):
-                    raise ConvgraphError(f"{source}: {conv!r}.{mode} must be a list of actor ids")
-                table.setdefault(conv, set()).update(parse_actor(a) for a in actors)
+                    raise AccessConfigError(f"{source}: {conv!r}.{mode} must be a list of actor ids")
+                try:
+                    table.setdefault(conv, set()).update(parse_actor(a) for a in actors)
+                except KeyFileError as exc:  # parse_actor's type is about key files: say where instead
+                    raise AccessConfigError(f"{source}: {conv!r}.{mode}: {exc.message}") from exc
         return cls(
             {c: frozenset(v) for c, v in writers.items()}, {c: frozenset(v) for c, v in readers.items()}
         )
 
     @classmethod
     def from_rules(cls, rules: Iterable[str]) -> Access:
-        """From `ACTOR=CONV` (write) and `ACTOR=CONV:read` lines; CONV may be `*`."""
+        """From `ACTOR=CONV` (write) and `ACTOR=CONV:read` lines; CONV may be `*`.
+        `AccessConfigError` names the first rule that is not one."""
         grants: dict[str, dict[str, list[str]]] = {}
         for rule in rules:
             actor, sep, target = rule.partition("=")
             if not sep or not target:
-                raise ConvgraphError(f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read")
+                raise AccessConfigError(f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read")
+            try:
+                parse_actor(actor)  # here, so the message names the rule
+            except KeyFileError as exc:
+                raise AccessConfigError(f"access rule {rule!r}: {exc.message}") from exc
             conv, _, mode = target.rpartition(":") if target.endswith(":read") else (target, "", "write")
             grants.setdefault(conv, {}).setdefault(mode, []).append(actor)
         return cls.from_json({"conversations": grants}, source="--allow")
