@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from convgraph.sync import wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.reconcile import Outcome
 from convgraph.sync.wire import Fate, Reported
 from server.live import LiveServer
 
@@ -147,3 +148,31 @@ def test_a_release_is_reported_in_its_own_conversation_only(served: tuple[Replic
     report = _push(url, [other.data])
     assert report == (Reported(Fate.ACCEPTED, other.cid.digest), Reported(Fate.RELEASED, held_c.cid.digest))
     assert server.store.count("d") == 1  # released too, but not this key's to hear of
+
+
+class _Counting(ReplicaPeer):
+    """A peer that notes whether each ingest was asked for a report."""
+
+    def __init__(self, replica: Replica) -> None:
+        super().__init__(replica)
+        self.asked: list[bool] = []
+
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        self.asked.append(report)
+        return super().ingest(conv, records, report=report)
+
+
+def test_an_initiator_builds_no_report_it_would_never_send(served: tuple[Replica, str]) -> None:
+    """The report's hashing and quarantine look-ups cost every pull of bench/load.py for nothing."""
+    server, url = served
+    first = _say(1, CLOCK() - 10, [], "on the server")
+    server.ingest([first.data])
+    peer = _Counting(Replica.in_memory(clock=CLOCK))
+    with HttpRemote(url, READER) as remote:
+        synchronize(peer, remote.exchange, ["c"], salts=lambda: os.urandom(8))
+    assert peer.asked and not any(peer.asked)
+    assert [r.cid for r in peer.replica.records("c")] == [first.cid]
+    again = ReplicaPeer(Replica.in_memory(clock=CLOCK))
+    quiet, full = again.ingest("c", [first.data], report=False), again.ingest("c", [first.data])
+    assert quiet.report == () and quiet.accepted == [first.cid.digest]
+    assert full.report == (Reported(Fate.DUPLICATE, first.cid.digest),)  # a responder still gets its report

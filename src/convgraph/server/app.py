@@ -103,14 +103,14 @@ class _Peer(ReplicaPeer):
             self.ring(conv)
         return outcome
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         if conv not in self.writable:
             why = "this key may read but not write the conversation"
             limit = self.replica.config.limits.max_record_bytes
-            report = fates.refused(records, "forbidden", max_bytes=limit)
-            return Outcome(rejected=[(r.digest or None, r.rule, why) for r in report], report=report)
+            refused = fates.refused(records, "forbidden", max_bytes=limit)
+            return Outcome(rejected=[(r.digest or None, r.rule, why) for r in refused], report=refused)
         with self.lock:  # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
-            outcome = super().ingest(conv, records)
+            outcome = super().ingest(conv, records, report=report)
         if outcome.accepted:
             self.ring(conv)
         return outcome
