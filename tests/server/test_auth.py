@@ -67,6 +67,18 @@ def test_a_nonce_is_good_once_within_the_window_and_forgotten_after() -> None:
     assert verifier.verify("POST", "/v1/sync", b"msg", headers, now_ms=NOW) == other.public  # per key
 
 
+def test_check_leaves_the_nonce_to_record_so_the_server_can_check_where_it_is_cheap() -> None:
+    verifier = Verifier(MemoryNonces())
+    first = verifier.check("POST", "/v1/sync", b"msg", signed(), now_ms=NOW)
+    again = verifier.check("POST", "/v1/sync", b"msg", signed(), now_ms=NOW)  # nothing recorded yet
+    assert first == again and first.actor == KEY.public
+    assert verifier.record(first) == KEY.public
+    with pytest.raises(UnauthenticatedError, match="replayed"):
+        verifier.record(again)
+    with pytest.raises(UnauthenticatedError, match="replayed"):  # and `verify` sees what `record` logged
+        verify(signed(), verifier=verifier)
+
+
 def test_a_full_nonce_log_refuses_new_requests_and_forgets_no_unexpired_nonce() -> None:
     log = MemoryNonces(max_entries=3)
     for i in range(3):

@@ -52,19 +52,19 @@ class FakePeer:
         found = [self.items.get(d) for d in digests]
         return [None if f is None or d in self.gone else f[1] for d, f in zip(digests, found, strict=True)]
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        out, report = Outcome(), []
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        out, entries = Outcome(), []
         for data in records:
             digest = hashlib.sha256(data).digest()
             if self.refuse(data):
                 out.rejected.append((digest, "signature", "refused by the test"))
-                report.append(wire.Reported(wire.Fate.REJECTED, digest, rule="signature"))
+                entries.append(wire.Reported(wire.Fate.REJECTED, digest, rule="signature"))
             elif digest not in self.items:
                 out.accepted.append(self._add(data))
-                report.append(wire.Reported(wire.Fate.ACCEPTED, digest))
+                entries.append(wire.Reported(wire.Fate.ACCEPTED, digest))
             else:
-                report.append(wire.Reported(wire.Fate.DUPLICATE, digest))
-        out.report = tuple(report)
+                entries.append(wire.Reported(wire.Fate.DUPLICATE, digest))
+        out.report = tuple(entries) if report else ()
         return out
 
     def set(self) -> set[bytes]:
@@ -111,8 +111,8 @@ class ManyPeers:
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         return [next((d for p in self.convs.values() if (d := p.fetch([x])[0]) is not None), None) for x in digests]
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        return self._of(conv).ingest(conv, records)
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        return self._of(conv).ingest(conv, records, report=report)
 
     def base(self, conv: str) -> Base | None:
         return self._of(conv).base(conv)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from convgraph.sync.fates import fates, refused
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.reconcile import Outcome
 from convgraph.sync.wire import Fate, Reported
 from server.live import LiveServer
 
@@ -192,3 +193,31 @@ def test_records_refused_for_one_rule_are_named_by_digest_or_by_place_past_the_s
         Reported(Fate.REJECTED_AT, index=1, rule="forbidden"),  # never hashed
         Reported(Fate.REJECTED, hashlib.sha256(exact).digest(), rule="forbidden"),
     )
+
+
+class _Counting(ReplicaPeer):
+    """A peer that notes whether each ingest was asked for a report."""
+
+    def __init__(self, replica: Replica) -> None:
+        super().__init__(replica)
+        self.asked: list[bool] = []
+
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        self.asked.append(report)
+        return super().ingest(conv, records, report=report)
+
+
+def test_an_initiator_builds_no_report_it_would_never_send(served: tuple[Replica, str]) -> None:
+    """The report's hashing and quarantine look-ups cost every pull of bench/load.py for nothing."""
+    server, url = served
+    first = _say(1, CLOCK() - 10, [], "on the server")
+    server.ingest([first.data])
+    peer = _Counting(Replica.in_memory(clock=CLOCK))
+    with HttpRemote(url, READER) as remote:
+        synchronize(peer, remote.exchange, ["c"], salts=lambda: os.urandom(8))
+    assert peer.asked and not any(peer.asked)
+    assert [r.cid for r in peer.replica.records("c")] == [first.cid]
+    again = ReplicaPeer(Replica.in_memory(clock=CLOCK))
+    quiet, full = again.ingest("c", [first.data], report=False), again.ingest("c", [first.data])
+    assert quiet.report == () and quiet.accepted == [first.cid.digest]
+    assert full.report == (Reported(Fate.DUPLICATE, first.cid.digest),)  # a responder still gets its report

@@ -68,8 +68,8 @@ class _Tampering:
         return [d[:-1] + bytes([d[-1] ^ 1]) if d is not None and x == self.victim else d
                 for x, d in zip(digests, found, strict=True)]
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        return self.inner.ingest(conv, records)
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        return self.inner.ingest(conv, records, report=report)
 
 
 def test_a_tampered_record_is_rejected_and_everything_else_arrives() -> None:

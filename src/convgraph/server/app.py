@@ -4,12 +4,17 @@ Every route but `/v1/health` and `/openapi.json` wants a signed request (`auth.p
 key admitted to the conversations concerned (`gate.py`: the authority projection of a rooted
 conversation, the configuration for a legacy one): no signature is a 401, a key without
 access a 403, each with a JSON reason, and the cheapest refusal comes first (docs/sync.md,
-"Order of checks"); a record the key may not read is a 404, as an unknown one is.
-Decoding, hashing and every question to the authority projection run in worker threads,
-never on the event loop, so `/v1/health` answers whatever a request costs. The sync route
-runs the stateless `Responder`, so instances sharing one PostgreSQL database are
-interchangeable; the events route streams a conversation's new records as server-sent
-events, and ends the stream of a key that lost `read` before anything that follows.
+"Order of checks"); a record the key may not read is a 404, as an unknown one is. A body of
+at most `inline_bytes` has its signature checked on the event loop, and a sync message that
+small is then answered whole in one worker thread, nonce log, decoding and all: for such
+messages, each hop between the loop and a worker cost more than the work it moved
+(bench/README.md, load.py). Anything bigger is hashed and decoded in worker threads,
+decoding at most `decoders` at once, and every question to the authority projection runs in
+a worker thread, so `/v1/health` answers whatever a request costs; the nonce log's I/O never
+runs on the loop. The sync route runs the stateless `Responder`, so instances sharing one
+PostgreSQL database are interchangeable; the events route streams a conversation's new
+records as server-sent events, and ends the stream of a key that lost `read` before anything
+that follows.
 Invariant: a request is refused whole before anything of it is stored, or its records
 each go through full validation.
 """
@@ -51,7 +56,7 @@ from convgraph.errors import (
 from convgraph.replica import Replica
 from convgraph.server import openapi
 from convgraph.server.access import Access
-from convgraph.server.auth import MemoryNonces, NonceLog, Verifier
+from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
 from convgraph.server.live import Hub, poll
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
@@ -77,8 +82,11 @@ class ServerConfig:
     budget: int = 4 << 20
     heartbeat_s: float = 15.0
     poll_s: float = 0.5
-    decoders: int = 2  # sync messages decoded at once, each in a worker thread
+    decoders: int = 2  # sync messages over `inline_bytes` decoded at once, each in a worker thread
     per_key: int = 4  # sync requests one key may have in flight
+    # a body this small is cheaper to check and decode than a hop to a worker thread is:
+    # decoding costs at most ~5 µs a byte (SKIP ranges), so ~80 ms here, in a worker
+    inline_bytes: int = 16 << 10
 
 
 class _Peer(ReplicaPeer):
@@ -102,15 +110,15 @@ class _Peer(ReplicaPeer):
             self.ring(conv)
         return outcome
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
         with self.gate.lock:
             why = self.gate.push_refusal(self.actor, conv)
-            outcome = None if why is not None else super().ingest(conv, records)
+            outcome = None if why is not None else super().ingest(conv, records, report=report)
         if outcome is None:
             limit = self.replica.config.limits.max_record_bytes
-            report = fates.refused(records, "forbidden", max_bytes=limit)
-            return Outcome(rejected=[(r.digest or None, r.rule, str(why)) for r in report], report=report)
+            refused = fates.refused(records, "forbidden", max_bytes=limit)
+            return Outcome(rejected=[(r.digest or None, r.rule, str(why)) for r in refused], report=refused)
         if outcome.accepted:
             self.ring(conv)
         return outcome
@@ -131,6 +139,7 @@ def _forbidden_body(exc: ForbiddenError) -> dict[str, Any]:
 
 
 Handler = Callable[[Request, bytes, bytes], Awaitable[Response]]  # (request, verified actor, body)
+SignedHandler = Callable[[Request, Signed, bytes], Awaitable[Response]]  # its nonce not yet recorded
 
 
 class _InFlight:
@@ -138,20 +147,23 @@ class _InFlight:
 
     def __init__(self, limit: int) -> None:
         self.limit, self.counts = limit, dict[bytes, int]()
+        self._lock = threading.Lock()  # held from the event loop and from worker threads
 
     @contextlib.contextmanager
     def hold(self, actor: bytes) -> Iterator[None]:
-        held = self.counts.get(actor, 0)
-        if held >= self.limit:
-            raise ServerBusyError("too many requests from this key", limit=self.limit,
-                                  reason=f"key {actor_text(actor)} has {held} sync requests in flight")
-        self.counts[actor] = held + 1
+        with self._lock:
+            held = self.counts.get(actor, 0)
+            if held >= self.limit:
+                raise ServerBusyError("too many requests from this key", limit=self.limit,
+                                      reason=f"key {actor_text(actor)} has {held} sync requests in flight")
+            self.counts[actor] = held + 1
         try:
             yield
         finally:
-            self.counts[actor] -= 1
-            if not self.counts[actor]:
-                del self.counts[actor]
+            with self._lock:
+                self.counts[actor] -= 1
+                if not self.counts[actor]:
+                    del self.counts[actor]
 
 
 class _Server:
@@ -178,8 +190,9 @@ class _Server:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _actor(self, request: Request) -> tuple[bytes, bytes]:
-        """The verified actor and the body, cheapest refusal first (docs/sync.md, order of checks)."""
+    async def _signed(self, request: Request) -> tuple[Signed, bytes]:
+        """The checked signature and the body, cheapest refusal first (docs/sync.md, order of
+        checks); the nonce is left for the handler to record."""
         headers = {k.lower(): v for k, v in request.headers.items()}
         # before the body: a key named nowhere costs nothing (the claim is unverified, but a
         # refusal reveals no secret, and a forger of an admitted key still meets the signature);
@@ -191,18 +204,29 @@ class _Server:
         body = await self._body(request)
         raw, query = request.scope.get("raw_path") or request.url.path.encode(), request.scope["query_string"]
         target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
-        # hashing the body and the nonce log's I/O stay off the event loop
-        actor = await run_in_threadpool(
-            self.verifier.verify, request.method, target, body, headers, now_ms=self.clock()
+        if len(body) <= self.cfg.inline_bytes:  # hashing this little and one signature: tens of µs
+            return self.verifier.check(request.method, target, body, headers, now_ms=self.clock()), body
+        signed = await run_in_threadpool(
+            self.verifier.check, request.method, target, body, headers, now_ms=self.clock()
         )
-        return actor, body
+        return signed, body
 
     def guarded(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-        """Authenticate within bounds, run `handler`, turn typed errors into HTTP answers."""
+        """`signed(handler)` for a handler that acts only once the nonce is recorded."""
+
+        async def recorded(request: Request, signed: Signed, body: bytes) -> Response:
+            actor = await run_in_threadpool(self.verifier.record, signed)  # the nonce log's I/O
+            return await handler(request, actor, body)
+
+        return self.signed(recorded)
+
+    def signed(self, handler: SignedHandler) -> Callable[[Request], Awaitable[Response]]:
+        """Check the signature within bounds, run `handler` (which must record the nonce before
+        it acts), turn typed errors into HTTP answers."""
 
         async def run(request: Request) -> Response:
             try:
-                return await handler(request, *await self._actor(request))
+                return await handler(request, *await self._signed(request))
             except _TooLargeError:
                 return _error(413, "size", f"request body over {self.cfg.max_body} bytes")
             except TimeoutError:
@@ -222,17 +246,33 @@ class _Server:
 
         return run
 
-    async def sync(self, _: Request, actor: bytes, body: bytes) -> Response:
+    async def sync(self, _: Request, signed: Signed, body: bytes) -> Response:
+        if len(body) <= self.cfg.inline_bytes:
+            reply = await run_in_threadpool(self._answer_whole, signed, body)
+        else:
+            actor = await run_in_threadpool(self.verifier.record, signed)
+            with self.in_flight.hold(actor):
+                async with self.decoders:
+                    message = await run_in_threadpool(wire.decode, body, admit=self._admit(actor))
+                reply = await run_in_threadpool(self._answer, actor, message)
+        return Response(reply, media_type=SYNC_TYPE)
+
+    def _answer_whole(self, signed: Signed, body: bytes) -> bytes:
+        """A small message from nonce to reply in one worker thread, checks in the same order."""
+        actor = self.verifier.record(signed)
+        with self.in_flight.hold(actor):
+            return self._answer(actor, wire.decode(body, admit=self._admit(actor)))
+
+    def _admit(self, actor: bytes) -> Callable[[str], None]:
         def admit(conv: str) -> None:  # each section's name, before its body is decoded
             self.gate.check_read(actor, [conv])
 
-        with self.in_flight.hold(actor):
-            async with self.decoders:
-                message = await run_in_threadpool(wire.decode, body, admit=admit)
-            peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
-            peer.share_cache(self.keys)
-            reply = await run_in_threadpool(Responder(peer, budget=self.cfg.budget).answer, message)
-        return Response(reply, media_type=SYNC_TYPE)
+        return admit
+
+    def _answer(self, actor: bytes, message: wire.Message) -> bytes:
+        peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
+        peer.share_cache(self.keys)
+        return Responder(peer, budget=self.cfg.budget).answer(message)
 
     async def record(self, request: Request, actor: bytes, _: bytes) -> Response:
         try:
@@ -325,7 +365,7 @@ def create_app(
     routes = [
         Route("/v1/health", server.health, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
-        Route("/v1/sync", server.guarded(server.sync), methods=["POST"]),
+        Route("/v1/sync", server.signed(server.sync), methods=["POST"]),
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),

@@ -201,7 +201,7 @@ class Initiator:
         return self._out(Message(Kind.CONTINUE, self.salt, tuple(sections)))
 
     def _absorb(self, conv: _Conv, s: Section, *, first: bool) -> Step:
-        outcome = reconcile.take_in(self.peer, s)
+        outcome = reconcile.take_in(self.peer, s, report=False)  # we send no report: skip its look-ups
         if outcome.adopted:
             # a base covers keys all over the set, in ranges still being compared: our set
             # must show them from now on, or we would ask for them (and the base) again

@@ -19,6 +19,7 @@ from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
+from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
@@ -88,8 +89,25 @@ class ReplicaPeer:
         found = self.replica.store.get_many(cids)
         return [found.get(c) for c in cids]
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
-        report = self.replica.ingest(records, conversations={conv})
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        ingested = self.replica.ingest(records, conversations={conv})
+        entries = self._fates(conv, records, ingested) if report else ()
+        if ingested.accepted:
+            pairs = zip(ingested.accepted, ingested.accepted_hlcs, strict=True)
+            fresh = [(h.wall_ms, c.digest) for c, h in pairs]
+            with self._lock:
+                hit = self._cache.get(conv)
+                if hit is not None:
+                    self._cache[conv] = (_GREW, hit[1].adding(fresh))
+        return Outcome(
+            accepted=[c.digest for c in ingested.accepted],
+            quarantined=len(ingested.quarantined) + len(ingested.held),
+            rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in ingested.rejected],
+            report=entries,
+        )
+
+    def _fates(self, conv: str, records: Sequence[bytes], report: IngestReport) -> tuple[Reported, ...]:
+        """The report part of a reply on `records`, as `report` and the quarantine tell."""
         store, config = self.replica.store, self.replica.config
         # each record hashed once here, for the quarantine look-up and the report alike
         digests = [hashlib.sha256(d).digest() if len(d) <= config.limits.max_record_bytes else None
@@ -100,22 +118,9 @@ class ReplicaPeer:
         elsewhere = [c for c in report.released if c not in pushed]
         # a release in another conversation is not this peer's to know of
         metas = store.metas(elsewhere) if elsewhere else {}
-        entries = fates(
+        return fates(
             digests, report, {c.digest: p for c, p in waiting.items()},
             [c for c in elsewhere if c in metas and metas[c].conv == conv], max_drift_ms=config.max_drift_ms,
-        )
-        if report.accepted:
-            pairs = zip(report.accepted, report.accepted_hlcs, strict=True)
-            fresh = [(h.wall_ms, c.digest) for c, h in pairs]
-            with self._lock:
-                hit = self._cache.get(conv)
-                if hit is not None:
-                    self._cache[conv] = (_GREW, hit[1].adding(fresh))
-        return Outcome(
-            accepted=[c.digest for c in report.accepted],
-            quarantined=len(report.quarantined) + len(report.held),
-            rejected=[(r.cid.digest if r.cid else None, r.rule, str(r.error)) for r in report.rejected],
-            report=entries,
         )
 
     def base(self, conv: str) -> Base | None:

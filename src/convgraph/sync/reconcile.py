@@ -64,11 +64,12 @@ class SyncPeer(Protocol):
         """The records' bytes, in order; None for one compacted away (or unknown)."""
         ...
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         """Validate and store records a peer sent for `conv`; a bad one never stops the rest.
 
         The outcome's `report` holds one entry per record, in order (`sync.fates`): a
-        responder sends it as its reply's report part.
+        responder sends it as its reply's report part. With `report=False` (an initiator,
+        which sends no report) it may be left empty, and its look-ups skipped.
         """
         ...
 
@@ -180,13 +181,14 @@ def refusal(checkpoint: bytes, rule: str, why: str) -> Outcome:
     return Outcome(rejected=[(checkpoint, rule, why)], report=(entry,))
 
 
-def take_in(peer: SyncPeer, section: Section) -> Outcome:
-    """Adopt the section's base, then ingest its records (which may build on the base)."""
+def take_in(peer: SyncPeer, section: Section, *, report: bool = True) -> Outcome:
+    """Adopt the section's base, then ingest its records (which may build on the base);
+    `report=False` when nobody reads the records' report (`SyncPeer.ingest`)."""
     outcome = Outcome()
     if section.base is not None:
         outcome.merge(peer.adopt(section.conv, section.base))
     if section.records:
-        outcome.merge(peer.ingest(section.conv, section.records))
+        outcome.merge(peer.ingest(section.conv, section.records, report=report))
     return outcome
 
 
