@@ -6,12 +6,13 @@ refused before its body is read, a key that may read none of the named conversat
 first name, and decoding for an admitted key runs in a bounded worker, so health checks
 answer throughout. A small message, the everyday case, is answered whole in one worker
 thread: the hops between the event loop and the workers cost more than its decoding (the
-load regression of issue 9). Each timing bound is generous and paired with what must hold
-in any case.
+load regression of issue 9). What is asserted is what happened (which decodes ran, on which
+thread, how far), not how long it took: a busy machine changes only the latter.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -125,15 +126,50 @@ def _post(url: str, key: SigningKey, body: bytes) -> tuple[httpx.Response, float
     return answer, time.monotonic() - start
 
 
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
+    """Every server-side `wire.decode`: (ran on the event loop's thread, sections admitted).
+
+    What "cheap" and "health never waits" mean, as facts rather than timings: a refused key
+    costs no decode, or one that stops at the first name; no decode runs on the event loop.
+    """
+    calls: list[tuple[bool, int]] = []
+    real = app.wire.decode
+
+    def recording(body: bytes, *, admit: Callable[[str], None] | None = None, **kw: object) -> object:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        admitted = [0]
+
+        def counting(conv: str) -> None:
+            if admit is not None:
+                admit(conv)
+            admitted[0] += 1
+
+        try:
+            return real(body, admit=counting, **kw)  # type: ignore[arg-type]
+        finally:
+            calls.append((on_loop, admitted[0]))
+
+    monkeypatch.setattr(app.wire, "decode", recording)
+    return calls
+
+
 @pytest.mark.parametrize("key", [STRANGER, READER], ids=["named-nowhere", "reads-other-conversations"])
 def test_a_key_without_access_is_refused_cheaply_and_health_never_waits(
-    served: str, polling: Callable[[str], Iterator[Health]], key: SigningKey
+    served: str, polling: Callable[[str], Iterator[Health]], key: SigningKey,
+    decodes: list[tuple[bool, int]],
 ) -> None:
     with polling(served) as health:  # type: ignore[attr-defined]
-        answer, took = _post(served, key, HOSTILE)
+        answer, _ = _post(served, key, HOSTILE)
     assert answer.status_code == 403, answer.text
-    assert took < 2.0, f"403 after {took:.2f} s"
-    assert not health.failures and health.latencies and max(health.latencies) < 1.0, max(health.latencies)
+    # named nowhere: refused before any decoding; reads others: the decode stops at the first
+    # name (0 admitted), off the event loop, so health checks kept being answered throughout
+    assert decodes == ([] if key is STRANGER else [(False, 0)])
+    assert not health.failures and health.latencies
     # refused at the first name: the old decode-everything-first named all sixteen
     assert "x01" not in answer.json()["reason"]
 
@@ -159,13 +195,13 @@ def test_bytes_past_a_refused_name_are_never_decoded(served: str) -> None:
 
 
 def test_an_admitted_key_s_big_message_is_decoded_off_the_event_loop(
-    served: str, polling: Callable[[str], Iterator[Health]]
+    served: str, polling: Callable[[str], Iterator[Health]], decodes: list[tuple[bool, int]],
 ) -> None:
     with polling(served) as health:  # type: ignore[attr-defined]
-        answer, took = _post(served, WRITER, skips(f"w{i}" for i in range(6)))
+        answer, _ = _post(served, WRITER, skips(f"w{i}" for i in range(6)))
     assert answer.status_code == 200, answer.text
+    assert decodes == [(False, 6)]  # all six sections, in a worker thread, never on the loop
     assert health.latencies and not health.failures
-    assert max(health.latencies) < 1.0, f"health took {max(health.latencies):.2f} s while a {took:.1f} s sync ran"
 
 
 def test_one_key_cannot_hold_more_than_its_share_of_decoders(tmp_path: Path) -> None:

@@ -41,7 +41,8 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 # no markup or emoji codes: "[bold]" or ":smile:" in a record's text is printed as written
 out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-err = Console(stderr=True, highlight=False, markup=False, emoji=False)
+# soft_wrap: an error and its hint (a command to copy) are never broken across lines
+err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 def error_line(label: str, message: str) -> Text:
