@@ -46,13 +46,15 @@ class Ancestry:
     def __contains__(self, cid: object) -> bool:
         return cid in self.nodes
 
-    def add(self, cid: CID, actor: bytes, seq: int, hlc: Hlc, parents: Iterable[CID]) -> None:
-        """Index a record whose parents are all indexed already (a known CID is ignored)."""
+    def add(self, cid: CID, actor: bytes, seq: int, hlc: Hlc, parents: Iterable[CID], *,
+            parents_vv: Vector | None = None) -> None:
+        """Index a record whose parents are all indexed already (a known CID is ignored);
+        `parents_vv`, when the caller has it, is `vector_of(parents)`."""
         if cid in self.nodes:
             return
         index = self.actors.setdefault(actor, len(self.actors))
         parent_list = tuple(parents)
-        vv = self.vector_of(parent_list)
+        vv = self.vector_of(parent_list) if parents_vv is None else parents_vv
         if len(vv) <= index:
             vv += (0,) * (index + 1 - len(vv))
         vv = (*vv[:index], max(vv[index], seq), *vv[index + 1:])

@@ -32,6 +32,8 @@ def check(state: AuthorityState, record: Record) -> None:
     if record.kind == "genesis":
         return  # the root rules are intrinsic (format.md §15.2)
     use = incoming(state, record)
+    if len(use.parents) == len(record.parents):  # every parent known: `apply` reuses the vector
+        state.checked = (record.cid, use.vv)
     check_graph(state, record, use)
     within = None if sees_all_authority(state, use.vv) else authority_within(state, use)
     judge, needs = state.judge(within), record_needs(state, record)

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.core.record import Record
-from convgraph.projections.ancestry import Ancestry
+from convgraph.projections.ancestry import Ancestry, Vector
 from convgraph.projections.authority.judge import Judge, order_key
 from convgraph.projections.authority.needs import record_needs
 
@@ -45,6 +45,8 @@ class AuthorityState:
         self.authority_tips: dict[int, int] = {}
         self._effective: dict[frozenset[CID] | None, frozenset[CID]] = {}
         self._judges: dict[frozenset[CID] | None, Judge] = {}
+        # the record `check` judged last and its parents' vector: `apply` then need not merge again
+        self.checked: tuple[CID, Vector] | None = None
         self.version = 0  # bumped by every apply: answers cached under it stay valid until then
         self.cached: dict[str, tuple[int, Any]] = {}
 
@@ -81,7 +83,9 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     """Add a record whose parents were applied (and which `check` accepted); a known CID is ignored."""
     if record.cid in state.ancestry:
         return state
-    state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents)
+    checked, state.checked = state.checked, None
+    parents_vv = checked[1] if checked is not None and checked[0] == record.cid else None
+    state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents, parents_vv=parents_vv)
     state.version += 1
     if len(state.actor_keys) < len(state.ancestry.actors):
         state.actor_keys.append(record.actor)
