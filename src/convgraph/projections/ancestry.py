@@ -64,14 +64,11 @@ class Ancestry:
 
     def vector_of(self, cids: Iterable[CID]) -> Vector:
         """The element-wise maximum of these records' vectors: the vector of a record naming them."""
-        out: list[int] = []
-        for cid in cids:
-            vv = self.nodes[cid].vv
-            if len(vv) > len(out):
-                out.extend((0,) * (len(vv) - len(out)))
-            for i, seq in enumerate(vv):
-                out[i] = max(out[i], seq)
-        return tuple(out)
+        vectors = [self.nodes[cid].vv for cid in cids]
+        if len(vectors) <= 1:  # the common case: a record on its author's previous one
+            return vectors[0] if vectors else ()
+        width = max(map(len, vectors))
+        return tuple(map(max, zip(*(v + (0,) * (width - len(v)) for v in vectors), strict=True)))
 
     def _covers(self, vv: Vector, y: CID) -> bool:
         """For `y` by an actor without a fork: whether a record with vector `vv` is `y` or after it."""

@@ -235,9 +235,13 @@ def precedes(state: AuthorityState, y: CID, use: Use) -> bool:
     return state.ancestry.precedes_vector(y, use.vv, use.parents)
 
 def incoming(state: AuthorityState, record: Record) -> Use:
-    known = [p for p in record.parents if p in state.ancestry]
-    vv = state.ancestry.vector_of(known)
-    return Use(None, record.actor, vv, tuple(known), record.hlc.wall_ms, record.kind, record.payload)
+    """The use a record about to be placed makes; its parents are placed (ingest waits for them)."""
+    try:
+        vv, known = state.ancestry.vector_of(record.parents), record.parents
+    except KeyError:  # a caller judging ahead of the parents: judge by the part that is known
+        known = tuple(p for p in record.parents if p in state.ancestry.nodes)
+        vv = state.ancestry.vector_of(known)
+    return Use(None, record.actor, vv, known, record.hlc.wall_ms, record.kind, record.payload)
 
 def virtual(state: AuthorityState, actor: bytes, heads: Iterable[CID], at_ms: int) -> Use:
     known = tuple(h for h in heads if h in state.ancestry)

@@ -81,11 +81,12 @@ class AuthorityState:
 
 def apply(state: AuthorityState, record: Record) -> AuthorityState:
     """Add a record whose parents were applied (and which `check` accepted); a known CID is ignored."""
-    if record.cid in state.ancestry:
+    if record.cid in state.ancestry.nodes:
         return state
     checked, state.checked = state.checked, None
     parents_vv = checked[1] if checked is not None and checked[0] == record.cid else None
-    state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents, parents_vv=parents_vv)
+    state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents,
+                       parents_vv=parents_vv)
     state.version += 1
     if len(state.actor_keys) < len(state.ancestry.actors):
         state.actor_keys.append(record.actor)
