@@ -14,7 +14,7 @@ from convgraph.core.keys import actor_text
 from convgraph.core.record import Record
 from convgraph.errors import AuthorityError
 from convgraph.projections.ancestry import Vector
-from convgraph.projections.authority.needs import ADMIN, READ
+from convgraph.projections.authority.needs import ADMIN, READ, WRITE
 from convgraph.projections.authority.values import Answer
 
 if TYPE_CHECKING:
@@ -53,13 +53,13 @@ class Judge:
         done = self._authorized.get(cid)
         if done is None:
             use = self._stored(cid)
-            done = self._authorized[cid] = self._passes(use, self.state.needs[cid])
+            done = self._authorized[cid] = self._passes(use, self.state.needs.get(cid, WRITE))
         return done
 
     def blockers_of(self, cid: CID) -> tuple[CID, ...]:
         use = self._stored(cid)
         found: set[CID] = set()
-        for cap in self.state.needs[cid] | {READ}:
+        for cap in self.state.needs.get(cid, WRITE) | {READ}:
             found |= self._direct(use.actor, cap, use)[1]
         return tuple(sorted(found, key=lambda u: order_key(self.state, u)))
 

@@ -18,14 +18,14 @@ ADMIN: Final = "admin"
 
 READ: Final = "read"
 
-_WRITE_KINDS: Final = frozenset({
+WRITE_KINDS: Final = frozenset({
     "user_message", "agent_message", "tool_invocation", "tool_result", "code_snapshot", "patch",
     "decision_request", "branch", "checkpoint", "routing_observation",
 })
 
 _REVIEW_KINDS: Final = frozenset({"review_comment", "attestation", "audit"})
 
-_WRITE: Final = frozenset({"write"})
+WRITE: Final = frozenset({"write"})
 
 _REVIEW: Final = frozenset({"review"})
 
@@ -34,7 +34,7 @@ _ADMIN: Final = frozenset({ADMIN})
 _SIMPLE: Final[Mapping[str, frozenset[str]]] = {
     "genesis": frozenset(),
     "decision": frozenset({"decide"}), "merge": frozenset({"merge"}), "pin": _ADMIN,
-    "supersession": _WRITE,
+    "supersession": WRITE,
 }
 
 def record_needs(state: AuthorityState, record: Record) -> frozenset[str]:
@@ -44,8 +44,8 @@ def record_needs(state: AuthorityState, record: Record) -> frozenset[str]:
 
 def needs_of(state: AuthorityState, actor: bytes, kind: str, p: Mapping[str, Any]) -> frozenset[str]:
     """docs/authority.md §3: what the author of such a record must hold."""
-    if kind in _WRITE_KINDS:
-        return _WRITE
+    if kind in WRITE_KINDS:
+        return WRITE
     if kind in _REVIEW_KINDS:
         return _REVIEW
     if kind in ("grant", "revocation"):
@@ -53,5 +53,5 @@ def needs_of(state: AuthorityState, actor: bytes, kind: str, p: Mapping[str, Any
     if kind == "retraction":
         target = p["target"]
         own = target in state.ancestry and state.actor_of(target) == actor
-        return _WRITE if own else _ADMIN
-    return _SIMPLE.get(kind, _WRITE)
+        return WRITE if own else _ADMIN
+    return _SIMPLE.get(kind, WRITE)

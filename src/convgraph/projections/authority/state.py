@@ -14,7 +14,7 @@ from convgraph.core.cid import CID
 from convgraph.core.record import Record
 from convgraph.projections.ancestry import Ancestry, Vector
 from convgraph.projections.authority.judge import Judge, order_key
-from convgraph.projections.authority.needs import record_needs
+from convgraph.projections.authority.needs import WRITE, record_needs
 
 KEPT: Final = frozenset({
     "genesis", "grant", "revocation", "pin", "audit", "decision_request", "decision",
@@ -90,14 +90,18 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     state.version += 1
     if len(state.actor_keys) < len(state.ancestry.actors):
         state.actor_keys.append(record.actor)
-    cid, kind, p = record.cid, record.kind, record.payload
+    cid, kind = record.cid, record.kind
     state.by_actor[record.actor].append(cid)
     if record.branch is not None:
         state.branch_of[cid] = record.branch
-    state.needs[cid] = record_needs(state, record)
-    if kind in KEPT:
-        state.records[cid] = record
-        state.kept[kind].append(cid)
+    needs = record_needs(state, record)
+    if needs is not WRITE:  # most records need `write`: only the others are kept
+        state.needs[cid] = needs
+    if kind not in KEPT:
+        return state
+    p = record.payload
+    state.records[cid] = record
+    state.kept[kind].append(cid)
     if kind == "genesis":
         # every genesis of one id has the same actor (format.md §15.2); keeping the earliest
         # rather than the first applied keeps the answers independent of delivery order
