@@ -34,3 +34,13 @@ def test_two_devices_and_a_stranger(tmp_path: Path) -> None:
     assert not why_not["allowed"] and why_not["blocked_by"] == [revocation]
     turns = json.loads(run(laptop, "transcript", "--conv", "team", "--format", "json").stdout)["turns"]
     assert [t["content"][0]["text"] for t in turns] == ["Kick-off at 10.", "On my way."]
+
+
+def test_why_reads_the_chain_from_a_compacted_conversation(tmp_path: Path) -> None:
+    laptop, phone = tmp_path / "laptop", tmp_path / "phone"
+    run(laptop, "new", "plan", "--alias", "team")
+    key = json.loads(run(phone, "device", "add", "--json").stdout)["actor"]
+    grant = run(laptop, "grant", key, "write", "--conv", "team").stdout.strip()
+    run(laptop, "checkpoint", "--compact", "--conv", "team")  # the grant's bytes are gone
+    why = run(laptop, "why", key, "write", "--conv", "team").stdout
+    assert "may write" in why and grant in why and "grants" in why

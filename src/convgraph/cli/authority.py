@@ -17,7 +17,7 @@ from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text, fingerprint, parse_actor
 from convgraph.core.kinds import CAPABILITIES
 from convgraph.errors import ConvgraphError
-from convgraph.projections.authority import Answer
+from convgraph.projections.authority import Answer, Authority
 from convgraph.replica import Replica
 
 _UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -50,10 +50,12 @@ def answer_json(a: Answer) -> dict[str, Any]:
     }
 
 
-def _chain_lines(replica: Replica, answer: Answer) -> list[str]:
+def _chain_lines(authority: Authority, answer: Answer) -> list[str]:
+    """The chain record by record, read from the projection (a compacted record has no bytes)."""
+    records = authority.state.records
     lines = []
     for step, cid in enumerate(answer.chain):
-        record = replica.get(cid)
+        record = records[cid]
         who = fingerprint(record.actor)
         if record.kind == "genesis":
             lines.append(f"{step}. {cid}  genesis: {who} owns the conversation")
@@ -63,7 +65,7 @@ def _chain_lines(replica: Replica, answer: Answer) -> list[str]:
         lines.append(f"{step}. {cid}  {who} grants {fingerprint(p['grantee'])} "
                      f"{', '.join(p['rights'])}{until}")
     for cid in answer.blocked_by:
-        record = replica.get(cid)
+        record = records[cid]
         lines.append(f"x  {cid}  {fingerprint(record.actor)} revoked {', '.join(record.payload['rights'])}")
     return lines
 
@@ -222,7 +224,7 @@ def _register_answers(cli: click.Group) -> None:
         with _replica(ctx) as r:
             authority = r.authority(conversation(ctx, conv))
             answer = authority.who_can(_actor(actor), capability)
-            lines = _chain_lines(r, answer)
+            lines = _chain_lines(authority, answer)
         if as_json:
             _emit(answer_json(answer))
             return
