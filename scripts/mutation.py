@@ -62,7 +62,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "core/rooted.py": ("tests/core/test_rooted.py", "tests/core/test_vectors.py"),
     # the authority projection (issue 10), each part against the same four suites: the attacks
     # of docs/authority.md §1 one by one, every delivery order, the vectors, a replica's doors
-    "projections/ancestry.py": _AUTHORITY,
+    "projections/ancestry.py": ("tests/projections/test_ancestry.py", *_AUTHORITY),
     "projections/authority/judge.py": _AUTHORITY,
     "projections/authority/answers.py": _AUTHORITY,
     "projections/authority/rules.py": _AUTHORITY,
