@@ -508,6 +508,7 @@ def test_a_capability_lapses_with_its_own_grant_when_read_outlives_it() -> None:
     w.grant(OWNER, C, "read")
     assert w.who_can(C, "write", at_ms=T0).until == T0 + 500
     assert w.who_can(C, "read", at_ms=T0).until is None
+    assert w.who_can(C, "read", at_ms=T0 + 1000).allowed  # the first grant expired, not the second
     w.grant(OWNER, C, "review")
     assert w.who_can(C, "review", at_ms=T0).until is None
 
@@ -580,3 +581,13 @@ def test_the_owners_records_are_authorized_the_genesis_first() -> None:
     said = w.say(OWNER)
     judge = w.state.judge()
     assert judge.authorized(w.genesis.cid) and judge.authorized(said.cid)
+
+
+def test_a_revocation_that_came_after_a_record_does_not_hide_one_concurrent_with_it() -> None:
+    w = team()
+    before = w.heads()
+    said = w.say(C, "hi")
+    w.revoke(OWNER, C, "write")  # after seeing it: what was done before stays
+    concurrent = w.revoke(A, C, "write", parents=before)
+    assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == [
+        (said.cid, "revoked_concurrently", (concurrent.cid,))]
