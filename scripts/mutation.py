@@ -35,6 +35,8 @@ EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.toml"
 MUTMUT = Path(sys.executable).parent / "mutmut"
 
 _CORE = ("tests/core/test_record.py", "tests/core/test_vectors.py")
+_AUTHORITY = ("tests/projections/test_authority.py", "tests/projections/test_authority_orders.py",
+              "tests/projections/test_authority_vectors.py", "tests/test_replica_authority.py")
 # module (under src/convgraph) -> the test files that concern it; the modules other
 # branches leave alone come first, so a partial run covers them
 MODULES: dict[str, tuple[str, ...]] = {
@@ -56,6 +58,16 @@ MODULES: dict[str, tuple[str, ...]] = {
     "sync/fates.py": ("tests/sync/test_fates.py", "tests/sync/test_local.py", "tests/sync/test_compacted.py"),
     # checked directly, then travelling by sync and in CAR files (compaction_of, role, cover_checkpoint)
     "adoption.py": ("tests/test_adoption.py", "tests/sync/test_compacted.py", "tests/sync/test_car.py"),
+    # the root of trust: the id derivation and the root rules, directly and through the vectors
+    "core/rooted.py": ("tests/core/test_rooted.py", "tests/core/test_vectors.py"),
+    # the authority projection (issue 10), each part against the same four suites: the attacks
+    # of docs/authority.md §1 one by one, every delivery order, the vectors, a replica's doors
+    "projections/ancestry.py": ("tests/projections/test_ancestry.py", *_AUTHORITY),
+    "projections/authority/judge.py": _AUTHORITY,
+    "projections/authority/answers.py": _AUTHORITY,
+    "projections/authority/rules.py": _AUTHORITY,
+    "projections/authority/needs.py": _AUTHORITY,
+    "projections/authority/state.py": _AUTHORITY,
 }
 KILLED = {"killed", "timeout", "segfault"}
 

@@ -116,8 +116,9 @@ def test_a_different_owner_or_nonce_gives_a_different_id(
     (KEY.public.hex(), NONCE), (KEY.public, b""),
 ])
 def test_conv_id_needs_a_32_byte_key_and_a_16_byte_nonce(owner: Any, nonce: Any) -> None:
-    with pytest.raises(SchemaError):
+    with pytest.raises(SchemaError) as info:
         conv_id(owner, nonce)
+    assert info.value.message == "a conversation id needs a 32-byte owner key and a 16-byte nonce"
 
 
 # --- the rooted form ----------------------------------------------------------------------------
@@ -284,6 +285,24 @@ def test_decode_names_the_record_in_a_genesis_error() -> None:
     with pytest.raises(GenesisError) as info:
         decode_record(data)
     assert info.value.cid == str(CID.of_record(data)) and info.value.rule == "genesis"
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"conv": "demo"}, "a genesis names a legacy conversation id 'demo'"),
+    # a legacy id may be as long as any conv (256 bytes); the message shows its first 64 characters
+    ({"conv": "d" * 64 + "e" * 36}, f"a genesis names a legacy conversation id {'d' * 64!r}"),
+    ({"kind": "user_message", "payload": {"content": "first!"}},
+     "a record without parents must be its conversation's genesis"),
+    ({"parents": AFTER}, "a genesis has seq 1, no parents and no branch"),
+    ({"payload": {"nonce": bytes(16)}}, "the genesis's actor and nonce do not derive its conversation id"),
+])
+def test_each_genesis_error_names_the_record_and_the_rule_it_broke(
+    changes: dict[str, Any], says: str
+) -> None:
+    data = resigned(unsigned(**changes))
+    with pytest.raises(GenesisError) as info:
+        decode_record(data)
+    assert info.value.message == says and info.value.cid == str(CID.of_record(data))
 
 
 def test_check_root_reads_only_the_root_fields() -> None:

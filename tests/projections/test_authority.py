@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
-from convgraph.core.record import sign_record
+from convgraph.core.keys import SigningKey, actor_text
+from convgraph.core.record import Record, sign_record
+from convgraph.core.rooted import conv_id
 from convgraph.errors import (
     AuthorityError,
     BranchOriginError,
@@ -14,7 +17,7 @@ from convgraph.errors import (
     RetractionTargetError,
 )
 from convgraph.projections import authority as au
-from projections.authority_world import OWNER, STRANGER, T0, A, B, C, World
+from projections.authority_world import OWNER, STRANGER, T0, A, B, C, D, World
 
 ALL = ("admin", "decide", "merge", "read", "review", "write")
 
@@ -370,3 +373,221 @@ def test_a_sock_puppets_revocation_names_the_excluded_grant_it_rested_on() -> No
     puppet_revokes = w.revoke(STRANGER, C, "read", parents=(puppet_grant.cid,))
     causes = {e.cid: e.causes for e in au.excluded(w.state)}
     assert causes[puppet_revokes.cid] == (puppet_grant.cid,)
+
+
+# --- found by mutation testing (tests/MUTATION.md) ------------------------------------------
+
+
+def in_canonical_order(w: World, *records: Record) -> tuple[CID, ...]:
+    return tuple(r.cid for r in sorted(records, key=lambda r: r.order_key))
+
+
+def revoked_twice() -> tuple[World, Record, Record]:
+    """C's first grant is cut by two revocations; the owner's re-grant, made after the first,
+    is cut by the second (A's, concurrent with it)."""
+    w = team()
+    u1 = w.revoke(OWNER, C, "write")
+    seen_u1 = w.heads()
+    w.grant(OWNER, C, "read", "write")  # a re-grant after seeing u1: u1 does not cut it
+    u2 = w.revoke(A, C, "write", parents=seen_u1)  # A had not seen the re-grant
+    return w, u1, u2
+
+
+def test_an_ingest_refusal_names_the_record_its_author_and_every_revocation_in_its_way() -> None:
+    w, u1, u2 = revoked_twice()
+    blocked = in_canonical_order(w, u1, u2)
+    assert sorted(blocked) != list(blocked)  # so that only the canonical order passes
+    record = w.sign(C, "user_message", {"content": "hi"})
+    with pytest.raises(AuthorityError) as caught:
+        au.check(w.state, record)
+    who = actor_text(C.public)
+    revoked_by = ", ".join(map(str, blocked))
+    assert caught.value.message == (
+        f"{who} lacks `write` at this record's causal position (revoked by {revoked_by}); "
+        f"`convgraph why {who} write` shows the chain")
+    assert caught.value.blocked_by == tuple(map(str, blocked))
+    assert (caught.value.actor, caught.value.cid) == (who, str(record.cid))
+    answer = w.who_can(C, "write")
+    assert (answer.allowed, answer.blocked_by, answer.reason) == (False, blocked, "revoked")
+
+
+def test_a_local_write_refusal_speaks_of_what_the_replica_holds() -> None:
+    w, u1, u2 = revoked_twice()
+    who = actor_text(C.public)
+    with pytest.raises(AuthorityError) as caught:
+        au.require(w.state, C.public, "user_message", {"content": "hi"}, heads=w.heads(), at_ms=T0 + 10**9)
+    revoked_by = ", ".join(map(str, in_canonical_order(w, u1, u2)))
+    assert caught.value.message == (f"{who} lacks `write` to write this here (revoked by {revoked_by}); "
+                                    f"`convgraph why {who} write` shows the chain")
+    assert caught.value.cid is None
+    with pytest.raises(AuthorityError) as caught:
+        au.require(w.state, STRANGER.public, "user_message", {"content": "hi"}, heads=w.heads(), at_ms=T0)
+    who = actor_text(STRANGER.public)
+    assert caught.value.message == (
+        f"{who} lacks `write` to write this here (no grant of it is in what this replica holds); "
+        f"`convgraph why {who} write` shows the chain")
+    record = w.sign(STRANGER, "user_message", {"content": "hi"})
+    with pytest.raises(AuthorityError) as caught:
+        au.check(w.state, record)
+    assert "at this record's causal position (no grant of it is in this record's causal past)" in str(
+        caught.value)
+
+
+def test_the_refusals_of_delegation_name_the_capability_the_author_and_the_record() -> None:
+    w = team()
+    for kind, payload in (("grant", {"grantee": OWNER.public, "rights": ["write"]}),
+                          ("revocation", {"grantee": OWNER.public, "rights": ["admin"]})):
+        record = w.sign(A, kind, payload)
+        with pytest.raises(AuthorityError) as caught:
+            au.check(w.state, record)
+        assert caught.value.message == f"a {kind} cannot name the conversation's owner"
+        assert (caught.value.capability, caught.value.actor, caught.value.cid) == (
+            "admin", actor_text(A.public), str(record.cid))
+    w = World()
+    w.grant(OWNER, A, "admin", "read", "write", expires_ms=T0 + 10_000)
+    record = w.sign(A, "grant", {"grantee": C.public, "rights": ["read", "write"]})
+    with pytest.raises(AuthorityError) as caught:
+        au.check(w.state, record)
+    assert caught.value.message == f"the grant outlives the granter's own `admin` (until {T0 + 10_000} ms)"
+    assert (caught.value.capability, caught.value.actor, caught.value.cid) == (
+        "admin", actor_text(A.public), str(record.cid))
+
+
+def test_a_counter_revocation_that_leaves_its_revokers_admin_alone_is_not_exempt() -> None:
+    # §6.3 exempts only a revocation that closes `admin` (or `read`) of the one revoking it
+    w = team()
+    before = w.heads()
+    removal = w.revoke(B, A, "admin", parents=before)
+    spite = w.revoke(A, B, "write", parents=before)  # concurrent, but B keeps its admin
+    assert w.excluded() == {spite.cid: "revoker_revoked"}
+    assert au.excluded(w.state)[0].causes == (removal.cid,)
+
+
+def test_an_admin_revoked_by_the_owner_and_a_peer_cannot_save_itself_by_revoking_the_peer() -> None:
+    # §6.3: the peer's revocation is exempt for A's counter-revocation, the owner's is not
+    w = team()
+    before = w.heads()
+    w.revoke(B, A, "admin", parents=before)
+    by_owner = w.revoke(OWNER, A, "admin", parents=before)
+    counter = w.revoke(A, B, "admin", parents=before)
+    assert w.excluded() == {counter.cid: "revoker_revoked"}
+    assert au.excluded(w.state)[0].causes == (by_owner.cid,)
+    assert w.who_can(B, "admin").allowed and not w.who_can(A, "admin").allowed
+
+
+def test_why_an_answer_is_no_and_that_a_yes_gives_no_reason() -> None:
+    """§7: `revoked` (a revocation cut a grant of it), else `expired` (a grant of it, or of
+    `read`, is in the past but expired), else `no grant`."""
+    w = World()
+    w.grant(OWNER, A, "review", expires_ms=T0 + 100)  # neither write nor read
+    w.grant(OWNER, B, "write", expires_ms=T0 + 100)  # write, and read with it, but not listed
+    w.grant(OWNER, C, "read")
+    w.grant(OWNER, D, "read", expires_ms=T0 + 100)
+    at = T0 + 1000
+
+    def why(who: SigningKey, cap: str) -> str:
+        answer = w.who_can(who, cap, at_ms=at)
+        assert not answer.allowed and answer.blocked_by == ()
+        return answer.reason
+
+    assert why(STRANGER, "write") == "no grant"
+    assert why(A, "write") == "no grant"  # an expired grant of something else says nothing
+    assert why(A, "review") == "expired"
+    assert why(A, "read") == "expired"  # every grant gives read
+    assert why(B, "write") == "expired"
+    assert why(C, "write") == "no grant"  # a live grant of read only
+    assert why(D, "write") == "expired"  # an expired grant of read
+    yes = w.who_can(C, "read", at_ms=at)
+    assert yes.allowed and (yes.reason, yes.blocked_by) == ("", ())
+
+
+def test_a_capability_lapses_with_its_own_grant_when_read_outlives_it() -> None:
+    # §5.4 `until`: the earlier of the capability's own expiry and read's
+    w = World()
+    w.grant(OWNER, C, "read", "write", expires_ms=T0 + 500)
+    w.grant(OWNER, C, "read")
+    assert w.who_can(C, "write", at_ms=T0).until == T0 + 500
+    assert w.who_can(C, "read", at_ms=T0).until is None
+    assert w.who_can(C, "read", at_ms=T0 + 1000).allowed  # the first grant expired, not the second
+    w.grant(OWNER, C, "review")
+    assert w.who_can(C, "review", at_ms=T0).until is None
+
+
+def test_the_owners_answer_without_heads_cites_the_earliest_genesis() -> None:
+    w = World()
+    second = sign_record(OWNER, conv=w.conv, seq=1, hlc=Hlc(T0 - 50, 0), parents=(), kind="genesis",
+                         payload={"nonce": w.genesis.payload["nonce"], "title": "again"})
+    au.apply(w.state, second)
+    answer = au.who_can(w.state, OWNER.public, "admin", (), T0)
+    assert answer.allowed and answer.chain == (second.cid,)
+
+
+def test_a_record_stamped_at_wall_clock_zero_is_judged_like_any_other() -> None:
+    # the judge remembers, per author, until when its answer holds; a stamp of 0 must not
+    # read as "within" an answer it never gave
+    conv = conv_id(OWNER.public, bytes(16))
+    genesis = sign_record(OWNER, conv=conv, seq=1, hlc=Hlc(0, 0), parents=(), kind="genesis",
+                          payload={"nonce": bytes(16)})
+    state = au.apply(au.AuthorityState(), genesis)
+    stranger = sign_record(STRANGER, conv=conv, seq=1, hlc=Hlc(0, 1), parents=(genesis.cid,),
+                           kind="user_message", payload={"content": "first at zero"})
+    with pytest.raises(AuthorityError):
+        au.check(state, stranger)
+
+
+def test_an_exclusion_names_every_revocation_that_cut_what_its_record_needs() -> None:
+    # a grant needs admin and each right it gives: one revocation closes A's admin, another its review
+    w = team()
+    before = w.heads()
+    u1 = w.revoke(OWNER, A, "admin", parents=before)
+    u2 = w.revoke(OWNER, A, "review", parents=before)
+    given_away = w.grant(A, D, "read", "review", parents=before)
+    causes = in_canonical_order(w, u1, u2)
+    assert sorted(causes) != list(causes)
+    assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == [
+        (given_away.cid, "revoked_concurrently", causes)]
+
+
+def test_a_puppets_exclusion_names_only_the_excluded_grants_it_rested_on_in_canonical_order() -> None:
+    w = team()
+    w.grant(OWNER, D, "admin", "read", "write")
+    w.grant(OWNER, STRANGER, "read")  # a valid grant, but not of write
+    before = w.heads()
+    w.revoke(OWNER, B, "admin")
+    w.revoke(OWNER, D, "admin")
+    late = w.grant(D, STRANGER, "read", "write", parents=before)
+    early = w.grant(B, STRANGER, "read", "write", parents=before, wall=late.hlc.wall_ms - 1)
+    assert sorted([early.cid, late.cid]) != [early.cid, late.cid]
+    says = w.say(STRANGER, "I am legit", parents=(late.cid, early.cid))
+    causes = {e.cid: (e.reason, e.causes) for e in au.excluded(w.state)}
+    assert causes[says.cid] == ("grant_excluded", (early.cid, late.cid))
+
+
+def test_a_grant_that_outlives_what_its_granter_keeps_in_hindsight_is_excluded() -> None:
+    # at ingest A's admin never expires (B's grant); in hindsight B's grant is excluded, and
+    # the owner's, which expires, is all A has: A's grant without expiry outlives it (§5.2)
+    w = World()
+    w.grant(OWNER, B, "admin", "read", "write")
+    expiring = w.grant(OWNER, A, "admin", "read", "write", expires_ms=T0 + 10**6)
+    before = w.heads()
+    w.revoke(OWNER, B, "admin")
+    from_b = w.grant(B, A, "admin", "read", "write", parents=before)
+    forever = w.grant(A, C, "read", "write", parents=(from_b.cid, expiring.cid))
+    assert w.excluded() == {from_b.cid: "revoked_concurrently", forever.cid: "grant_excluded"}
+
+
+def test_the_owners_records_are_authorized_the_genesis_first() -> None:
+    w = team()
+    said = w.say(OWNER)
+    judge = w.state.judge()
+    assert judge.authorized(w.genesis.cid) and judge.authorized(said.cid)
+
+
+def test_a_revocation_that_came_after_a_record_does_not_hide_one_concurrent_with_it() -> None:
+    w = team()
+    before = w.heads()
+    said = w.say(C, "hi")
+    w.revoke(OWNER, C, "write")  # after seeing it: what was done before stays
+    concurrent = w.revoke(A, C, "write", parents=before)
+    assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == [
+        (said.cid, "revoked_concurrently", (concurrent.cid,))]
