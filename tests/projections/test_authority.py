@@ -723,3 +723,12 @@ def test_pins_and_audits_are_the_authorized_ones_not_excluded_in_canonical_order
     view = au.Authority(w.conv, w.state, w.heads(), T0 + 10**9)
     assert [r.cid for r in view.pins()] == [first.cid, second.cid]
     assert [r.cid for r in view.audits()] == [audit.cid]
+
+
+def test_a_decision_on_a_request_that_asks_for_no_review_hides_no_later_finding() -> None:
+    w = team()
+    free = w.write(C, "decision_request", {"question": "lunch?"})
+    w.write(A, "decision", {"request": free.cid, "choice": "soup"})
+    strict = w.write(C, "decision_request", {"question": "ship?", "reviews": 1})
+    hasty = w.write(A, "decision", {"request": strict.cid, "choice": "ship"})
+    assert [f.cid for f in au.findings(w.state)] == [hasty.cid]
