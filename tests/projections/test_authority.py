@@ -591,3 +591,144 @@ def test_a_revocation_that_came_after_a_record_does_not_hide_one_concurrent_with
     concurrent = w.revoke(A, C, "write", parents=before)
     assert [(e.cid, e.reason, e.causes) for e in au.excluded(w.state)] == [
         (said.cid, "revoked_concurrently", (concurrent.cid,))]
+
+
+def test_check_judges_each_grant_and_revocation_on_its_own_payload() -> None:
+    # `check` is a function of the state and the record: one that passed, not applied (yet),
+    # leaves nothing behind that lets another through, even with the same author and needs
+    w = World()
+    w.grant(OWNER, A, "admin", "read", "write", expires_ms=T0 + 10_000)
+    au.check(w.state, w.sign(A, "grant", {"grantee": C.public, "rights": ["read", "write"],
+                                          "expires_ms": T0 + 5_000}))
+    with pytest.raises(AuthorityError, match="outlives"):
+        au.check(w.state, w.sign(A, "grant", {"grantee": D.public, "rights": ["read", "write"]}))
+    au.check(w.state, w.sign(A, "revocation", {"grantee": C.public, "rights": ["write"]}))
+    with pytest.raises(AuthorityError, match="cannot name the conversation's owner"):
+        au.check(w.state, w.sign(A, "revocation", {"grantee": OWNER.public, "rights": ["write"]}))
+
+
+def test_the_exclusions_follow_the_records_that_arrive() -> None:
+    w = team()
+    before = w.heads()
+    late = w.say(C, "sneaky", parents=before)
+    assert w.excluded() == {} and au.excluded(w.state) == ()
+    w.revoke(OWNER, C, "read", parents=before)
+    assert w.excluded() == {late.cid: "revoked_concurrently"}
+
+
+def reviewed(reviews: int, reviewers: list[SigningKey], by: list[SigningKey]) -> tuple[World, Record]:
+    """A request asking for `reviews` and `reviewers`, approved by `by`, then decided by A."""
+    w = team()
+    for k in (B, C, D):
+        w.grant(OWNER, k, "read", "review")
+    ask: dict[str, object] = {"question": "ship?", "reviews": reviews}
+    if reviewers:
+        ask["reviewers"] = sorted(k.public for k in reviewers)
+    q = w.write(C, "decision_request", ask)
+    for k in by:
+        w.write(k, "review_comment", {"target": q.cid, "body": "lgtm", "verdict": "approve"})
+    return w, w.write(A, "decision", {"request": q.cid, "choice": "ship"})
+
+
+def test_a_count_of_reviews_alone_is_enforced_and_the_finding_says_how_many_came() -> None:
+    w, d = reviewed(2, [], [B])
+    (f,) = au.findings(w.state)
+    assert (f.cid, f.missing, f.detail) == (d.cid, (), "1 of 2 reviews")
+    w, d = reviewed(2, [], [B, D])
+    assert au.findings(w.state) == ()
+
+
+def test_a_named_reviewer_missing_is_a_finding_even_when_the_count_is_met() -> None:
+    w, d = reviewed(1, [B], [D])
+    (f,) = au.findings(w.state)
+    assert (f.cid, f.missing, f.detail) == (d.cid, (B.public,), "named reviewers missing")
+
+
+def test_a_findings_evidence_is_the_request_then_the_reviews_in_canonical_order() -> None:
+    w = team()
+    for k in (B, D):
+        w.grant(OWNER, k, "read", "review")
+    q = w.write(C, "decision_request", {"question": "ship?", "reviews": 3})
+    seen_q = w.heads()
+    second = w.write(D, "review_comment", {"target": q.cid, "body": "ok", "verdict": "approve"},
+                     parents=seen_q)
+    first = w.write(B, "review_comment", {"target": q.cid, "body": "ok", "verdict": "approve"},
+                    parents=seen_q, wall=second.hlc.wall_ms - 1)
+    assert sorted([first.cid, second.cid]) != [first.cid, second.cid]
+    d = w.write(A, "decision", {"request": q.cid, "choice": "ship"})
+    assert [(f.cid, f.evidence) for f in au.findings(w.state)] == [(d.cid, (q.cid, first.cid, second.cid))]
+
+
+def test_an_excluded_decision_makes_no_finding_and_hides_no_later_one() -> None:
+    w = team()
+    w.grant(OWNER, B, "decide")
+    q = w.write(C, "decision_request", {"question": "ship?", "reviews": 1})
+    before = w.heads()
+    w.revoke(OWNER, B, "decide")
+    w.write(B, "decision", {"request": q.cid, "choice": "no"}, parents=before)  # excluded
+    hasty = w.write(A, "decision", {"request": q.cid, "choice": "ship"})
+    assert [f.cid for f in au.findings(w.state)] == [hasty.cid]
+
+
+def test_members_and_the_authority_value_judge_expiry_at_their_clock() -> None:
+    w = World()
+    w.grant(OWNER, C, "read", "write", expires_ms=T0 + 100)
+    assert [a.capability for a in au.members(w.state, w.heads(), T0 + 50)[C.public]] == ["read", "write"]
+    assert C.public not in au.members(w.state, w.heads(), T0 + 100)
+    view = au.Authority(w.conv, w.state, w.heads(), T0 + 50)
+    assert view.who_can(C.public, "write").allowed
+    assert not view.who_can(C.public, "write", at_ms=T0 + 100).allowed
+    assert view.who_can(C.public, "write", at_ms=T0 + 60).until == T0 + 100
+    assert set(view.members()) == {OWNER.public, C.public}
+    later = au.Authority(w.conv, w.state, w.heads(), T0 + 100)
+    assert not later.who_can(C.public, "write").allowed
+    assert later.who_can(C.public, "write", at_ms=T0 + 99).allowed
+    assert set(later.members()) == {OWNER.public}
+
+
+def test_a_local_write_is_judged_on_its_kind_its_payload_and_the_clock() -> None:
+    w = team()
+    w.grant(OWNER, D, "read", "write", expires_ms=T0 + 10**6)
+    own = w.say(C, "mine")
+
+    def local(who: SigningKey, kind: str, payload: dict[str, object], at_ms: int = T0 + 1000) -> None:
+        au.require(w.state, who.public, kind, payload, heads=w.heads(), at_ms=at_ms)
+
+    local(C, "retraction", {"target": own.cid})  # its own record: write suffices
+    with pytest.raises(AuthorityError) as caught:
+        local(C, "decision", {"request": own.cid, "choice": "x"})
+    assert caught.value.capability == "decide"
+    local(D, "user_message", {"content": "hi"})
+    with pytest.raises(AuthorityError):
+        local(D, "user_message", {"content": "hi"}, at_ms=T0 + 10**6)
+    with pytest.raises(AuthorityError, match="cannot name the conversation's owner"):
+        local(A, "grant", {"grantee": OWNER.public, "rights": ["write"]})
+    local(OWNER, "genesis", {"nonce": bytes(16)})  # only the owner's key derives the id: nothing to check
+
+
+def test_pins_and_audits_are_the_authorized_ones_not_excluded_in_canonical_order() -> None:
+    w = team()
+    none_yet = au.Authority(w.conv, w.state, w.heads(), T0)
+    assert (none_yet.pins(), none_yet.audits()) == ((), ())
+    w.grant(OWNER, D, "read", "review")
+    turn = w.say(C, "the approved snapshot")
+    seen = w.heads()
+    second = w.write(A, "pin", {"target": turn.cid}, parents=seen)
+    first = w.write(OWNER, "pin", {"target": turn.cid, "note": "v1"}, parents=seen,
+                    wall=second.hlc.wall_ms - 1)
+    assert sorted([first.cid, second.cid]) != [first.cid, second.cid]
+    w.revoke(OWNER, B, "admin")
+    w.write(B, "pin", {"target": turn.cid}, parents=seen)  # B had not seen its revocation
+    audit = w.write(D, "audit", {"target": turn.cid, "result": "pass"})
+    view = au.Authority(w.conv, w.state, w.heads(), T0 + 10**9)
+    assert [r.cid for r in view.pins()] == [first.cid, second.cid]
+    assert [r.cid for r in view.audits()] == [audit.cid]
+
+
+def test_a_decision_on_a_request_that_asks_for_no_review_hides_no_later_finding() -> None:
+    w = team()
+    free = w.write(C, "decision_request", {"question": "lunch?"})
+    w.write(A, "decision", {"request": free.cid, "choice": "soup"})
+    strict = w.write(C, "decision_request", {"question": "ship?", "reviews": 1})
+    hasty = w.write(A, "decision", {"request": strict.cid, "choice": "ship"})
+    assert [f.cid for f in au.findings(w.state)] == [hasty.cid]
