@@ -11,7 +11,7 @@ from convgraph.core.hlc import ManualClock
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import sign_record, signing_bytes
 from convgraph.core.rooted import conv_id
-from convgraph.errors import AuthorityError, ForgedMergeError
+from convgraph.errors import AuthorityError, ForgedMergeError, UnknownKindError
 
 T0 = 1_700_000_000_000
 NONCE = bytes(range(16))
@@ -228,3 +228,10 @@ def test_a_stranger_cannot_claim_the_root(attack: str, first: bool) -> None:
     assert rules == ["genesis"]
     assert fresh.authority(conv).owner == owner.actor
     assert not fresh.authority(conv).who_can(stranger.actor, "read").allowed
+
+
+def test_a_kind_the_format_does_not_know_is_refused_as_such_in_a_rooted_conversation() -> None:
+    owner = device(0, ManualClock(T0))
+    conv = rooted(owner)
+    with pytest.raises(UnknownKindError):
+        owner.write(conv, "telepathy", {"content": "x"})

@@ -732,3 +732,42 @@ def test_a_decision_on_a_request_that_asks_for_no_review_hides_no_later_finding(
     strict = w.write(C, "decision_request", {"question": "ship?", "reviews": 1})
     hasty = w.write(A, "decision", {"request": strict.cid, "choice": "ship"})
     assert [f.cid for f in au.findings(w.state)] == [hasty.cid]
+
+
+def test_each_graph_rule_refusal_says_what_is_wrong_and_names_the_record() -> None:
+    w = team()
+    _, work = branched(w)
+    long = "b" * 64 + "c" * 36  # names are cut at 64 characters in messages
+    w.write(OWNER, "branch", {"name": long, "from": w.genesis.cid})
+    turn = w.say(C, "not a request")
+    ghost = World().say(OWNER, "elsewhere").cid
+    heads = sorted(w.heads())
+    cases: list[tuple[type[Exception], Record, str]] = [
+        (ForgedMergeError, w.sign(A, "merge", {"branch": "d" * 70, "heads": heads, "accepted": []}),
+         f"merge of branch {'d' * 64!r}, which is not in its causal past"),
+        (ForgedMergeError, w.sign(A, "merge", {"branch": "exp", "heads": sorted([*heads, ghost]), "accepted": []}),
+         "a merge's heads must be among its parents"),
+        (ForgedMergeError, w.sign(A, "merge", {"branch": long, "heads": heads, "accepted": [work.cid]}),
+         f"accepted record {work.cid} is not on branch {'b' * 64!r} in its past"),
+        (BranchOriginError, w.sign(C, "branch", {"name": "x", "from": ghost}),
+         "a branch's `from` must be in its causal past"),
+        (FloatingDecisionError, w.sign(A, "decision", {"request": turn.cid, "choice": "ship"}),
+         "a decision's request must be a decision_request in its past"),
+        (RetractionTargetError, w.sign(C, "retraction", {"target": ghost}),
+         "a retraction's target must be in its causal past"),
+        (RetractionTargetError, w.sign(C, "supersession", {"target": ghost, "content": "x"}),
+         "a supersession's target must be in its causal past"),
+        (AuthorityError, w.sign(A, "supersession", {"target": turn.cid, "content": "words in C's mouth"}),
+         "only a record's author may supersede it"),
+    ]
+    for error, record, says in cases:
+        with pytest.raises(error) as caught:
+            au.check(w.state, record)
+        assert type(caught.value) is error
+        assert (caught.value.message, caught.value.cid) == (says, str(record.cid))
+    assert (caught.value.capability, caught.value.actor) == ("write", actor_text(A.public))
+
+
+def test_an_authority_over_nothing_yet_has_no_owner_genesis_or_member() -> None:
+    view = au.Authority(World().conv, au.AuthorityState(), (), T0)
+    assert (view.owner, view.genesis, view.members(), view.excluded()) == (None, None, {}, ())
