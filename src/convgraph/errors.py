@@ -24,6 +24,9 @@
     │   ├── FloatingDecisionError   a decision whose request is not in its past
     │   ├── BranchOriginError       a branch forking from a record not in its past
     │   └── RetractionTargetError   a retraction or supersession of a record not in its past
+    ├── IntegrityError              witnessed history (docs/integrity.md)
+    │   ├── StatementError          a signed statement that is malformed or not authentic
+    │   └── EvidenceError           bytes that are not an evidence bundle at all
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
@@ -227,6 +230,25 @@ class BranchOriginError(CausalityError):
 
 class RetractionTargetError(CausalityError):
     """A retraction or supersession whose target is not a record in its causal past."""
+
+
+class IntegrityError(ConvgraphError):
+    """Witnessed history: a statement, receipt or evidence bundle that cannot be used."""
+
+
+class StatementError(IntegrityError):
+    """A statement (docs/integrity.md §2) that is malformed or not authentic.
+
+    `reason` is `decode`, `schema` or `signature`.
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class EvidenceError(IntegrityError):
+    """Bytes that are not an evidence bundle (docs/integrity.md §6.2): not even a claim to check."""
 
 
 class KeyFileError(ConvgraphError):
@@ -476,4 +498,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     NonceLogFullError: "busy",
     BindError: "bind",
     AccessConfigError: "access_config",
+    IntegrityError: "integrity",
+    StatementError: "statement",
+    EvidenceError: "evidence",
 }

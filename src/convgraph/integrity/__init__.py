@@ -1,0 +1,1 @@
+"""Witnessed history (docs/integrity.md): signed statements, consistency, findings, evidence."""
