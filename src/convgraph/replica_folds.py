@@ -9,7 +9,8 @@ the records the store holds for that conversation (plus, inside a transaction, t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from convgraph.core.cid import CID
 from convgraph.core.record import Record, RecordMeta, load_trusted
@@ -19,6 +20,8 @@ from convgraph.projections import state as state_
 from convgraph.projections.authority import AuthorityState
 from convgraph.projections.state import ConvState
 from convgraph.store.base import Store
+
+_T = TypeVar("_T")
 
 
 class Folds:
@@ -34,19 +37,15 @@ class Folds:
 
     def state(self, conv: str) -> ConvState:
         """The folded state of `conv`, brought up to date incrementally from the store."""
-        cached = self.views.get(conv)
-        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
-            cached = None  # folded inside a transaction that rolled back: start again
-        if cached is None:
+
+        def start() -> ConvState:
             snap = self.store.snapshot(conv)
-            cached = (state_.restore(snap[1]) if snap else ConvState(), 0, [])
-        folded, cursor, unconfirmed = cached
-        fresh, cursor = self.store.since(cursor, conv)
-        for cid, data in fresh:
+            return state_.restore(snap[1]) if snap else ConvState()
+
+        def fold(folded: ConvState, cid: CID, data: bytes) -> None:
             state_.apply(folded, state_.entry_from_bytes(cid, data))
-        pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
-        self.views[conv] = (folded, cursor, pending)
-        return folded
+
+        return self._caught_up(self.views, conv, start, fold)
 
     def without(self, conv: str, folded: ConvState, hidden: frozenset[CID]) -> ConvState:
         """`folded` less the records `hidden`, kept until either changes."""
@@ -59,20 +58,33 @@ class Folds:
         """The authority state of a rooted `conv`, brought up to date from the store (None: legacy)."""
         if not is_rooted(conv):
             return None
-        cached = self.authorities.get(conv)
-        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
-            cached = None  # added inside a transaction that rolled back: start again
-        state, cursor, unconfirmed = cached or (self._authority_from_snapshot(conv), 0, [])
-        fresh, cursor = self.store.since(cursor, conv)
-        for cid, data in fresh:  # the store's order is a topological one
+
+        def fold(state: AuthorityState, cid: CID, data: bytes) -> None:
             if cid not in state.ancestry:  # our own writes and ingests were added already
                 authority_.apply(state, load_trusted(data, cid))
-        # records added straight to the state come back from `since` once committed: count each once
+
+        return self._caught_up(self.authorities, conv, lambda: self._authority_from_snapshot(conv), fold)
+
+    def _caught_up(
+        self,
+        cache: dict[str, tuple[_T, int, list[CID]]],
+        conv: str,
+        start: Callable[[], _T],
+        fold: Callable[[_T, CID, bytes], None],
+    ) -> _T:
+        """`cache[conv]` with what the store added since its cursor folded in (the store's order
+        is a topological one); started again with `start()` when a transaction it saw rolled back."""
+        cached = cache.get(conv)
+        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
+            cached = None  # folded inside a transaction that rolled back: start again
+        value, cursor, unconfirmed = cached or (start(), 0, [])
+        fresh, cursor = self.store.since(cursor, conv)
+        for cid, data in fresh:
+            fold(value, cid, data)
+        # records added straight to the value come back from `since` once committed: count each once
         pending = list(dict.fromkeys([*unconfirmed, *(c for c, _ in fresh)]))
-        if not self.store.in_transaction():
-            pending = []
-        self.authorities[conv] = (state, cursor, pending)
-        return state
+        cache[conv] = (value, cursor, pending if self.store.in_transaction() else [])
+        return value
 
     def _authority_from_snapshot(self, conv: str) -> AuthorityState:
         """The authority state of what a compacted `conv` holds as headers only."""
