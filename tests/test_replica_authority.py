@@ -146,7 +146,7 @@ def test_a_compacted_rooted_conversation_answers_as_the_full_one() -> None:
     assert before[2] == ["from the laptop"] and len(before[0]) == 1
     owner.checkpoint(conv, compact=True)
     assert answers(owner, conv) == before
-    owner._authorities.clear()  # rebuilt from the snapshot and the headers alone
+    owner._folds.authorities.clear()  # rebuilt from the snapshot and the headers alone
     assert answers(owner, conv) == before
     laptop.say(conv, "user", "after the checkpoint")
     sync(owner, laptop)

@@ -97,7 +97,8 @@ from convgraph.projections.state import ConvState, apply, fold, restore, snapsho
 from convgraph.projections.surfaces import SURFACES, RouteStats, Surface
 from convgraph.projections.transcript import transcript, transcript_bytes, transcript_cid
 from convgraph.projections.turn import DEFAULT_CONVERSATION, Role, ToolCall, Turn, turn_of
-from convgraph.replica import Config, Draft, Replica, VerifyReport, resume
+from convgraph.replica import Config, Draft, Replica, resume
+from convgraph.replica_verify import VerifyReport
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from convgraph.adoption import check_cover, plan_adoption
+from convgraph.adoption import plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -27,23 +27,17 @@ from convgraph.core.record import (
     DEFAULT_LIMITS,
     Limits,
     Record,
-    RecordMeta,
-    decode_record,
     load_trusted,
     sign_record,
 )
 from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.text import check_text
-from convgraph.core.validation import check_causality
 from convgraph.errors import (
-    CausalityError,
-    CompactedError,
     ConvgraphError,
     GenesisError,
     LegacyConversationError,
     NotFoundError,
     ProjectionError,
-    SnapshotError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
 from convgraph.projections import authority as authority_
@@ -55,6 +49,8 @@ from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
 from convgraph.projections.transcript import transcript
 from convgraph.projections.turn import Role, ToolCall, Turn
+from convgraph.replica_folds import Folds, authority_from
+from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.store.base import QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
@@ -88,25 +84,6 @@ class Config:
     legacy_writes: bool = False
 
 
-@dataclass
-class VerifyReport:
-    """The result of re-checking every stored record from its bytes.
-
-    `headers_only` counts the records held without bytes (compacted here, or adopted with a
-    checkpoint): their signatures cannot be re-checked, only that the signed checkpoint's
-    snapshot and cover vouch for them.
-    """
-
-    checked: int = 0
-    failures: list[tuple[CID, ConvgraphError]] = field(default_factory=list)
-    headers_only: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when every stored record re-verified."""
-        return not self.failures
-
-
 class Replica:
     """A local replica of any number of conversations, written by one actor key."""
 
@@ -121,11 +98,7 @@ class Replica:
         # what `write_many` left behind per conversation, valid while the store's change
         # token is the one read at that commit: saves three look-ups per local write
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
-        # conv -> (folded state, store cursor, records folded in a transaction not yet seen committed)
-        self._views: dict[str, tuple[ConvState, int, list[CID]]] = {}
-        # conv -> (authority state, store cursor, records added in a transaction not yet seen committed)
-        self._authorities: dict[str, tuple[AuthorityState, int, list[CID]]] = {}
-        self._hidden: dict[str, tuple[frozenset[CID], int, ConvState]] = {}
+        self._folds = Folds(store)
 
     @classmethod
     def open(
@@ -221,7 +194,7 @@ class Replica:
             if token != self.store.change_token():
                 tips = {}
             parents, seq, seen = tips.get(conv) or self._tip_from_store(conv)
-            authority = self._authority_state(conv)
+            authority = self._folds.authority(conv)
             for draft in drafts:
                 stamp = hlc_.after_all(self._hlc, seen, self.clock())
                 if authority is not None:  # before signing: say which capability is missing
@@ -235,13 +208,13 @@ class Replica:
                 if authority is not None:  # the graph rules need the signed record's parents
                     authority_.check(authority, record)
                     authority_.apply(authority, record)
-                    self._unconfirmed(conv, record.cid)
+                    self._folds.added(conv, record.cid)
                 out.append(record)
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
             token = self.store.change_token()
         if authority is not None:
-            self._confirmed([conv])
+            self._folds.confirmed([conv])
         if out:  # one assignment: a concurrent writer sees an old pair or a new one, never a mix
             self._tips = (token, {**tips, conv: ({out[-1].cid}, seq, [out[-1].hlc])})
         return out
@@ -266,7 +239,7 @@ class Replica:
 
             def authority(conv: str) -> AuthorityState | None:  # brought up to date once per ingest
                 if conv not in states:
-                    states[conv] = self._authority_state(conv)
+                    states[conv] = self._folds.authority(conv)
                 return states[conv]
 
             writes, report = plan_ingest(
@@ -275,9 +248,9 @@ class Replica:
             )
             for record in writes.records:
                 if states.get(record.conv) is not None:
-                    self._unconfirmed(record.conv, record.cid)
+                    self._folds.added(record.conv, record.cid)
             self._land(writes, report)
-        self._confirmed(states)
+        self._folds.confirmed(states)
         self._merge_clock(report, now)
         return report
 
@@ -299,13 +272,13 @@ class Replica:
             adopted: AuthorityState | None = None
             if is_rooted(record.conv):  # the base's records, then what the base lets in, are judged
                 held = self.store.metas(e for e in state_.restore(snapshot).entries)
-                adopted = self._authority_from(record.conv, snapshot,
+                adopted = authority_from(record.conv, snapshot,
                                                {**held, **{h.cid: h for h in adoption.headers}})
                 for cid, data in self.store.since(0, record.conv)[0]:
                     authority_.apply(adopted, load_trusted(data, cid))
 
             def authority(conv: str) -> AuthorityState | None:
-                return adopted if conv == record.conv else self._authority_state(conv)
+                return adopted if conv == record.conv else self._folds.authority(conv)
 
             writes, report = plan_ingest(
                 (), self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
@@ -314,8 +287,8 @@ class Replica:
             self._land(writes, report)
             # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
             self.store.compact(record.conv, (), record.cid, adoption.snapshot)
-        self._views.pop(record.conv, None)  # the folded view lacks what only the snapshot holds
-        self._authorities.pop(record.conv, None)  # rebuilt from the stored snapshot and headers
+        # the folded view lacks what only the snapshot holds; authority is rebuilt from it and the headers
+        self._folds.drop(record.conv)
         self._merge_clock(report, now)
         return report
 
@@ -334,12 +307,7 @@ class Replica:
 
     def get(self, cid: CID) -> Record:
         """The stored record named `cid`."""
-        data = self.store.get(cid)
-        if data is None:
-            if self.store.metas([cid]):
-                raise CompactedError(f"record {cid} was compacted into a checkpoint snapshot", cid=str(cid))
-            raise NotFoundError(f"no record {cid}", cid=str(cid))
-        return load_trusted(data, cid)
+        return stored_record(self.store, cid)
 
     # ------------------------------------------------------------ conversation views
 
@@ -416,95 +384,28 @@ class Replica:
 
     def state(self, conv: str) -> ConvState:
         """The folded state of `conv`, brought up to date incrementally from the store."""
-        cached = self._views.get(check_text(conv, "conv"))
-        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
-            cached = None  # folded inside a transaction that rolled back: start again
-        if cached is None:
-            snap = self.store.snapshot(conv)
-            cached = (state_.restore(snap[1]) if snap else ConvState(), 0, [])
-        folded, cursor, unconfirmed = cached
-        fresh, cursor = self.store.since(cursor, conv)
-        for cid, data in fresh:
-            state_.apply(folded, state_.entry_from_bytes(cid, data))
-        pending = [*unconfirmed, *(c for c, _ in fresh)] if self.store.in_transaction() else []
-        self._views[conv] = (folded, cursor, pending)
-        return folded
+        return self._folds.state(check_text(conv, "conv"))
 
     def visible(self, conv: str) -> ConvState:
         """The folded state the views read: in a rooted conversation, without the records its
         authority projection excludes (docs/authority.md §6.2), and with admin retractions."""
         folded = self.state(conv)
-        if self._authority_state(conv) is None:
+        if self._folds.authority(conv) is None:
             return folded
         folded.any_retractor = True
         hidden = self.authority(conv).hidden() if self.heads(conv) else frozenset()
         if not hidden:
             return folded
-        cached = self._hidden.get(conv)
-        if cached is None or cached[0] != hidden or cached[1] != folded.count:
-            cached = self._hidden[conv] = (hidden, folded.count, state_.without(folded, hidden))
-        return cached[2]
+        return self._folds.without(conv, folded, hidden)
 
     def authority(self, conv: str, *, at_ms: int | None = None) -> Authority:
         """The authority projection of rooted conversation `conv` (docs/authority.md §7)."""
-        state = self._authority_state(conv)
+        state = self._folds.authority(conv)
         if state is None:
             raise ProjectionError(f"conversation {conv[:64]!r} is legacy: it has no authority projection")
         if state.genesis is None:
             raise NotFoundError(f"no genesis of conversation {conv[:64]!r} is held here")
         return Authority(conv, state, tuple(self.heads(conv)), self.clock() if at_ms is None else at_ms)
-
-    def _authority_state(self, conv: str) -> AuthorityState | None:
-        """The authority state of a rooted `conv`, brought up to date from the store (None: legacy)."""
-        if not is_rooted(conv):
-            return None
-        cached = self._authorities.get(conv)
-        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
-            cached = None  # added inside a transaction that rolled back: start again
-        state, cursor, unconfirmed = cached or (self._authority_from_snapshot(conv), 0, [])
-        fresh, cursor = self.store.since(cursor, conv)
-        for cid, data in fresh:  # the store's order is a topological one
-            if cid not in state.ancestry:  # our own writes and ingests were added already
-                authority_.apply(state, load_trusted(data, cid))
-        # records added straight to the state come back from `since` once committed: count each once
-        pending = list(dict.fromkeys([*unconfirmed, *(c for c, _ in fresh)]))
-        if not self.store.in_transaction():
-            pending = []
-        self._authorities[conv] = (state, cursor, pending)
-        return state
-
-    def _authority_from_snapshot(self, conv: str) -> AuthorityState:
-        """The authority state of what a compacted `conv` holds as headers only."""
-        snap = self.store.snapshot(conv)
-        if snap is None:
-            return AuthorityState()
-        return self._authority_from(conv, snap[1], self.store.metas(state_.restore(snap[1]).entries))
-
-    @staticmethod
-    def _authority_from(conv: str, snapshot: bytes, headers: Mapping[CID, RecordMeta]) -> AuthorityState:
-        """Each snapshot entry's kind, payload and branch, with its seq and parents from its header."""
-        state = AuthorityState()
-        entries = sorted(state_.restore(snapshot).entries.values(), key=lambda e: e.order_key)
-        for e in entries:  # canonical order is a topological one; `verify` checks the cover
-            header = headers.get(e.cid)
-            if header is not None:
-                authority_.apply(state, Record(conv, e.actor, header.seq, e.hlc, header.parents, e.kind,
-                                               e.payload, (), e.branch, b"", b"", e.cid))
-        return state
-
-    def _unconfirmed(self, conv: str, cid: CID) -> None:
-        cached = self._authorities.get(conv)
-        if cached is not None:
-            cached[2].append(cid)
-
-    def _confirmed(self, convs: Iterable[str]) -> None:
-        """The outermost transaction committed: what it added to these states is stored."""
-        if self.store.in_transaction():
-            return  # a caller's transaction may still roll back: keep checking
-        for conv in convs:
-            cached = self._authorities.get(conv)
-            if cached is not None:
-                cached[2].clear()
 
     def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
         """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
@@ -558,40 +459,7 @@ class Replica:
 
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
-        report = VerifyReport()
-        total = self.store.count()
-        for cid, data in self.store.iter_all():
-            report.checked += 1
-            try:
-                record = decode_record(data, limits=self.config.limits, expected_cid=cid)
-                parents = self.store.metas(record.parents)
-                if len(parents) != len(record.parents):
-                    raise CausalityError("a parent is missing from the store", cid=str(cid))
-                check_causality(record, parents)
-            except ConvgraphError as exc:
-                report.failures.append((cid, exc))
-        report.headers_only = max(0, total - report.checked)
-        for conv in self.conversations():
-            self._verify_snapshot(conv, report)
-        return report
-
-    def _verify_snapshot(self, conv: str, report: VerifyReport) -> None:
-        """A compacted conversation's snapshot must be the one its signed checkpoint names, and
-        the headers held for its records must be its cover (`adoption.check_cover`)."""
-        snap = self.store.snapshot(conv)
-        if snap is None:
-            return
-        checkpoint, data = snap
-        report.checked += 1
-        try:
-            record = self.get(checkpoint)
-            cids = list(state_.restore(data).entries)
-            headers = self.store.metas(cids)
-            if len(headers) != len(cids):
-                raise SnapshotError("the snapshot holds a record held nowhere here", cid=checkpoint)
-            check_cover(record, data, headers.values())
-        except ConvgraphError as exc:
-            report.failures.append((checkpoint, exc))
+        return verify_store(self.store, self.config.limits)
 
     def iter_records(self) -> Iterator[Record]:
         """Every stored record, streamed (no whole-store load)."""

@@ -7,9 +7,12 @@ prints the CIDs it rests on; `why` walks the chain from the genesis record by re
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from convgraph.cli import safe_text
@@ -73,10 +76,26 @@ def _chain_lines(authority: Authority, answer: Answer) -> list[str]:
 _CAPS = click.Choice(CAPABILITIES)
 
 
+class _Shell(NamedTuple):
+    """What the commands use of `cli.main`; main imports this module, so they are read late."""
+
+    emit: Callable[[Any], None]
+    errors: Callable[[Callable[..., None]], Callable[..., None]]
+    replica: Callable[[click.Context], AbstractContextManager[Replica]]
+    conv_option: Callable[[Callable[..., Any]], Callable[..., Any]]
+    conversation: Callable[[click.Context, str | None], str]
+    json_option: Callable[[Callable[..., Any]], Callable[..., Any]]
+    out: Console
+
+
 def register(cli: click.Group) -> None:
     """Add the authority commands to `cli`."""
-    _register_changes(cli)
-    _register_answers(cli)
+    from convgraph.cli import main  # noqa: PLC0415 - main imports this module
+
+    shell = _Shell(main._emit, main._errors, main._replica, main.conv_option, main.conversation,
+                   main.json_option, main.out)
+    _register_changes(cli, shell)
+    _register_answers(cli, shell)
 
 
 def _revoke(home: Any, grantee: bytes, rights: tuple[str, ...], reason: str | None, conv: str) -> Any:
@@ -87,22 +106,12 @@ def _revoke(home: Any, grantee: bytes, rights: tuple[str, ...], reason: str | No
         return r.write(conv, "revocation", payload)
 
 
-def _register_changes(cli: click.Group) -> None:
-    from convgraph.cli.main import (  # noqa: PLC0415
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        conversation,
-        json_option,
-        out,
-    )
-
-    caps = _CAPS
+def _register_changes(cli: click.Group, shell: _Shell) -> None:
+    _emit, _errors, _replica, conv_option, conversation, json_option, out = shell
 
     @cli.command()
     @click.argument("actor")
-    @click.argument("capabilities", nargs=-1, required=True, type=caps)
+    @click.argument("capabilities", nargs=-1, required=True, type=_CAPS)
     @click.option("--expires", default=None, help="A span from now (90m, 12h, 7d) or a time in ms.")
     @click.option("--note", default=None, help="Why, for the record.")
     @conv_option
@@ -129,7 +138,7 @@ def _register_changes(cli: click.Group) -> None:
 
     @cli.command()
     @click.argument("actor")
-    @click.argument("capabilities", nargs=-1, type=caps)
+    @click.argument("capabilities", nargs=-1, type=_CAPS)
     @click.option("--reason", default=None, help="Why, for the record.")
     @conv_option
     @json_option
@@ -177,18 +186,8 @@ def _register_changes(cli: click.Group) -> None:
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
 
-def _register_answers(cli: click.Group) -> None:
-    from convgraph.cli.main import (  # noqa: PLC0415
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        conversation,
-        json_option,
-        out,
-    )
-
-    caps = _CAPS
+def _register_answers(cli: click.Group, shell: _Shell) -> None:
+    _emit, _errors, _replica, conv_option, conversation, json_option, out = shell
 
     @cli.command()
     @conv_option
@@ -214,7 +213,7 @@ def _register_answers(cli: click.Group) -> None:
 
     @cli.command()
     @click.argument("actor")
-    @click.argument("capability", type=caps)
+    @click.argument("capability", type=_CAPS)
     @conv_option
     @json_option
     @click.pass_context
