@@ -41,6 +41,7 @@
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
     │   ├── CompactedError          the raw records asked for were compacted away
+    │   ├── NoUserTurnError         nothing to resume: no visible user turn carries text
     │   └── SnapshotError           snapshot bytes that do not restore to a folded state
     └── SyncError                   a sync exchange that cannot go on
         ├── ProtocolError           a message that breaks the sync grammar or its bounds
@@ -323,6 +324,11 @@ class CompactedError(ProjectionError):
     """The raw records needed were dropped by compaction; only the snapshot remains."""
 
 
+class NoUserTurnError(ProjectionError):
+    """Nothing to resume: no visible turn is a user turn with text, which every provider
+    wants first (docs/conversation.md, *Resume windows*)."""
+
+
 class SnapshotError(ProjectionError):
     """Snapshot bytes that are not the canonical snapshot of a folded state."""
 
@@ -483,6 +489,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     RetentionRefusedError: "retention",
     CompactedError: "compacted",
     SnapshotError: "snapshot",
+    NoUserTurnError: "no_user_turn",
     SyncError: "sync",
     ProtocolError: "protocol",
     RoundTripLimitError: "round_trips",

@@ -47,7 +47,7 @@ from convgraph.projections.resume import RECORDERS, to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
-from convgraph.projections.transcript import transcript
+from convgraph.projections.transcript import Window, resume_window, transcript
 from convgraph.projections.turn import Role, ToolCall, Turn
 from convgraph.replica_folds import Folds, authority_from
 from convgraph.replica_verify import VerifyReport, stored_record, verify_store
@@ -414,8 +414,13 @@ class Replica:
     def resume(
         self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
     ) -> list[dict[str, Any]]:
-        """The provider-valid message list to continue `conv` with (the final `last` turns)."""
-        return to_provider(self.transcript(conv, branch=branch, last=last), provider)
+        """The provider-valid message list to continue `conv` with: at least the final `last`
+        turns, widened back to the nearest user turn with text (never empty)."""
+        return to_provider(self.resume_window(conv, branch=branch, last=last).turns, provider)
+
+    def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
+        """The turns `resume` renders, and how far the window was widened to open on a user turn."""
+        return resume_window(self.visible(conv), branch=branch, last=last)
 
     def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
         """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""

@@ -36,8 +36,13 @@ def test_say_then_transcript_in_every_format(tmp_path: Path) -> None:
     for provider in validity.PROVIDERS:
         wire = json.loads(run(home, "transcript", "--format", provider).stdout)
         assert wire and validity.check(provider, wire) == []
-    last = json.loads(run(home, "transcript", "--format", "anthropic", "--last", "2").stdout)
-    assert last == []  # the window [tool result, assistant] holds no user turn: nothing valid to send
+    # the window [tool result, assistant] holds no user turn: it is widened back to the question
+    widened = run(home, "transcript", "--format", "anthropic", "--last", "2")
+    last = json.loads(widened.stdout)
+    assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant"]
+    assert last[0]["content"] == [{"type": "text", "text": "What is 6 x 7?"}]
+    assert "widened --last 2 by 2 turn(s)" in widened.stderr
+    assert "widened" not in run(home, "transcript", "--format", "anthropic", "--last", "4").stderr
     last = json.loads(run(home, "transcript", "--format", "openai", "--last", "4").stdout)
     assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant"]
 

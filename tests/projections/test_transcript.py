@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from convgraph import ManualClock, Record, Replica, SigningKey
+from convgraph import ManualClock, NoUserTurnError, ProjectionError, Record, Replica, SigningKey
 from convgraph.projections import state as state_
 from convgraph.projections.transcript import fork_point, transcript, transcript_bytes
 from convgraph.projections.turn import Role
@@ -235,3 +235,31 @@ def test_transcript_is_a_function_of_the_record_set(branch: str | None) -> None:
     want = transcript_bytes(transcript(state_.fold(records), branch=branch))
     for order in (records[::-1], records[1::2] + records[::2]):
         assert transcript_bytes(transcript(state_.fold(order), branch=branch)) == want
+
+
+def test_resume_windows_widen_back_to_a_user_turn_with_text_and_are_never_empty() -> None:
+    (r,), _ = writers(1)
+    made = [r.say(C, "user", "question"), r.say(C, "assistant", "a1"), r.say(C, "user", "   "),
+            r.say(C, "assistant", "a2"), r.say(C, "assistant", "a3")]
+    ops = [m.cid for m in made]
+    w = r.resume_window(C, last=2)
+    assert [t.op for t in w.turns] == ops and w.widened == 3  # the blank user turn does not open it
+    w = r.resume_window(C, last=5)
+    assert [t.op for t in w.turns] == ops and w.widened == 0
+    assert r.resume_window(C).turns == r.transcript(C)
+    for provider in ("anthropic", "openai", "openai-responses", "gemini"):
+        wire = r.resume(C, provider, last=1)
+        assert wire and (wire[0].get("role") == "user")
+    with pytest.raises(ProjectionError, match="at least one turn"):
+        r.resume_window(C, last=0)
+
+
+def test_resume_with_no_user_turn_is_a_typed_error_not_an_empty_list() -> None:
+    (r,), _ = writers(1)
+    with pytest.raises(NoUserTurnError, match="nothing to resume"):
+        r.resume(C)  # nothing at all
+    r.say(C, "assistant", "hello?")
+    r.say(C, "user", " ")
+    with pytest.raises(NoUserTurnError, match="no visible turn is a user turn with text") as caught:
+        r.resume(C, "openai", last=1)
+    assert caught.value.rule == "no_user_turn"

@@ -92,6 +92,14 @@ ANTHROPIC_BAD: list[tuple[str, str, Wire, bool, str]] = [
     ("result_for_an_older_call", "unexpected_tool_result", [ASK, assistant(use("toolu_1")), user(result("toolu_1")), assistant("18°C."), user(result("toolu_1"))], True, "previous message"),
     ("text_before_tool_result", "tool_result_not_first", [ASK, assistant(use("toolu_1")), user(text("Here you go:"), result("toolu_1"))], True, "Did not find 1 `tool_result` block(s)"),
     ("empty_history", "empty_list", [], True, "at least one message"),
+    ("thinking_after_text", "thinking_not_first", [user("Hi"), assistant(text("Preface."), THINKING, text("Answer."))], True, "but found `text`"),
+    ("coalesced_turns_put_thinking_second", "thinking_not_first", [user("Hi"), assistant(text("Preface.")), assistant(THINKING, text("Answer."))], True, "must start with a thinking block"),
+]
+
+# Rules that hold only when the request turns extended thinking on: `check(..., thinking=True)`.
+ANTHROPIC_THINKING_BAD: list[tuple[str, str, Wire, bool, str]] = [
+    ("tool_cycle_lost_its_thinking", "cycle_without_thinking", [ASK, assistant(use("toolu_1")), user(result("toolu_1"))], True, "but found `tool_use`"),
+    ("tool_cycle_opened_by_coalesced_text", "cycle_without_thinking", [ASK, assistant(text("Let me look.")), assistant(use("toolu_1")), user(result("toolu_1"))], True, "must start with a thinking block"),
 ]
 
 # ---- OpenAI Chat Completions ------------------------------------------------------------
@@ -177,6 +185,7 @@ RESPONSES_BAD: list[tuple[str, str, Wire, bool, str]] = [
     ("two_reasoning_items", "reasoning_without_following", [RQ, reasoning("rs_1"), reasoning("rs_2"), said("Hi.")], True, "Item 'rs_1'"),
     ("empty_user_string", "empty_content", [{"role": "user", "content": ""}], True, "input[0].content"),
     ("empty_parts", "empty_content", [RQ, {"type": "message", "role": "assistant", "content": []}], True, "empty array"),
+    ("empty_input", "empty_list", [], True, "Invalid 'input'"),
 ]
 
 # ---- Gemini -----------------------------------------------------------------------------
@@ -211,7 +220,7 @@ GEMINI_BAD: list[tuple[str, str, Wire, bool, str]] = [
     ("part_without_data", "empty_part", [turn("user", {}, {"text": "Hi"})], True, "oneof field 'data'"),
     ("empty_text", "empty_text", [turn("user", {"text": ""}, {"text": "Hi"})], True, "empty text parameter"),
     ("window_cut_before_call", "call_turn_misplaced", [turn("model", gcall()), turn("user", gresp()), turn("model", {"text": "18°C."})], True, "comes immediately after a user turn"),
-    ("call_after_model_text", "call_turn_misplaced", [GQ, turn("model", {"text": "Let me check."}), turn("model", gcall()), turn("user", gresp())], True, "function call turn"),
+    ("two_model_turns_in_a_row", "roles_not_alternating", [GQ, turn("model", {"text": "Let me check."}), turn("model", {"text": "Done."})], True, "alternate between user and model"),
     ("parallel_call_half_answered", "response_count_mismatch", [GQ, turn("model", gcall(), gcall("get_time")), turn("user", gresp()), turn("model", {"text": "?"})], True, "number of function response parts"),
     ("interrupted_call_at_end", "response_count_mismatch", [GQ, turn("model", gcall())], True, "equal to the number of function call parts"),
     ("window_cut_inside_exchange", "response_without_call", [turn("user", gresp()), turn("model", {"text": "18°C."})], True, "response turn comes immediately after a function call turn"),
@@ -248,10 +257,27 @@ def test_each_detector_fires_alone_on_its_fault(provider: Provider, rule: str, w
     assert (sdk_errors(provider, wire) == []) is sdk_ok
 
 
+@pytest.mark.parametrize(("name", "rule", "wire", "sdk_ok", "needle"), ANTHROPIC_THINKING_BAD)
+def test_with_thinking_on_the_tool_cycle_must_open_with_thinking(
+    name: str, rule: str, wire: Wire, sdk_ok: bool, needle: str
+) -> None:
+    found = check("anthropic", wire, thinking=True)
+    assert {v.rule for v in found} == {rule}, (name, found)
+    assert any(needle in v.message for v in found), [v.message for v in found]
+    assert check("anthropic", wire) == []  # without thinking the same history is fine
+    assert (sdk_errors("anthropic", wire) == []) is sdk_ok
+    # thinking at the head of the cycle's (combined) assistant turn: valid either way
+    start = len(wire) - 2
+    while wire[start - 1]["role"] == "assistant":
+        start -= 1
+    fixed = [*wire[:start], assistant(THINKING, *wire[start]["content"]), *wire[start + 1 :]]
+    assert check("anthropic", fixed, thinking=True) == []
+
+
 def test_every_rule_in_the_module_has_an_adversarial_case() -> None:
     source = Path(validity.__file__).read_text()
     emitted = set(re.findall(r'\((?:i|-1), "([a-z_]+)"', source))
-    tested = {p.values[1] for p in BAD}
+    tested = {p.values[1] for p in BAD} | {rule for _, rule, *_ in ANTHROPIC_THINKING_BAD}
     assert emitted == tested
     for provider in PROVIDERS:  # and each provider's detectors are exercised for that provider
         assert any(p.values[0] == provider for p in BAD)

@@ -18,7 +18,7 @@ from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
-from convgraph.projections.resume import PROVIDERS
+from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.turn import Role, ToolCall, Turn
 
 
@@ -57,6 +57,7 @@ def register(cli: click.Group) -> None:
         _replica,
         conv_option,
         conversation,
+        err,
         json_option,
         out,
         writing,
@@ -100,7 +101,13 @@ def register(cli: click.Group) -> None:
         target = conversation(ctx, conv)
         with _replica(ctx) as r:
             if fmt in PROVIDERS:
-                _emit(to_json(r.resume(target, fmt, last=last, branch=branch)))
+                if last == 0:
+                    raise click.BadParameter("a resume window holds at least one turn", param_hint="--last")
+                window = r.resume_window(target, last=last, branch=branch)
+                if window.widened:
+                    err.print(f"note: widened --last {last} by {window.widened} turn(s) to start on a user "
+                              "turn with text, as every provider requires")
+                _emit(to_json(to_provider(window.turns, fmt)))
                 return
             turns = r.transcript(target, branch=branch, last=last)
         if fmt == "json":

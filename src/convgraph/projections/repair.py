@@ -10,7 +10,8 @@ call that reuses the id; a result that answers no such call is dropped (a window
 cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
 interrupted run); a call id an earlier exchange used is suffixed, with its results, so
 ids stay unique; the results of one assistant message follow it at once, in call order;
-adjacent user messages and adjacent assistant messages are coalesced; history starts at
+adjacent user messages and adjacent assistant messages are coalesced (for Anthropic the
+latest part's thinking leads and earlier thinking is dropped); history starts at
 the first user message; a final assistant message loses trailing whitespace. Opaque
 blocks of the target provider are kept byte for byte and in order. Invariant: `repair`
 is pure, idempotent, and its output satisfies every rule `projections.validity` checks,
@@ -33,13 +34,7 @@ EMPTY_RESULT: Final = "(no output)"
 def repair(messages: Sequence[Message], provider: str) -> list[Message]:
     """A provider-valid version of `messages` for `provider`, losing as little as possible."""
     cleaned = [m for m in (_clean(m, provider) for m in messages) if m is not None]
-    steps = _pair_results(cleaned)
-    out: list[Message] = []
-    for m in steps:
-        if out and out[-1].role is m.role and m.role is not Role.TOOL and not out[-1].tool_calls:
-            out[-1] = _coalesce(out[-1], m, provider)
-        else:
-            out.append(m)
+    out = _coalesce_adjacent(_pair_results(cleaned), provider)
     while out and out[0].role is not Role.USER:
         out.pop(0)
     if out and out[-1].role is Role.ASSISTANT and not out[-1].tool_calls:
@@ -128,12 +123,54 @@ def _fresh_id(call_id: str, taken: set[str]) -> str:
     return fresh
 
 
+def _coalesce_adjacent(steps: list[Message], provider: str) -> list[Message]:
+    """Adjacent user messages, and adjacent assistant messages the earlier of which makes no
+    call, become one: what the providers would do, but with the thinking rule applied."""
+    out: list[Message] = []
+    for m in steps:
+        if out and out[-1].role is m.role and m.role is not Role.TOOL and not out[-1].tool_calls:
+            out[-1] = _coalesce(out[-1], m, provider)
+        else:
+            out.append(m)
+    return out
+
+
 def _coalesce(a: Message, b: Message, provider: str) -> Message:
-    # opaque blocks left are all the target's (see _keep); provider-specific call details
-    # (e.g. Gemini thought signatures) ride on `b`, whose calls the result keeps
-    owner = provider if provider in (a.provider, b.provider) and not b.tool_calls else b.provider
-    content, ops = a.content + b.content, a.ops + b.ops
-    return replace(a, content=content, tool_calls=b.tool_calls, provider=owner, ops=ops)
+    # every opaque block still here is the target's own (`_keep` filtered each message by its
+    # own provider before any merge): provenance is settled per block, so the merged message
+    # is the target's whenever it holds one, whatever `b` was tagged with. Otherwise
+    # provider-specific call details (Gemini thought signatures) ride on `b`, whose calls it keeps.
+    content = a.content + b.content
+    if any(blk.get("type") in OPAQUE_BLOCKS for blk in content):
+        owner: str | None = provider
+        if provider in _THINKING_FIRST:
+            content = _lead_with_thinking(a.content, b.content)
+    else:
+        owner = provider if provider in (a.provider, b.provider) and not b.tool_calls else b.provider
+    return replace(a, content=content, tool_calls=b.tool_calls, provider=owner, ops=a.ops + b.ops)
+
+
+_THINKING_FIRST: Final = frozenset({"anthropic"})
+"""Targets whose assistant message must open with its thinking (Anthropic: with thinking on,
+thinking and redacted thinking lead, and the message that opens the current tool cycle must
+keep its own). Others take opaque items where they were made: Responses pairs a reasoning
+item with the output after it, Gemini a thought with the parts after it."""
+
+
+def _lead_with_thinking(a: tuple[Block, ...], b: tuple[Block, ...]) -> tuple[Block, ...]:
+    """`a` then `b` with the later part's thinking first and the earlier part's dropped.
+
+    Anthropic ignores the thinking of every assistant turn but the last, so only the latest
+    part's thinking matters; when `b` has none, `a`'s leads (it may open the tool cycle `b`
+    closes with calls)."""
+    def opaque(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
+        return tuple(x for x in blocks if x.get("type") in OPAQUE_BLOCKS)
+
+    def plain(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
+        return tuple(x for x in blocks if x.get("type") not in OPAQUE_BLOCKS)
+
+    lead = opaque(b) or opaque(a)
+    return lead + plain(a) + plain(b)
 
 
 def _rstrip_final(m: Message) -> Message:

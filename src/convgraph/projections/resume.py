@@ -1,8 +1,9 @@
 """Resume: turns → neutral messages → repair → one provider's wire format.
 
-Invariant: for any turns, `to_provider(turns, p)` has no violation under
-`validity.check(p, …)` (bar an empty list when no user turn is left), because repair
-runs first and each renderer only ever sees a repaired sequence.
+Invariant: for any turns holding a user turn with text (what a resume window always
+holds), `to_provider(turns, p)` is non-empty and has no violation under
+`validity.check(p, …)`, because repair runs first and each renderer only ever sees a
+repaired sequence.
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ the state, hence of the set of records folded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from convgraph.core import codec
 from convgraph.core.cid import CID
+from convgraph.errors import NoUserTurnError, ProjectionError
 from convgraph.projections.state import ConvState, Entry, OrderKey
 from convgraph.projections.turn import DEFAULT_CONVERSATION, TURN_KINDS, Role, Turn, blocks_of, turn_from
 
@@ -40,6 +41,50 @@ def transcript(
             break
     out.reverse()
     return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """The turns a resume starts from. `widened` counts the turns added before the `last`
+    asked for, so that the window opens with a user turn that carries text."""
+
+    turns: list[Turn]
+    widened: int
+
+
+def resume_window(state: ConvState, *, branch: str | None = None, last: int | None = None) -> Window:
+    """At least the final `last` turns (all when None), moved back to the nearest user turn
+    with text, so the first message is one every provider accepts; never empty.
+
+    Raises `NoUserTurnError` when no visible turn is a user turn with text: there is then
+    nothing a provider would accept, and `[]` would be a 400 at the caller's next request."""
+    try:
+        return window_of(_visible_backwards(state, branch), last)
+    except NoUserTurnError as exc:
+        where = f" of branch {branch!r}" if branch else ""
+        raise NoUserTurnError(f"nothing to resume{where}: {exc}") from None
+
+
+def window_of(backwards: Iterable[Turn], last: int | None) -> Window:
+    """`resume_window` over turns given last first: reads no further back than it must."""
+    if last is not None and last < 1:
+        raise ProjectionError(f"a resume window holds at least one turn, not {last}")
+    out: list[Turn] = []
+    for turn in backwards:
+        out.append(turn)
+        if last is not None and len(out) >= last and _opens(turn):
+            break
+    if not any(_opens(t) for t in out):
+        raise NoUserTurnError(
+            "no visible turn is a user turn with text, and every provider refuses a request "
+            "that does not start with one"
+        )
+    out.reverse()
+    return Window(out, 0 if last is None else max(0, len(out) - last))
+
+
+def _opens(turn: Turn) -> bool:
+    return turn.role is Role.USER and turn.text.strip() != ""
 
 
 def transcript_bytes(turns: Iterable[Turn]) -> bytes:

@@ -33,13 +33,21 @@ class Violation:
     message: str
 
 
-def check(provider: Provider, wire: Sequence[Mapping[str, Any]]) -> list[Violation]:
-    """Every rule `wire` breaks for `provider`, in message order."""
+def check(
+    provider: Provider, wire: Sequence[Mapping[str, Any]], *, thinking: bool = False
+) -> list[Violation]:
+    """Every rule `wire` breaks for `provider`, in message order.
+
+    `thinking` says the request turns extended thinking on (Anthropic): then the assistant
+    message that opens the current tool cycle must start with its thinking."""
     checker = _CHECKERS.get(provider)
     if checker is None:
         raise ProjectionError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     items = [m if isinstance(m, Mapping) else {} for m in wire]
-    found = sorted(checker(items), key=lambda f: f[0])  # stable: rule order within a message
+    found = checker(items)
+    if provider == "anthropic":
+        found += _anthropic_thinking(items, thinking=thinking)
+    found = sorted(found, key=lambda f: f[0])  # stable: rule order within a message
     return [Violation(provider, i, rule, message) for i, rule, message in found]
 
 
@@ -150,6 +158,53 @@ def _anthropic_blocks(i: int, blocks: list[Mapping[str, Any]], final_assistant: 
         if b.get("type") == "redacted_thinking" and not (isinstance(data, str) and data):
             out.append((i, "redacted_thinking_without_data", "redacted_thinking.data: Field required"))
     return out
+
+
+_A_THINKING_FIRST = (
+    "Expected `thinking` or `redacted_thinking`, but found `{}`. When `thinking` is enabled, "
+    "a final `assistant` message must start with a thinking block"
+)
+_THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+def _anthropic_thinking(wire: list[Mapping[str, Any]], *, thinking: bool) -> list[_Found]:
+    """Thinking leads its assistant message, read as the API reads it: consecutive messages
+    of one role combined into one turn (which is how coalescing can put it second)."""
+    out: list[_Found] = []
+    turns: list[list[tuple[int, Mapping[str, Any]]]] = []
+    for i, m in enumerate(wire):
+        blocks = [(i, b) for b in _blocks(m.get("content"))]
+        if turns and i and wire[i - 1].get("role") == m.get("role"):
+            turns[-1] += blocks
+        else:
+            turns.append(blocks)
+    roles = [wire[group[0][0]].get("role") if group else None for group in turns]
+    for group, role in zip(turns, roles, strict=True):
+        if role != "assistant":
+            continue
+        lead = next((b for _, b in group if b.get("type") not in _THINKING_TYPES), None)
+        late = [i for k, (i, b) in enumerate(group) if b.get("type") in _THINKING_TYPES
+                and any(x.get("type") not in _THINKING_TYPES for _, x in group[:k])]
+        if late and lead is not None:
+            i = late[0]
+            out.append((i, "thinking_not_first", _A_THINKING_FIRST.format(lead.get("type"))))
+    opener = _cycle_opener(turns, roles)
+    if thinking and opener and opener[0][1].get("type") not in _THINKING_TYPES:
+        i, first = opener[0]
+        out.append((i, "cycle_without_thinking", _A_THINKING_FIRST.format(first.get("type"))))
+    return out
+
+
+def _cycle_opener(
+    turns: list[list[tuple[int, Mapping[str, Any]]]], roles: list[Any]
+) -> list[tuple[int, Mapping[str, Any]]] | None:
+    """The combined assistant turn whose calls the final user turn answers: the current tool cycle."""
+    if len(turns) < 2 or roles[-1] != "user" or roles[-2] != "assistant":
+        return None
+    answers, opener = turns[-1], turns[-2]
+    if not answers or any(b.get("type") != "tool_result" for _, b in answers):
+        return None
+    return opener if any(b.get("type") == "tool_use" for _, b in opener) else None
 
 
 def _anthropic_results(i: int, blocks: list[Mapping[str, Any]], before: Mapping[str, Any]) -> list[_Found]:
@@ -272,6 +327,8 @@ def _follows_reasoning(item: Mapping[str, Any]) -> bool:
 
 def _responses(wire: list[Mapping[str, Any]]) -> list[_Found]:
     out: list[_Found] = []
+    if not wire:
+        out.append((-1, "empty_list", _openai_empty("input", [])))
     called: set[Any] = set()
     for i, item in enumerate(wire):
         kind, call_id = _kind(item), item.get("call_id")
@@ -294,7 +351,8 @@ def _responses(wire: list[Mapping[str, Any]]) -> list[_Found]:
 # ---- Gemini generateContent -------------------------------------------------------------
 # Texts of real 400s: response_count_mismatch gemini-cli#4217 · call_turn_misplaced
 # gemini-cli#11814 · response_without_call generative-ai#368, langchain#27799 · empty_parts
-# vercel/ai#3775 · empty_text gemini-openai-proxy#86 · empty_part FLIT#70. Inferred wording:
+# vercel/ai#3775 · empty_text gemini-openai-proxy#86 · empty_part FLIT#70 · roles_not_
+# alternating (the API's wording, reported in langchain-google and litellm threads). Inferred wording:
 # invalid_role, empty_list; response_name_mismatch is a plain description. Part keys are read
 # in snake_case and camelCase, as google-genai accepts both.
 
@@ -329,6 +387,9 @@ def _gemini(wire: list[Mapping[str, Any]]) -> list[_Found]:
         parts = _maps(raw := c.get("parts"))
         if c.get("role") not in ("user", "model"):
             out.append((i, "invalid_role", "Please use a valid role: user, model."))
+        elif i and wire[i - 1].get("role") == c.get("role"):
+            text = "Please ensure that multiturn requests alternate between user and model."
+            out.append((i, "roles_not_alternating", text))
         if not raw:
             text = f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
             out.append((i, "empty_parts", text))
