@@ -21,6 +21,7 @@ from convgraph.errors import IntegrityError
 from convgraph.integrity.consistency import Lookup, Verdict, covered
 from convgraph.projections import state as state_
 
+# the bytes of a held record as stored (verified on ingest), None when held as a header only
 Fetch = Callable[[CID], bytes | None]
 CHECKS: Final = ("heads", "count", "snapshot")
 
