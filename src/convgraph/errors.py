@@ -26,7 +26,8 @@
     │   └── RetractionTargetError   a retraction or supersession of a record not in its past
     ├── IntegrityError              witnessed history (docs/integrity.md)
     │   ├── StatementError          a signed statement that is malformed or not authentic
-    │   └── EvidenceError           bytes that are not an evidence bundle at all
+    │   ├── EvidenceError           bytes that are not an evidence bundle at all
+    │   └── NoteError               a C2SP signed note that is malformed or does not verify
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
@@ -250,6 +251,18 @@ class StatementError(IntegrityError):
 
 class EvidenceError(IntegrityError):
     """Bytes that are not an evidence bundle (docs/integrity.md §6.2): not even a claim to check."""
+
+
+class NoteError(IntegrityError):
+    """A C2SP signed note or signature line (docs/integrity.md §8) that cannot be used.
+
+    `reason` is `format` (not a well-formed note, body or line), `signature` (a line by a
+    known key does not verify) or `untrusted` (no line by a known key verifies).
+    """
+
+    def __init__(self, message: str, *, reason: str, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.reason = reason
 
 
 class KeyFileError(ConvgraphError):
@@ -508,4 +521,5 @@ _RULES: dict[type[ConvgraphError], str] = {
     IntegrityError: "integrity",
     StatementError: "statement",
     EvidenceError: "evidence",
+    NoteError: "note",
 }

@@ -40,6 +40,7 @@ from convgraph.errors import (
     ProjectionError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
+from convgraph.integrity.checkpoints import previous_checkpoint
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority, AuthorityState
@@ -441,6 +442,9 @@ class Replica:
             payload = {
                 "heads": self.heads(conv), "count": len(covered), "snapshot": state_.snapshot_cid(data),
             }
+            previous = previous_checkpoint(folded.entries.values(), self.key.public)
+            if previous is not None:  # docs/integrity.md §7.1: an author's checkpoints form a chain
+                payload["previous"] = previous
             record = self.write(conv, "checkpoint", payload)
             if compact:
                 self.store.compact(conv, covered, record.cid, data)
