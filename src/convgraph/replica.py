@@ -246,10 +246,14 @@ class Replica:
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
                 limits=self.config.limits, conversations=conversations, authority=authority,
             )
+            judged: set[str] = set()
             for record in writes.records:
                 if states.get(record.conv) is not None:
                     self._folds.added(record.conv, record.cid)
+                    judged.add(record.conv)
             self._land(writes, report)
+            if judged:  # what this commit stored of them was added to their states while planning
+                self._folds.caught_up_to(judged, self.store.cursor())
         self._folds.confirmed(states)
         self._merge_clock(report, now)
         return report
@@ -298,8 +302,7 @@ class Replica:
             report.evict(self.store.evict_pending(self.config.quarantine))
 
     def _merge_clock(self, report: IngestReport, now: int) -> None:
-        for stamp in report.accepted_hlcs:
-            self._hlc = hlc_.receive(self._hlc, stamp, now)
+        self._hlc = hlc_.receive_all(self._hlc, report.accepted_hlcs, now)
 
     def release_held(self) -> IngestReport:
         """Place records that were held for our clock (or their parents) and are now due."""
