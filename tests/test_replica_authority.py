@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from convgraph import Replica
+from convgraph import MemoryStore, Replica, SqliteStore
 from convgraph.adoption import compaction_of
 from convgraph.core import codec
 from convgraph.core.hlc import ManualClock
@@ -235,3 +237,40 @@ def test_a_kind_the_format_does_not_know_is_refused_as_such_in_a_rooted_conversa
     conv = rooted(owner)
     with pytest.raises(UnknownKindError):
         owner.write(conv, "telepathy", {"content": "x"})
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "sqlite"])
+def test_the_authority_state_follows_commits_rollbacks_and_a_second_writer_on_one_store(
+    tmp_path: Path, on_disk: bool,
+) -> None:
+    clock = ManualClock(T0)
+    owner, laptop = device(0, clock), device(1, clock)
+    conv = rooted(owner)
+    grant(owner, conv, laptop, "read", "write")
+    revoked = owner.write(conv, "revocation", {"grantee": laptop.actor, "rights": ["write"]})
+    regranted = owner.write(conv, "grant", {"grantee": laptop.actor, "rights": ["read", "write"]})
+    store = SqliteStore(tmp_path / "shared.sqlite") if on_disk else MemoryStore()
+    here, there = (Replica(store, SigningKey(bytes([i + 90]) * 32), clock=clock) for i in range(2))
+    genesis_and_grant = [r.data for r in owner.records(conv)][:2]
+
+    def may_write() -> bool:
+        return here.authority(conv).who_can(laptop.actor, "write").allowed
+
+    here.ingest(genesis_and_grant)
+    assert may_write()
+    def revoke_then_roll_back() -> None:
+        with store.transaction():
+            here.ingest([revoked.data])
+            assert not may_write()
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError, match="roll back"):
+        revoke_then_roll_back()
+    assert may_write()  # the revocation went with the transaction
+    there.ingest([revoked.data])  # stored by another replica: read back from the store
+    assert not may_write()
+    here.ingest([regranted.data])  # added while planning: not read back, the cursor moves past it
+    assert may_write()
+    again = owner.write(conv, "revocation", {"grantee": laptop.actor, "rights": ["write"]})
+    there.ingest([again.data])  # after that cursor, by the other replica
+    assert not may_write()

@@ -93,15 +93,13 @@ class _Plan:
     max_drift_ms: int
     report: IngestReport = field(default_factory=IngestReport)
     writes: WriteSet = field(default_factory=WriteSet)
-    known: dict[CID, RecordMeta] = field(default_factory=dict)
+    known: dict[CID, RecordMeta | Record] = field(default_factory=dict)
     pending: dict[CID, Pending | None] = field(default_factory=dict)  # None: leaves quarantine
     was_pending: set[CID] = field(default_factory=set)
     waiting: defaultdict[CID, list[Record]] = field(default_factory=lambda: defaultdict(list))
     decided: set[CID] = field(default_factory=set)
     rejected: set[CID] = field(default_factory=set)
-    chain: defaultdict[tuple[bytes, str, int], list[CID]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
+    chain: dict[tuple[bytes, str, int], list[CID]] = field(default_factory=dict)
     work: deque[Record] = field(default_factory=deque)
     top_seq: dict[tuple[bytes, str], int] = field(default_factory=dict)
     store_waits: bool = True  # False when the stored quarantine is empty: skip its look-ups
@@ -114,7 +112,7 @@ class _Plan:
         if too_far_ahead(rec.hlc, self.now_ms, self.max_drift_ms):
             self.pending[rec.cid] = Pending(rec.cid, rec.data, "clock", rec.hlc.wall_ms)
             return
-        if any(p in self.rejected for p in rec.parents):
+        if self.rejected and any(p in self.rejected for p in rec.parents):
             self._reject(rec, ParentRejectedError("a parent was rejected", cid=str(rec.cid)))
             return
         missing = missing_parents(rec, self.known)
@@ -148,22 +146,28 @@ class _Plan:
         self._wake(rec.cid)
 
     def _accept(self, rec: Record) -> None:
-        self.decided.add(rec.cid)
-        self.known[rec.cid] = rec.meta
+        cid = rec.cid
+        self.decided.add(cid)
+        self.known[cid] = rec  # a record holds every field of its header: no `RecordMeta` needed
         self.writes.records.append(rec)
-        self.report.accepted.append(rec.cid)
+        self.report.accepted.append(cid)
         self.report.accepted_hlcs.append(rec.hlc)
-        self.pending[rec.cid] = None
-        if rec.cid in self.was_pending:
-            self.report.released.append(rec.cid)
+        if cid in self.was_pending:
+            self.pending[cid] = None  # `run` turns this into a removal from the stored quarantine
+            self.report.released.append(cid)
+        elif cid in self.pending:
+            self.pending[cid] = None  # it waited in this plan: it is placed now, not put
         key = (rec.actor, rec.conv, rec.seq)
+        same = self.chain.get(key)
+        if same is None:
+            self.chain[key] = same = []
         stored = self.store.at_seq(*key) if rec.seq <= self._top_seq(rec.actor, rec.conv) else ()
-        rivals = {*stored, *self.chain[key]} - {rec.cid}
-        self.chain[key].append(rec.cid)
-        for rival in sorted(rivals):
-            self.writes.equivocations.append((rival, rec.cid))
-            self.report.equivocations.append((rival, rec.cid))
-        self._wake(rec.cid)
+        if stored or same:  # rare: another record already holds this author's seq
+            for rival in sorted({*stored, *same} - {cid}):
+                self.writes.equivocations.append((rival, cid))
+                self.report.equivocations.append((rival, cid))
+        same.append(cid)
+        self._wake(cid)
 
     def _top_seq(self, actor: bytes, conv: str) -> int:
         """The author's highest stored seq: above it no stored rival can exist."""
@@ -173,8 +177,10 @@ class _Plan:
         return self.top_seq[(actor, conv)]
 
     def _wake(self, cid: CID) -> None:
-        self.work.extend(self.waiting.pop(cid, ()))
-        self._wake_stored([cid])
+        if self.waiting:
+            self.work.extend(self.waiting.pop(cid, ()))
+        if self.store_waits:
+            self._wake_stored([cid])
 
     def _wake_stored(self, cids: list[CID]) -> None:
         if not self.store_waits:
@@ -188,7 +194,7 @@ class _Plan:
         """Hold the cover's headers as compaction leaves them, then place the checkpoint on them."""
         for header in adoption.headers:
             self.known[header.cid] = header
-            self.chain[(header.actor, header.conv, header.seq)].append(header.cid)
+            self.chain.setdefault((header.actor, header.conv, header.seq), []).append(header.cid)
         self.writes.headers.extend(adoption.headers)
         checkpoint = adoption.checkpoint
         if self.store_waits and self.store.pending_get([checkpoint.cid]):
@@ -268,7 +274,8 @@ def plan_ingest(
         else:
             plan.work.append(rec)
             plan.batch.add(cid)
-    plan.known.update(store.metas({p for r in plan.work for p in r.parents}))
+    # a parent this batch brings is not stored (`batch` holds only CIDs found absent)
+    plan.known.update(store.metas({p for r in plan.work for p in r.parents if p not in plan.batch}))
     for entry in store.pending_due(now_ms + max_drift_ms) if plan.store_waits else ():
         plan.was_pending.add(entry.cid)
         plan.work.append(load_trusted(entry.data, entry.cid))

@@ -209,7 +209,7 @@ class Replica:
                 if authority is not None:  # the graph rules need the signed record's parents
                     authority_.check(authority, record)
                     authority_.apply(authority, record)
-                    self._folds.added(conv, record.cid)
+                    self._folds.added(conv, [record.cid])
                 out.append(record)
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
@@ -247,10 +247,15 @@ class Replica:
                 items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
                 limits=self.config.limits, conversations=conversations, authority=authority,
             )
+            judged: dict[str, list[CID]] = {}
             for record in writes.records:
                 if states.get(record.conv) is not None:
-                    self._folds.added(record.conv, record.cid)
+                    judged.setdefault(record.conv, []).append(record.cid)
+            for conv, cids in judged.items():
+                self._folds.added(conv, cids)
             self._land(writes, report)
+            if judged:  # what this commit stored of them was added to their states while planning
+                self._folds.caught_up_to(judged, self.store.cursor())
         self._folds.confirmed(states)
         self._merge_clock(report, now)
         return report
@@ -299,8 +304,7 @@ class Replica:
             report.evict(self.store.evict_pending(self.config.quarantine))
 
     def _merge_clock(self, report: IngestReport, now: int) -> None:
-        for stamp in report.accepted_hlcs:
-            self._hlc = hlc_.receive(self._hlc, stamp, now)
+        self._hlc = hlc_.receive_all(self._hlc, report.accepted_hlcs, now)
 
     def release_held(self) -> IngestReport:
         """Place records that were held for our clock (or their parents) and are now due."""

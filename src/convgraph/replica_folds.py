@@ -93,11 +93,22 @@ class Folds:
             return AuthorityState()
         return authority_from(conv, snap[1], self.store.metas(state_.restore(snap[1]).entries))
 
-    def added(self, conv: str, cid: CID) -> None:
-        """`cid` was added to `conv`'s authority state directly, inside a transaction."""
+    def added(self, conv: str, cids: Iterable[CID]) -> None:
+        """`cids` were added to `conv`'s authority state directly, inside a transaction."""
         cached = self.authorities.get(conv)
         if cached is not None:
-            cached[2].append(cid)
+            cached[2].extend(cids)
+
+    def caught_up_to(self, convs: Iterable[str], cursor: int) -> None:
+        """Every record of these conversations that the store holds up to `cursor` was added to
+        their authority states directly, inside the current transaction: no need to read it back.
+
+        Their lists of unconfirmed records are not empty, so a rollback is still noticed.
+        """
+        for conv in convs:
+            cached = self.authorities.get(conv)
+            if cached is not None and cached[2]:
+                self.authorities[conv] = (cached[0], max(cached[1], cursor), cached[2])
 
     def confirmed(self, convs: Iterable[str]) -> None:
         """The outermost transaction committed: what it added to these states is stored."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from convgraph.core.hlc import (
@@ -14,6 +14,7 @@ from convgraph.core.hlc import (
     ManualClock,
     after_all,
     receive,
+    receive_all,
     send,
     system_clock,
     too_far_ahead,
@@ -36,6 +37,20 @@ def test_receive_is_after_both(local: Hlc, remote: Hlc, now: int) -> None:
     out = receive(local, remote, now)
     assert out > local and out > remote
     assert out.wall_ms == max(local.wall_ms, remote.wall_ms, now)
+
+
+near = st.builds(Hlc, st.integers(0, 3), st.sampled_from([0, 1, 2, MAX_COUNTER - 1, MAX_COUNTER]))
+
+
+@given(st.one_of(stamps, near), st.lists(st.one_of(stamps, near), max_size=8), st.integers(0, 4) | walls)
+@example(Hlc(2, 0), [Hlc(2, 5)], 0)  # one wall time: the larger counter, plus one
+@example(Hlc(3, 7), [Hlc(2, 9), Hlc(3, MAX_COUNTER)], 1)  # at the bound: the next millisecond
+@example(Hlc(1, 4), [Hlc(2, 9)], 0)  # the remote wall time: its counter, plus one
+def test_receive_all_is_receive_of_each_stamp_in_turn(local: Hlc, remote: list[Hlc], now: int) -> None:
+    expected = local
+    for stamp in remote:
+        expected = receive(expected, stamp, now)
+    assert receive_all(local, remote, now) == expected
 
 
 @given(stamps, st.lists(stamps, max_size=5), walls)

@@ -32,9 +32,6 @@ Value = Any
 _FORM_FAULTS = ("non-canonical", "not minimally encoded", "float mtype (25)", "float mtype (26)",
                 "extra info (31)")
 
-def _link(raw: bytes) -> CID:
-    return CID(raw)
-
 
 def encode(value: Value) -> bytes:
     """Canonical DAG-CBOR bytes of `value` (dict/list/str/bytes/int/float/bool/None/CID)."""
@@ -47,7 +44,7 @@ def encode(value: Value) -> bytes:
 def decode(data: bytes) -> Value:
     """Decode canonical DAG-CBOR, refusing any byte string that is not the canonical one."""
     try:
-        value = cbrrr.decode_dag_cbor(data, cid_ctor=_link)
+        value = cbrrr.decode_dag_cbor(data, cid_ctor=CID)  # CID() refuses any other form
     except DecodeError:
         raise
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:

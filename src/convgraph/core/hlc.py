@@ -59,6 +59,26 @@ def receive(local: Hlc, remote: Hlc, now_ms: int) -> Hlc:
     return Hlc(wall, 0)
 
 
+def receive_all(local: Hlc, stamps: Iterable[Hlc], now_ms: int) -> Hlc:
+    """`receive` of each stamp in turn, the same result without a tuple per step (ingest merges
+    a thousand at a time)."""
+    wall, counter = local
+    for remote_wall, remote_counter in stamps:
+        top = max(wall, remote_wall, now_ms)
+        if top == wall == remote_wall:
+            counter = max(counter, remote_counter) + 1
+        elif top == wall:
+            counter += 1
+        elif top == remote_wall:
+            counter = remote_counter + 1
+        else:
+            counter = 0
+        wall = top
+        if counter > MAX_COUNTER:
+            wall, counter = wall + 1, 0
+    return Hlc(wall, counter)
+
+
 def after_all(local: Hlc, seen: Iterable[Hlc], now_ms: int) -> Hlc:
     """The stamp for a record written after observing `seen` (its parents' stamps)."""
     return send(max((local, *seen)), now_ms)

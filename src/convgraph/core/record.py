@@ -177,7 +177,7 @@ def _as_map(r: Record, *, with_sig: bool) -> dict[str, Any]:
 
 def signing_bytes(unsigned: Mapping[str, Any]) -> bytes:
     """The exact bytes a record's signature covers."""
-    return SIGNING_DOMAIN + codec.encode(dict(unsigned))
+    return SIGNING_DOMAIN + codec.encode(unsigned if type(unsigned) is dict else dict(unsigned))
 
 
 def sign_record(

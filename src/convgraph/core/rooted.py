@@ -10,6 +10,7 @@ so, by induction over parents, the owner's genesis is in the causal past of ever
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from typing import Any, Final
@@ -30,6 +31,7 @@ def conv_id(owner: bytes, nonce: bytes) -> str:
     return CONV_PREFIX + base64.b32encode(digest).decode("ascii").lower()
 
 
+@functools.lru_cache(maxsize=4096)  # asked several times per record, of a few conversations
 def is_rooted(conv: str) -> bool:
     """True when `conv` has the rooted form (`cg1` and 32 base32 characters), else legacy."""
     return _ROOTED.fullmatch(conv) is not None

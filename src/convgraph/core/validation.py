@@ -9,20 +9,21 @@ placed in canonical order after all of its parents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from convgraph.core.cid import CID
 from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import HlcOrderError, ParentConversationError, SeqChainError
 
 
-def missing_parents(record: Record, known: Mapping[CID, RecordMeta]) -> list[CID]:
+def missing_parents(record: Record, known: Container[CID]) -> list[CID]:
     """Parents of `record` absent from `known`, in the record's order."""
     return [p for p in record.parents if p not in known]
 
 
-def check_causality(record: Record | RecordMeta, parents: Mapping[CID, RecordMeta]) -> None:
-    """Raise a `CausalityError` unless `record` (or a header) is consistent with its parents."""
+def check_causality(record: Record | RecordMeta, parents: Mapping[CID, RecordMeta | Record]) -> None:
+    """Raise a `CausalityError` unless `record` (or a header) is consistent with its parents
+    (their headers, or the records themselves)."""
     text = record.cid  # rendered only if an error is shown
     own_seqs: list[int] = []
     for cid in record.parents:

@@ -29,6 +29,9 @@ class Node(NamedTuple):
     vv: Vector
 
 
+_new_node = tuple.__new__  # a Node without the Python-level __new__ of NamedTuple: one per record
+
+
 class Ancestry:
     """The version vector of every added record; records are added parents first."""
 
@@ -58,14 +61,17 @@ class Ancestry:
         if len(vv) <= index:
             vv += (0,) * (index + 1 - len(vv))
         vv = (*vv[:index], max(vv[index], seq), *vv[index + 1:])
-        self.nodes[cid] = Node(index, seq, hlc, parent_list, vv)
-        if self._at.setdefault((index, seq), cid) != cid:
+        self.nodes[cid] = _new_node(Node, (index, seq, hlc, parent_list, vv))
+        # `cid` is new to `nodes`, so the one held at (index, seq) is `cid` itself or a rival
+        if self._at.setdefault((index, seq), cid) is not cid:
             self._forked.add(index)
 
     def vector_of(self, cids: Iterable[CID]) -> Vector:
         """The element-wise maximum of these records' vectors: the vector of a record naming them."""
+        if type(cids) is tuple and len(cids) == 1:  # the common case: a record on its author's previous one
+            return self.nodes[cids[0]].vv
         vectors = [self.nodes[cid].vv for cid in cids]
-        if len(vectors) <= 1:  # the common case: a record on its author's previous one
+        if len(vectors) <= 1:
             return vectors[0] if vectors else ()
         width = max(map(len, vectors))
         return tuple(map(max, zip(*(v + (0,) * (width - len(v)) for v in vectors), strict=True)))

@@ -31,6 +31,9 @@ class Use(NamedTuple):
     kind: str
     payload: Mapping[str, Any]
 
+_new_use = tuple.__new__  # a Use without NamedTuple's Python-level __new__: one per incoming record
+
+
 class Held(NamedTuple):
     chain: tuple[CID, ...]
     until: int | None
@@ -241,7 +244,7 @@ def incoming(state: AuthorityState, record: Record) -> Use:
     except KeyError:  # a caller judging ahead of the parents: judge by the part that is known
         known = tuple(p for p in record.parents if p in state.ancestry.nodes)
         vv = state.ancestry.vector_of(known)
-    return Use(None, record.actor, vv, known, record.hlc.wall_ms, record.kind, record.payload)
+    return _new_use(Use, (None, record.actor, vv, known, record.hlc.wall_ms, record.kind, record.payload))
 
 def virtual(state: AuthorityState, actor: bytes, heads: Iterable[CID], at_ms: int) -> Use:
     known = tuple(h for h in heads if h in state.ancestry)

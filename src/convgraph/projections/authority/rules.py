@@ -5,6 +5,8 @@ Invariant: each rule reads only the record and what precedes it, so every replic
 
 from __future__ import annotations
 
+from typing import Final
+
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record
@@ -18,9 +20,13 @@ from convgraph.errors import (
 from convgraph.projections.authority.judge import Use, precedes
 from convgraph.projections.authority.state import AuthorityState
 
+_GRAPH_KINDS: Final = frozenset({"merge", "branch", "decision", "retraction", "supersession"})
+
 
 def check_graph(state: AuthorityState, record: Record, use: Use) -> None:
     """§8: the graph kinds name only what the record's causal past holds."""
+    if record.kind not in _GRAPH_KINDS:
+        return  # most records: nothing here to check
     kind, p, cid = record.kind, record.payload, record.cid
 
     def seen(target: CID) -> bool:
