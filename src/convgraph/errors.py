@@ -390,6 +390,24 @@ class PeerMisbehavedError(SyncError):
         self.error = error
 
 
+class UnconfirmedStoreError(SyncError):
+    """The peer reported record `cid` stored, but its receipt does not name it
+    (docs/integrity.md §3): the record is not confirmed, and the session does not converge."""
+
+    def __init__(self, message: str, *, cid: object, peer: str) -> None:
+        super().__init__(message, cid=cid)
+        self.peer = peer
+
+
+class PeerKeyChangedError(SyncError):
+    """The server at `url` answers with key `got`, not the key `pinned` it first answered
+    with (docs/integrity.md §9); `convgraph sync --accept-new-key` takes the new one."""
+
+    def __init__(self, message: str, *, url: str, pinned: str, got: str) -> None:
+        super().__init__(message)
+        self.url, self.pinned, self.got = url, pinned, got
+
+
 class AuthError(SyncError):
     """The sync server refused the request; `reason` says why in the server's words."""
 
