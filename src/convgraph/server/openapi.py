@@ -88,7 +88,7 @@ _FINDING: Final = _object(
     found_ms={"type": "integer"},
     cites={**_TEXTS, "description": "the records the finding cites (never compacted away)"},
     bundle={"type": "string", "contentEncoding": "base64",
-            "description": "the evidence bundle (docs/integrity.md §6.2); `convgraph verify-evidence` checks it"},
+            "description": "the evidence bundle (docs/integrity.md §6.2), for `convgraph verify-evidence`"},
 )
 
 SPEC: Final[dict[str, Any]] = {
@@ -150,7 +150,9 @@ SPEC: Final[dict[str, Any]] = {
                 "summary": "The server's findings: evidence that some key lied (docs/integrity.md §6)",
                 "description": "In the conversations this key may read; `conv` names one.",
                 "security": _SIGNED,
-                "parameters": [{"name": "conv", "in": "query", "required": False, "schema": {"type": "string"}}],
+                "parameters": [
+                    {"name": "conv", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
                 "responses": {
                     "200": {
                         "description": "the findings",
