@@ -25,8 +25,8 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import sign_record
 from convgraph.integrity.statement import sign_statement
-from convgraph.sync.reconcile import cid_of
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, fingerprint, item_hash
+from convgraph.sync.reconcile import cid_of
 from convgraph.sync.varint import uvarint
 from convgraph.sync.wire import Base, Fate, Kind, Message, Mode, Range, Reported, Section, Want, encode
 

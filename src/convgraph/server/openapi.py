@@ -136,8 +136,8 @@ SPEC: Final[dict[str, Any]] = {
                         "content": {"application/json": {"schema": _object(
                             key={"type": "string", "pattern": "^[0-9a-f]{64}$",
                                  "description": "the Ed25519 public key, hex"},
-                            fingerprint={"type": "string", "description": "SHA256: and unpadded base64 of "
-                                         "sha256(key), for people to compare"},
+                            fingerprint={"type": "string", "description": "12 base32 characters of "
+                                         "sha256(key), for people to compare (`convgraph serve` prints it)"},
                             actor={"type": "string", "description": "the same key as an actor id"},
                         )}},
                     }

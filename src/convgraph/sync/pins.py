@@ -8,21 +8,16 @@ different key with `PeerKeyChangedError` unless told to accept it. `pin` is pure
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Final
 
+from convgraph.core.keys import fingerprint
 from convgraph.errors import ConvgraphError, PeerKeyChangedError
 
 PINS_FILE: Final = "remotes.json"
-
-
-def fingerprint(key: bytes) -> str:
-    """A key's fingerprint for people to compare: `SHA256:` and unpadded base64, as ssh shows keys."""
-    return "SHA256:" + base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
+__all__ = ["PINS_FILE", "fingerprint", "load", "normal_url", "pin", "save"]
 
 
 def normal_url(url: str) -> str:
