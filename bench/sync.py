@@ -446,10 +446,10 @@ class TimedPeer(ReplicaPeer):
         super().__init__(replica)
         self.timer = timer
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         t = time.perf_counter()
         try:
-            return super().ingest(conv, records)
+            return super().ingest(conv, records, report=report)
         finally:
             self.timer.seconds += time.perf_counter() - t
 
