@@ -215,3 +215,12 @@ def test_ids_are_cids_of_bundles(client: Client, history: dict[str, Record]) -> 
     client.replica.ingest([history["twin"].data])
     (finding,) = client.replica.findings()
     assert finding.id == CID.of_record(finding.bundle)
+
+
+def test_a_claim_whose_records_were_compacted_stays_pending(client: Client, history: dict[str, Record]) -> None:
+    first = said([history["r4"]], 4, T)
+    client.session(first)
+    client.replica.checkpoint(CONV, compact=True)  # the headers decide `covered`; no bundle can carry them
+    verdict = client.session(said([history["r2"]], 2, T + LATER), matched=False)
+    assert verdict.findings == [] and len(verdict.pending) == 1 and "rollback" in verdict.pending[0]
+    assert client.replica.store.remembered(SERVER.public, CONV) == first.data

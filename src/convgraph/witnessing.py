@@ -23,12 +23,10 @@ from convgraph.integrity.evidence import (
     self_inconsistent_finding,
     statements_finding,
 )
-from convgraph.integrity.findings import Finding
+from convgraph.integrity.findings import SERVER_EQUIVOCATION, Finding
 from convgraph.integrity.remembered import Claim, Memory, Session, Undecided, check_session
 from convgraph.integrity.statement import Statement, decode_statement
 from convgraph.store.base import FindingRow, PendingCheck, Store
-
-SERVER_EQUIVOCATION = gossip_.SERVER_EQUIVOCATION
 
 
 @dataclass
@@ -77,7 +75,8 @@ def observe_session(
         outcome = check_session(peer, conv, memory, session, lookup)
         findings, unproven = _prove(store, outcome.claims, now_ms)
         store.add_receipts(outcome.open)
-        advance = outcome.advance and not any(c.earlier == memory.remembered for c in unproven)
+        # a step-3 claim its bundle cannot prove yet is pending: the remembered statement stays
+        advance = outcome.advance and not any(memory.remembered in (c.earlier, c.later) for c in unproven)
         if advance:
             store.remember(outcome.latest)
             store.close_receipts(peer, conv, outcome.close)

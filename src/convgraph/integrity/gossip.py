@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
 from convgraph.integrity.consistency import Lookup, Verdict, inconsistent
+from convgraph.integrity.findings import SERVER_EQUIVOCATION
 from convgraph.integrity.remembered import Claim, Undecided
 from convgraph.integrity.statement import Statement
 
-SERVER_EQUIVOCATION: Final = "server_equivocation"
 MAX_GOSSIP: Final = 16  # statements per section (docs/sync.md, part `gossip`)
 
 

@@ -18,11 +18,9 @@ from typing import Final, TypeVar
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, StaleStatementError
 from convgraph.integrity.consistency import Lookup, Verdict, covered, extends, missing, self_inconsistent
+from convgraph.integrity.findings import DELETION, ROLLBACK, WITHHOLDING
 from convgraph.integrity.statement import FRESHNESS_MS, Statement
 
-ROLLBACK: Final = "rollback"
-DELETION: Final = "deletion"
-WITHHOLDING: Final = "withholding"
 MAX_PENDING: Final = 32  # per peer and conversation: the newest are kept, an undecided lie cannot grow it
 _T = TypeVar("_T")
 
