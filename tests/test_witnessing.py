@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import pg
 from convgraph import Config, ManualClock, Record, Replica, SigningKey
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -17,6 +18,7 @@ from convgraph.core.record import sign_record
 from convgraph.errors import StaleStatementError
 from convgraph.integrity.evidence import verify_bundle
 from convgraph.integrity.statement import FRESHNESS_MS, ORDER_SLACK_MS, Statement, sign_statement
+from convgraph.store.postgres import PostgresStore
 from convgraph.witnessing import SessionVerdict
 
 AUTHOR = SigningKey(bytes(range(32)))
@@ -46,14 +48,19 @@ def history() -> dict[str, Record]:
 
 
 class Client:
-    """A replica on SQLite that can be closed and opened again, with a clock we move."""
+    """A replica on SQLite (or on a PostgreSQL schema) that can be closed and opened again,
+    with a clock we move."""
 
-    def __init__(self, home: Path) -> None:
-        self.home, self.clock = home, ManualClock(T)
+    def __init__(self, home: Path, pg_schema: str | None = None) -> None:
+        self.home, self.clock, self.schema = home, ManualClock(T), pg_schema
+        self.key = SigningKey.generate()
         self.replica = self._open()
 
     def _open(self) -> Replica:
-        return Replica.open(self.home, clock=self.clock, config=Config(legacy_writes=True))
+        config = Config(legacy_writes=True)
+        if self.schema is None:
+            return Replica.open(self.home, clock=self.clock, config=config)
+        return Replica(PostgresStore(pg.dsn(), schema=self.schema), self.key, clock=self.clock, config=config)
 
     def reopen(self) -> Replica:
         self.replica.close()
@@ -67,9 +74,9 @@ class Client:
                                             fingerprints_matched=matched)
 
 
-@pytest.fixture
-def client(tmp_path: Path, history: dict[str, Record]) -> Iterator[Client]:
-    c = Client(tmp_path / "client")
+@pytest.fixture(params=["sqlite", "postgres"])
+def client(request: pytest.FixtureRequest, tmp_path: Path, history: dict[str, Record]) -> Iterator[Client]:
+    c = Client(tmp_path / "client", pg.fresh_schema(pg.dsn()) if request.param == "postgres" else None)
     c.replica.ingest([history[n].data for n in ("r1", "r2", "r3", "r4")])
     yield c
     c.replica.close()
