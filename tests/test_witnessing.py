@@ -208,7 +208,8 @@ def test_a_record_equivocation_is_found_at_ingest_and_kept_through_compaction(
 
 def test_compaction_keeps_what_a_finding_cites(client: Client, history: dict[str, Record]) -> None:
     client.session(said([history["r4"]], 4, T))
-    finding = client.session(said([history["r2"]], 2, T + LATER)).findings[0]
+    # the count stays: only the records show r4 missing, so the bundle must carry them
+    finding = client.session(said([history["r2"]], 4, T + LATER)).findings[0]
     assert finding.cites
     client.replica.checkpoint(CONV, compact=True)
     for cid in finding.cites:
@@ -228,6 +229,6 @@ def test_a_claim_whose_records_were_compacted_stays_pending(client: Client, hist
     first = said([history["r4"]], 4, T)
     client.session(first)
     client.replica.checkpoint(CONV, compact=True)  # the headers decide `covered`; no bundle can carry them
-    verdict = client.session(said([history["r2"]], 2, T + LATER), matched=False)
+    verdict = client.session(said([history["r2"]], 4, T + LATER), matched=False)
     assert verdict.findings == [] and len(verdict.pending) == 1 and "rollback" in verdict.pending[0]
     assert client.replica.store.remembered(SERVER.public, CONV) == first.data
