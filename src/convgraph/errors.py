@@ -351,6 +351,19 @@ class RoundTripLimitError(ProtocolError):
         self.limit = limit
 
 
+class StaleStatementError(SyncError):
+    """A peer's statement of `conv` whose `time_ms` lies outside the freshness window
+    [`earliest_ms`, `latest_ms`] of its session (docs/integrity.md §4 step 1): nothing of
+    it is remembered, and the run does not converge."""
+
+    def __init__(self, message: str, *, conv: str, time_ms: int, earliest_ms: int, latest_ms: int) -> None:
+        super().__init__(message)
+        self.conv = conv
+        self.time_ms = time_ms
+        self.earliest_ms = earliest_ms
+        self.latest_ms = latest_ms
+
+
 class CarError(SyncError):
     """A CAR file that is malformed, oversized, or holds a block that is not what its CID says."""
 

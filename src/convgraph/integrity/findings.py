@@ -1,0 +1,48 @@
+"""Findings: a detected lie, with the evidence bundle that proves it (docs/integrity.md §6).
+
+Invariant: a `Finding` is only built around a bundle that verifies (`evidence.verify_bundle`),
+and its `id` is the CID of that bundle, so one piece of evidence found twice is one finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from convgraph.core.cid import CID
+from convgraph.integrity.statement import Statement
+
+ROLLBACK: Final = "rollback"
+DELETION: Final = "deletion"
+WITHHOLDING: Final = "withholding"
+SERVER_EQUIVOCATION: Final = "server_equivocation"
+RECORD_EQUIVOCATION: Final = "record_equivocation"
+DIVERGENT_FORK: Final = "divergent_fork"
+UNVERIFIABLE_CHECKPOINT: Final = "unverifiable_checkpoint"
+
+FINDING_KINDS: Final = (
+    ROLLBACK, DELETION, WITHHOLDING, SERVER_EQUIVOCATION,
+    RECORD_EQUIVOCATION, DIVERGENT_FORK, UNVERIFIABLE_CHECKPOINT,
+)
+"""The kinds of §6.1, in the order of its table."""
+
+STATEMENT_KINDS: Final = (ROLLBACK, DELETION, WITHHOLDING, SERVER_EQUIVOCATION)
+"""The kinds whose claim is a pair of statements `{"earlier": i, "later": j}`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding: what kind of lie, about which conversation, and the bundle proving it.
+
+    `cites` are the records the bundle carries (a store never compacts them away);
+    `statements` are the bundle's statements, decoded; `found_ms` is when this replica found it.
+    """
+
+    id: CID
+    kind: str
+    conv: str
+    bundle: bytes
+    cites: tuple[CID, ...]
+    statements: tuple[Statement, ...]
+    summary: str
+    found_ms: int

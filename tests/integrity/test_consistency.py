@@ -1,0 +1,242 @@
+"""covered / missing / extends / inconsistent (docs/integrity.md §2.4, §2.5) against a reference.
+
+The reference decides ancestry by dynamic programming over a topological numbering (no
+walk, no hlc), so it shares no code path with the pruned covered-walk under test. Partial
+knowledge is modelled by hiding records from the lookup: a verdict must then equal the
+truth or be UNDECIDED, never the opposite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.keys import SigningKey
+from convgraph.errors import IntegrityError
+from convgraph.integrity.consistency import (
+    Lookup,
+    Verdict,
+    covered,
+    extends,
+    inconsistent,
+    missing,
+    region,
+    self_inconsistent,
+)
+from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
+
+KEY = SigningKey(bytes(range(32)))
+OTHER = SigningKey(bytes(32))
+CONV = "c"
+
+
+@dataclass
+class Dag:
+    cids: list[CID]  # topological numbering
+    parents: dict[CID, tuple[CID, ...]]
+    hlc: dict[CID, Hlc]
+
+    def lookup(self, hidden: Iterable[CID] = ()) -> Lookup:
+        gone = set(hidden)
+
+        def get(cid: CID) -> tuple[Hlc, tuple[CID, ...]] | None:
+            if cid in gone or cid not in self.parents:
+                return None
+            return self.hlc[cid], self.parents[cid]
+
+        return get
+
+    def below(self, heads: Iterable[CID]) -> set[CID]:
+        """Reference: the heads and all their ancestors."""
+        anc: dict[CID, set[CID]] = {}
+        for c in self.cids:
+            acc = {c}
+            for p in self.parents[c]:
+                acc |= anc[p]
+            anc[c] = acc
+        return {a for h in heads for a in anc[h]}
+
+    def heads_of(self, members: set[CID]) -> set[CID]:
+        return {c for c in members if not any(c in self.parents[o] for o in members)}
+
+
+@st.composite
+def dags(draw: st.DrawFn, max_nodes: int = 25) -> Dag:
+    n = draw(st.integers(1, max_nodes))
+    cids = [CID.of_record(b"node %d" % i) for i in range(n)]
+    dag = Dag(cids, {}, {})
+    for i, cid in enumerate(cids):
+        chosen = draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else []
+        parents = tuple(sorted(cids[j] for j in chosen))
+        known = [dag.hlc[p] for p in parents]
+        if not known:
+            stamp = Hlc(draw(st.integers(0, 3)), draw(st.integers(0, 2)))
+        else:
+            top = max(known)
+            stamp = Hlc(top.wall_ms, top.counter + 1) if draw(st.booleans()) else Hlc(
+                top.wall_ms + draw(st.integers(1, 2)), draw(st.integers(0, 2))
+            )
+        dag.parents[cid] = parents
+        dag.hlc[cid] = stamp
+    return dag
+
+
+def downsets(dag: Dag, data: st.DataObject, k: int) -> list[set[CID]]:
+    """`k` growing causally closed sets (an honest replica's states over time)."""
+    order = list(dag.cids)  # any prefix of a topological order is closed under parents
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(order)), min_size=k, max_size=k)))
+    return [set(order[:c]) for c in cuts]
+
+
+def state(
+    members: set[CID], dag: Dag, time_ms: int, stored: Iterable[CID] = (), key: SigningKey = KEY
+) -> Statement:
+    return sign_statement(key, CONV, len(members), dag.heads_of(members), time_ms, stored=stored)
+
+
+def truth(x: CID, heads: Iterable[CID], dag: Dag) -> Verdict:
+    return Verdict.YES if x in dag.below(heads) else Verdict.NO
+
+
+@given(st.data())
+def test_covered_agrees_with_the_reference_and_is_never_wrong_when_records_are_hidden(
+    data: st.DataObject,
+) -> None:
+    dag = data.draw(dags())
+    heads = data.draw(st.sets(st.sampled_from(dag.cids), max_size=3))
+    x = data.draw(st.sampled_from(dag.cids))
+    assert covered(x, heads, dag.lookup()) is truth(x, heads, dag)
+    hidden = data.draw(st.sets(st.sampled_from(dag.cids)))
+    got = covered(x, heads, dag.lookup(hidden))
+    assert got in (truth(x, heads, dag), Verdict.UNDECIDED)
+    if x in heads:
+        assert got is Verdict.YES
+    # exactly the region decides: holding only it gives the verdict of holding everything
+    only = region(heads, {x}, dag.lookup())
+    assert covered(x, heads, dag.lookup(set(dag.cids) - only)) is truth(x, heads, dag)
+
+
+@given(st.data())
+def test_hiding_a_record_the_walk_needs_makes_a_no_undecided(data: st.DataObject) -> None:
+    dag = data.draw(dags())
+    heads = data.draw(st.sets(st.sampled_from(dag.cids), min_size=1, max_size=3))
+    x = data.draw(st.sampled_from(dag.cids))
+    if truth(x, heads, dag) is Verdict.YES:
+        return
+    needed = sorted(region(heads, {x}, dag.lookup()))
+    gone = data.draw(st.sampled_from(needed))
+    assert covered(x, heads, dag.lookup({gone})) is Verdict.UNDECIDED
+
+
+@given(st.data())
+def test_honest_monotone_statements_are_never_inconsistent(data: st.DataObject) -> None:
+    dag = data.draw(dags())
+    k = data.draw(st.integers(2, 4))
+    sets = downsets(dag, data, k)
+    times = sorted(data.draw(st.lists(st.integers(0, 5_000), min_size=k, max_size=k)))
+    statements = []
+    for i, members in enumerate(sets):
+        # a receipt names records of its own state (stored after being taken is impossible)
+        stored = data.draw(st.sets(st.sampled_from(sorted(members)), max_size=2)) if members else set()
+        statements.append(state(members, dag, times[i], stored))
+    hidden = data.draw(st.sets(st.sampled_from(dag.cids), max_size=3))
+    for lookup in (dag.lookup(), dag.lookup(hidden)):
+        for i, a in enumerate(statements):
+            assert self_inconsistent(a, lookup) is not Verdict.YES
+            for b in statements[i:]:
+                assert inconsistent(a, b, lookup) is not Verdict.YES
+                assert inconsistent(b, a, lookup) is not Verdict.YES
+                assert extends(b, a, lookup) is not Verdict.NO
+    for i, a in enumerate(statements):
+        for b in statements[i:]:
+            assert extends(b, a, dag.lookup()) is Verdict.YES
+            assert inconsistent(a, b, dag.lookup()) is Verdict.NO
+
+
+@given(st.data())
+def test_a_later_statement_omitting_a_receipted_record_is_always_caught(data: st.DataObject) -> None:
+    dag = data.draw(dags())
+    x = data.draw(st.sampled_from(dag.cids))
+    earlier_set = dag.below({x})
+    receipt = state(earlier_set, dag, 1_000, stored={x})
+    # any state of the full DAG that lacks x: everything that is not x or a descendant of x
+    lacking = {c for c in dag.cids if x not in dag.below({c})}
+    lacking = data.draw(st.sampled_from([lacking, set(sorted(lacking)[: len(lacking) // 2])]))
+    lacking = {c for c in lacking if dag.below({c}) <= lacking}  # keep it causally closed
+    later = state(lacking, dag, 1_000 + ORDER_SLACK_MS + data.draw(st.integers(1, 10_000)))
+    lookup = dag.lookup()
+    gone, decided = missing(receipt, later, lookup)
+    assert x in gone and decided
+    assert extends(later, receipt, lookup) is Verdict.NO
+    assert inconsistent(receipt, later, lookup) is Verdict.YES
+    assert inconsistent(later, receipt, lookup) is Verdict.YES
+    # and a statement whose own heads omit what it receipts is self-inconsistent
+    liar = state(lacking, dag, 5, stored={x})
+    assert self_inconsistent(liar, lookup) is Verdict.YES
+
+
+def test_within_the_slack_only_mutual_non_extension_is_inconsistent() -> None:
+    dag = Dag([], {}, {})
+    a, b, c = (CID.of_record(b"%d" % i) for i in range(3))
+    for cid, stamp in ((a, Hlc(1, 0)), (b, Hlc(2, 0)), (c, Hlc(2, 1))):
+        dag.cids.append(cid)
+        dag.parents[cid] = (a,) if cid != a else ()
+        dag.hlc[cid] = stamp
+    lookup = dag.lookup()
+    small = state({a}, dag, 10_000)
+    left = state({a, b}, dag, 10_000 + ORDER_SLACK_MS)  # not later: exactly the slack
+    right = state({a, c}, dag, 10_000)
+    assert inconsistent(left, small, lookup) is Verdict.NO  # left extends small
+    assert inconsistent(small, left, lookup) is Verdict.NO  # order of arguments is irrelevant
+    assert inconsistent(left, right, lookup) is Verdict.YES  # a fork: neither extends
+    shrunk = state({a}, dag, left.time_ms + ORDER_SLACK_MS + 1)
+    assert inconsistent(left, shrunk, lookup) is Verdict.YES  # later and not extending
+    assert inconsistent(shrunk, left, lookup) is Verdict.YES
+    # the count fell (2 -> 1): decided even when the records are not held
+    assert inconsistent(left, shrunk, dag.lookup({a, b})) is Verdict.YES
+    same_count = state({a, c}, dag, left.time_ms + ORDER_SLACK_MS + 1)
+    assert inconsistent(left, same_count, lookup) is Verdict.YES  # later, lacks b
+    assert inconsistent(left, same_count, dag.lookup({b})) is Verdict.UNDECIDED
+
+
+def test_a_smaller_count_alone_is_not_extending() -> None:
+    x = CID.of_record(b"x")
+    dag = Dag([x], {x: ()}, {x: Hlc(1, 0)})
+    earlier = sign_statement(KEY, CONV, 5, [x], 0)
+    later = sign_statement(KEY, CONV, 4, [x], 5_000)
+    assert missing(earlier, later, dag.lookup()) == (frozenset(), True)
+    assert extends(later, earlier, dag.lookup()) is Verdict.NO
+    assert extends(later, earlier, dag.lookup({x})) is Verdict.NO
+
+
+def test_an_unheld_target_is_undecided_unless_it_is_a_head() -> None:
+    x, y = CID.of_record(b"x"), CID.of_record(b"y")
+    dag = Dag([x, y], {x: (), y: (x,)}, {x: Hlc(1, 0), y: Hlc(2, 0)})
+    assert covered(x, [y], dag.lookup({x})) is Verdict.UNDECIDED  # the walk needs x's hlc
+    assert covered(x, [x], dag.lookup({x})) is Verdict.YES
+    assert covered(x, [y], dag.lookup({y})) is Verdict.UNDECIDED  # a head not held
+    assert covered(x, [], dag.lookup()) is Verdict.NO
+
+
+def test_a_parent_whose_hlc_is_not_below_its_child_leaves_the_walk_undecided() -> None:
+    # records that break docs/format.md §11.2 are refused at ingest; a bundle may still
+    # carry them, and the hlc pruning would then be unsound
+    x, p, h = (CID.of_record(b"%d" % i) for i in range(3))
+    dag = Dag([x, p, h], {x: (), p: (), h: (p,)}, {x: Hlc(5, 0), p: Hlc(9, 0), h: Hlc(6, 0)})
+    assert covered(x, [h], dag.lookup()) is Verdict.UNDECIDED
+    dag.hlc[p] = Hlc(5, 1)
+    assert covered(x, [h], dag.lookup()) is Verdict.NO
+
+
+def test_statements_of_different_keys_or_conversations_are_refused() -> None:
+    a = sign_statement(KEY, CONV, 0, [], 0)
+    with pytest.raises(IntegrityError):
+        extends(a, sign_statement(OTHER, CONV, 0, [], 0), lambda _c: None)
+    with pytest.raises(IntegrityError):
+        inconsistent(a, sign_statement(KEY, "d", 0, [], 0), lambda _c: None)
