@@ -68,6 +68,7 @@ from convgraph.errors import (
     SizeLimitError,
     SlowTransferError,
     SnapshotError,
+    StaleStatementError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
@@ -112,6 +113,7 @@ from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, trusting
 from convgraph.sync.reconcile import Outcome, SyncPeer
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Fate, Reported, WireLimits
+from convgraph.witnessing import SessionVerdict
 
 __version__ = "0.1.0"
 
@@ -188,12 +190,14 @@ __all__ = [
     "SchemaError",
     "SeqChainError",
     "ServerBusyError",
+    "SessionVerdict",
     "SignatureError",
     "SigningKey",
     "SizeLimitError",
     "SlowTransferError",
     "SnapshotError",
     "SqliteStore",
+    "StaleStatementError",
     "Store",
     "StoreBusyError",
     "StoreCorruptError",

@@ -370,6 +370,19 @@ class RoundTripLimitError(ProtocolError):
         self.limit = limit
 
 
+class StaleStatementError(SyncError):
+    """A peer's statement of `conv` whose `time_ms` lies outside the freshness window
+    [`earliest_ms`, `latest_ms`] of its session (docs/integrity.md §4 step 1): nothing of
+    it is remembered, and the run does not converge."""
+
+    def __init__(self, message: str, *, conv: str, time_ms: int, earliest_ms: int, latest_ms: int) -> None:
+        super().__init__(message)
+        self.conv = conv
+        self.time_ms = time_ms
+        self.earliest_ms = earliest_ms
+        self.latest_ms = latest_ms
+
+
 class CarError(SyncError):
     """A CAR file that is malformed, oversized, or holds a block that is not what its CID says."""
 
@@ -407,6 +420,24 @@ class PeerMisbehavedError(SyncError):
     def __init__(self, message: str, *, cid: object = None, error: ConvgraphError | None = None) -> None:
         super().__init__(message, cid=cid)
         self.error = error
+
+
+class UnconfirmedStoreError(SyncError):
+    """The peer reported record `cid` stored, but its receipt does not name it
+    (docs/integrity.md §3): the record is not confirmed, and the session does not converge."""
+
+    def __init__(self, message: str, *, cid: object, peer: str) -> None:
+        super().__init__(message, cid=cid)
+        self.peer = peer
+
+
+class PeerKeyChangedError(SyncError):
+    """The server at `url` answers with key `got`, not the key `pinned` it first answered
+    with (docs/integrity.md §9); `convgraph sync --accept-new-key` takes the new one."""
+
+    def __init__(self, message: str, *, url: str, pinned: str, got: str) -> None:
+        super().__init__(message)
+        self.url, self.pinned, self.got = url, pinned, got
 
 
 class AuthError(SyncError):

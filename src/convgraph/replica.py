@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import os
 import shlex
+<<<<<<< HEAD
 from collections.abc import Container, Iterable, Iterator, Sequence
+=======
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
+>>>>>>> wt-intC
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+<<<<<<< HEAD
 from convgraph.adoption import plan_adoption
+=======
+from convgraph import witnessing
+from convgraph.adoption import check_cover, plan_adoption
+>>>>>>> wt-intC
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -40,7 +49,12 @@ from convgraph.errors import (
     ProjectionError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
+<<<<<<< HEAD
 from convgraph.integrity.checkpoints import previous_checkpoint
+=======
+from convgraph.integrity.findings import Finding
+from convgraph.integrity.statement import Statement
+>>>>>>> wt-intC
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority, AuthorityState
@@ -55,6 +69,7 @@ from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.store.base import QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
+from convgraph.witnessing import SessionVerdict
 
 KEY_FILE: Final = "actor.key"
 DB_FILE: Final = "replica.sqlite"
@@ -295,6 +310,8 @@ class Replica:
 
     def _land(self, writes: WriteSet, report: IngestReport) -> None:
         self.store.commit(writes)
+        if writes.equivocations:  # in the same transaction: no equivocation without its finding
+            witnessing.record_equivocations(self.store, writes.equivocations, now_ms=self.clock())
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(self.config.quarantine))
 
@@ -469,6 +486,30 @@ class Replica:
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         return verify_store(self.store, self.config.limits)
+
+    # ------------------------------------------------------------ witnessed history (witnessing.py)
+
+    def findings(self, conv: str | None = None) -> list[Finding]:
+        """The findings this replica holds (about `conv`), oldest first (docs/integrity.md §6)."""
+        return witnessing.findings(self.store, conv)
+
+    def observe_session(
+        self, peer: bytes, conv: str, statements: Sequence[Statement], *, started_ms: int, received_ms: int,
+        fingerprints_matched: bool,
+    ) -> SessionVerdict:
+        """Check what `peer` signed about `conv` in one session against what it signed before
+        (docs/integrity.md §4); raises `StaleStatementError` for a stale statement."""
+        return witnessing.observe_session(self.store, peer, conv, statements, started_ms=started_ms,
+                                          received_ms=received_ms, fingerprints_matched=fingerprints_matched,
+                                          now_ms=self.clock())
+
+    def observe_gossip(self, conv: str, statements: Sequence[Statement]) -> list[Finding]:
+        """Keep statements gossiped about `conv` and check them pairwise (§5); the new findings."""
+        return witnessing.observe_gossip(self.store, self.actor, conv, statements, now_ms=self.clock())
+
+    def gossip_for(self, conv: str, exclude: Collection[bytes]) -> list[Statement]:
+        """The statements to gossip about `conv`: each other key's latest, newest first, at most 16."""
+        return witnessing.gossip_for(self.store, conv, exclude)
 
     def iter_records(self) -> Iterator[Record]:
         """Every stored record, streamed (no whole-store load)."""

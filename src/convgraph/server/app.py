@@ -60,11 +60,12 @@ from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
 from convgraph.server.live import Hub, poll
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
-from convgraph.sync import fates, wire
+from convgraph.sync import fates, pins, wire
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base
+from convgraph.sync.witness_hooks import finding_json, findings_of, witness_of
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -175,6 +176,7 @@ class _Server:
         # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
         self.hub, self.lock, self.keys = Hub(), threading.RLock(), ReplicaPeer(replica)
         self.gate = Gate(replica, cfg.access, self.lock)
+        self.witness = witness_of(replica)
         self.decoders, self.in_flight = asyncio.Semaphore(cfg.decoders), _InFlight(cfg.per_key)
 
     async def _body(self, request: Request) -> bytes:
@@ -272,7 +274,9 @@ class _Server:
     def _answer(self, actor: bytes, message: wire.Message) -> bytes:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
         peer.share_cache(self.keys)
-        return Responder(peer, budget=self.cfg.budget).answer(message)
+        responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
+                              budget=self.cfg.budget)
+        return responder.answer(message, initiator=actor)
 
     async def record(self, request: Request, actor: bytes, _: bytes) -> Response:
         try:
@@ -335,6 +339,22 @@ class _Server:
             return _error(404, "legacy", str(exc))
         return JSONResponse(body)
 
+    async def findings(self, request: Request, actor: bytes, _: bytes) -> Response:
+        conv = request.query_params.get("conv")
+        if conv is not None:
+            await run_in_threadpool(self.gate.check_read, actor, [conv])
+        found = await run_in_threadpool(findings_of, self.replica, conv)
+        if conv is None:  # only those in conversations this key may read; the rest are not its to know
+            convs = {f.conv for f in found}
+            readable = {c: await run_in_threadpool(self.gate.can_read, actor, c) for c in convs}
+            found = [f for f in found if readable[f.conv]]
+        return JSONResponse({"findings": [finding_json(f) for f in found]})
+
+    async def identity(self, _: Request) -> Response:
+        key = self.replica.actor
+        body = {"key": key.hex(), "fingerprint": pins.fingerprint(key), "actor": actor_text(key)}
+        return JSONResponse(body)
+
     async def health(self, _: Request) -> Response:
         return JSONResponse({"ok": True, "actor": actor_text(self.replica.actor), "protocol": wire.VERSION})
 
@@ -365,6 +385,8 @@ def create_app(
     routes = [
         Route("/v1/health", server.health, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
+        Route("/.well-known/convgraph", server.identity, methods=["GET"]),
+        Route("/v1/findings", server.guarded(server.findings), methods=["GET"]),
         Route("/v1/sync", server.signed(server.sync), methods=["POST"]),
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),

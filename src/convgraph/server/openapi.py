@@ -79,6 +79,18 @@ _AUTHORITY: Final = _object(
         detail={"type": "string"})},
 )
 
+_FINDING: Final = _object(
+    id={"type": "string", "description": "the bundle's CID: the same evidence found twice is one finding"},
+    kind={"enum": ["rollback", "deletion", "withholding", "server_equivocation", "record_equivocation",
+                   "divergent_fork", "unverifiable_checkpoint"]},
+    conv={"type": "string"},
+    summary={"type": "string", "description": "one line for people"},
+    found_ms={"type": "integer"},
+    cites={**_TEXTS, "description": "the records the finding cites (never compacted away)"},
+    bundle={"type": "string", "contentEncoding": "base64",
+            "description": "the evidence bundle (docs/integrity.md §6.2), for `convgraph verify-evidence`"},
+)
+
 SPEC: Final[dict[str, Any]] = {
     "openapi": "3.1.0",
     "info": {
@@ -109,6 +121,45 @@ SPEC: Final[dict[str, Any]] = {
                             }
                         },
                     }
+                },
+            }
+        },
+        "/.well-known/convgraph": {
+            "get": {
+                "operationId": "identity",
+                "summary": "The key the server signs its statements with (docs/integrity.md §2)",
+                "description": "`convgraph sync URL` pins it on first use and refuses another later.",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "the server's key",
+                        "content": {"application/json": {"schema": _object(
+                            key={"type": "string", "pattern": "^[0-9a-f]{64}$",
+                                 "description": "the Ed25519 public key, hex"},
+                            fingerprint={"type": "string", "description": "12 base32 characters of "
+                                         "sha256(key), for people to compare (`convgraph serve` prints it)"},
+                            actor={"type": "string", "description": "the same key as an actor id"},
+                        )}},
+                    }
+                },
+            }
+        },
+        "/v1/findings": {
+            "get": {
+                "operationId": "findings",
+                "summary": "The server's findings: evidence that some key lied (docs/integrity.md §6)",
+                "description": "In the conversations this key may read; `conv` names one.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the findings",
+                        "content": {"application/json": {"schema": _object(
+                            findings={"type": "array", "items": {"$ref": "#/components/schemas/Finding"}})}},
+                    },
+                    **_errors(401, 403, *_ANY_SIGNED),
                 },
             }
         },
@@ -279,6 +330,7 @@ SPEC: Final[dict[str, Any]] = {
                 },
             },
             "Authority": _AUTHORITY,
+            "Finding": _FINDING,
         },
     },
 }

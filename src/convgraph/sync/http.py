@@ -19,6 +19,7 @@ import base64
 import json
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,6 +159,31 @@ class HttpRemote:
             return parse_actor(json.loads(raw)["actor"])
         except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
             raise TransportError(f"{self.base_url}/v1/health names no actor: {raw[:200]!r}") from exc
+
+    def identity(self, *, deadline: Deadline | None = None) -> bytes:
+        """The key the server signs its statements with, as `/.well-known/convgraph` announces it
+        (as authentic as the URL is; `sync.pins` remembers it)."""
+        path = "/.well-known/convgraph"
+        raw = self._read(self._request("GET", path, deadline=deadline), 1 << 16, deadline)
+        try:
+            key = bytes.fromhex(json.loads(raw)["key"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}{path} names no key: {raw[:200]!r}") from exc
+        if len(key) != 32:
+            raise TransportError(f"{self.base_url}{path} names a key of {len(key)} bytes, not 32")
+        return key
+
+    def findings(self, conv: str | None = None, *, deadline: Deadline | None = None) -> list[dict[str, Any]]:
+        """The server's findings (docs/integrity.md §6), in the conversations this key may read."""
+        path = "/v1/findings" + ("?conv=" + urllib.parse.quote(conv, safe="") if conv is not None else "")
+        raw = self._read(self._request("GET", path, deadline=deadline), self.max_reply, deadline)
+        try:
+            found = json.loads(raw)["findings"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}/v1/findings answered no findings: {raw[:200]!r}") from exc
+        if not isinstance(found, list) or not all(isinstance(f, dict) for f in found):
+            raise TransportError(f"{self.base_url}/v1/findings answered no list of findings")
+        return found
 
     def record(self, cid: CID) -> bytes:
         """One record's bytes, verified: they hash to `cid` and decode as a valid record."""
