@@ -301,12 +301,20 @@ def main() -> None:
 
 
 def _register() -> None:
-    from convgraph.cli import authority, car, conversation, rooted, sync  # noqa: PLC0415 - they read this module's helpers
+    from convgraph.cli import (  # noqa: PLC0415 - they read this module's helpers
+        authority,
+        car,
+        conversation,
+        evidence,
+        rooted,
+        sync,
+    )
 
     authority.register(cli)
     conversation.register(cli)
     rooted.register(cli)
     car.register(cli)
+    evidence.register(cli)
     sync.register(cli)
 
 
