@@ -11,22 +11,14 @@ from __future__ import annotations
 
 import os
 import shlex
-<<<<<<< HEAD
-from collections.abc import Container, Iterable, Iterator, Sequence
-=======
-from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
->>>>>>> wt-intC
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-<<<<<<< HEAD
-from convgraph.adoption import plan_adoption
-=======
 from convgraph import witnessing
-from convgraph.adoption import check_cover, plan_adoption
->>>>>>> wt-intC
+from convgraph.adoption import plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -49,12 +41,9 @@ from convgraph.errors import (
     ProjectionError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
-<<<<<<< HEAD
 from convgraph.integrity.checkpoints import previous_checkpoint
-=======
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
->>>>>>> wt-intC
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority, AuthorityState
