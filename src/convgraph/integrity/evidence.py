@@ -17,6 +17,8 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import Record, decode_record
 from convgraph.errors import ConvgraphError, EvidenceError, IntegrityError, StatementError
+from convgraph.integrity import checkpoint_proofs
+from convgraph.integrity.checkpoints import CHECKS, Checkpoint, Status, causal_past, check, divergent
 from convgraph.integrity.consistency import (
     Lookup,
     Verdict,
@@ -27,6 +29,7 @@ from convgraph.integrity.consistency import (
     region,
     self_inconsistent,
 )
+from convgraph.integrity.cosignature import Cosignature
 from convgraph.integrity.findings import (
     DIVERGENT_FORK,
     FINDING_KINDS,
@@ -47,8 +50,9 @@ _CLAIM_KEYS: Final[dict[str, frozenset[str]]] = {
     **{k: frozenset({"earlier", "later"}) for k in STATEMENT_KINDS},
     RECORD_EQUIVOCATION: frozenset(),
     DIVERGENT_FORK: frozenset({"a", "b"}),
-    UNVERIFIABLE_CHECKPOINT: frozenset({"checkpoint"}),
+    UNVERIFIABLE_CHECKPOINT: frozenset({"checkpoint", "check"}),
 }
+_COSIGNATURES: Final = "cosignatures"  # a bundle key of `divergent_fork` only (§7.5)
 
 Fetch = Callable[[CID], bytes | None]
 """The bytes of a record the caller holds, or None."""
@@ -63,6 +67,7 @@ class Bundle:
     statements: tuple[bytes, ...]
     records: tuple[bytes, ...]
     claim: dict[str, Any]
+    cosignatures: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +81,19 @@ class Proof:
 
 
 def encode_bundle(
-    kind: str, conv: str, statements: Sequence[bytes], records: Iterable[bytes], claim: dict[str, Any]
+    kind: str, conv: str, statements: Sequence[bytes], records: Iterable[bytes], claim: dict[str, Any],
+    *, cosignatures: Sequence[dict[str, Any]] | None = None,
 ) -> bytes:
-    """The canonical bundle bytes; `records` sorted by CID so one piece of evidence has one id."""
+    """The canonical bundle bytes; `records` sorted by CID so one piece of evidence has one id;
+    `cosignatures` (sorted likewise) only for a `divergent_fork` by a witness."""
     ordered = sorted(set(records), key=lambda data: bytes(CID.of_record(data)))
-    data = codec.encode({
+    m: dict[str, Any] = {
         "v": 1, "type": BUNDLE_TYPE, "kind": kind, "conv": conv,
         "statements": list(statements), "records": ordered, "claim": claim,
-    })
+    }
+    if cosignatures is not None:
+        m[_COSIGNATURES] = sorted(cosignatures, key=codec.encode)
+    data = codec.encode(m)
     decode_bundle(data)  # a builder never emits what a verifier would call not-a-bundle
     return data
 
@@ -96,7 +106,7 @@ def decode_bundle(data: bytes) -> Bundle:
         m = codec.decode(data)
     except ConvgraphError as exc:
         raise EvidenceError(f"not canonical DAG-CBOR: {exc}") from exc
-    if type(m) is not dict or set(m) != _KEYS:
+    if type(m) is not dict or set(m) - {_COSIGNATURES} != _KEYS:
         got = sorted(str(k)[:32] for k in m) if type(m) is dict else type(m).__name__
         raise EvidenceError(f"a bundle is a map with exactly the keys {sorted(_KEYS)}, not {got}")
     if type(m["v"]) is not int or m["v"] != 1:
@@ -112,7 +122,12 @@ def decode_bundle(data: bytes) -> Bundle:
         if type(m[name]) is not list or any(type(item) is not bytes for item in m[name]):
             raise EvidenceError(f"bundle `{name}` must be a list of byte strings")
     _check_claim(kind, m["claim"])
-    return Bundle(kind, conv, tuple(m["statements"]), tuple(m["records"]), m["claim"])
+    cosignatures = m.get(_COSIGNATURES)
+    if cosignatures is not None and (kind != DIVERGENT_FORK or type(cosignatures) is not list
+                                     or any(type(c) is not dict for c in cosignatures)):
+        raise EvidenceError("`cosignatures` is a list of maps, in a `divergent_fork` bundle only")
+    return Bundle(kind, conv, tuple(m["statements"]), tuple(m["records"]), m["claim"],
+                  tuple(cosignatures or ()))
 
 
 def _check_claim(kind: str, claim: Any) -> None:
@@ -123,7 +138,10 @@ def _check_claim(kind: str, claim: Any) -> None:
         is_index = kind in STATEMENT_KINDS
         if is_index and (type(value) is not int or value < 0):
             raise EvidenceError(f"claim `{name}` must be a statement index (an integer ≥ 0)")
-        if not is_index and not isinstance(value, CID):
+        if name == "check":
+            if type(value) is not str or value not in CHECKS:
+                raise EvidenceError(f"claim `check` must be one of {list(CHECKS)}")
+        elif not is_index and not isinstance(value, CID):
             raise EvidenceError(f"claim `{name}` must be a link")
 
 
@@ -163,8 +181,10 @@ def _prove(bundle: Bundle) -> Proof:
     elif bundle.kind == RECORD_EQUIVOCATION:
         reason = _prove_record_equivocation(records)
     else:
-        raise _UnprovenError(f"`{bundle.kind}` bundles are checked by docs/integrity.md §7, "
-                        "which this version does not implement")
+        try:
+            reason = checkpoint_proofs.prove(bundle.kind, bundle.claim, records, bundle.cosignatures)
+        except checkpoint_proofs.Unproven as exc:
+            raise _UnprovenError(str(exc)) from exc
     return Proof(True, bundle.kind, reason, bundle.conv)
 
 
@@ -326,6 +346,47 @@ def record_equivocation_finding(a: bytes, b: bytes, found_ms: int) -> Finding:
             f"at one seq in one conversation", cid=first.cid,
         )
     return finding
+
+
+def unverifiable_checkpoint_finding(cid: CID, conv: str, fetch: Fetch, found_ms: int) -> Finding | None:
+    """The `unverifiable_checkpoint` finding for checkpoint `cid` of `conv` (§7.5), or None
+    unless every record of its causal past is fetched with bytes and a check of §7.2 fails."""
+    lookup, raw = _fetch_lookup(conv, fetch)
+    cp = _held_checkpoint(cid, lookup, raw)
+    if cp is None:
+        return None
+    result = check(cp, lookup, raw.get)
+    if result.status is not Status.FALSE or result.check is None:
+        return None
+    past = causal_past(cp.heads, lookup)[0] | {cid}
+    claim = {"checkpoint": cid, "check": result.check}
+    return _finding(encode_bundle(UNVERIFIABLE_CHECKPOINT, conv, [], [raw[c] for c in past], claim),
+                    (), found_ms)
+
+
+def divergent_fork_finding(
+    a: CID, b: CID, conv: str, fetch: Fetch, found_ms: int, *, cosignatures: Sequence[Cosignature] = (),
+) -> Finding | None:
+    """The `divergent_fork` finding for checkpoints `a` and `b` of `conv` (§7.3), or None unless
+    the records `fetch` gives show that neither extends the other. Without `cosignatures` the
+    two must share an author; with them, one witness must have cosigned both."""
+    lookup, raw = _fetch_lookup(conv, fetch)
+    first, second = _held_checkpoint(a, lookup, raw), _held_checkpoint(b, lookup, raw)
+    if first is None or second is None or divergent(first, second, lookup) is not Verdict.YES:
+        return None
+    needed = checkpoint_proofs.fork_region(first, second, lookup)
+    pair = sorted((a, b), key=bytes)
+    bundle = encode_bundle(DIVERGENT_FORK, conv, [], [raw[c] for c in needed if c in raw],
+                           {"a": pair[0], "b": pair[1]},
+                           cosignatures=[c.to_map() for c in cosignatures] if cosignatures else None)
+    return _finding(bundle, (), found_ms)
+
+
+def _held_checkpoint(cid: CID, lookup: Lookup, raw: dict[CID, bytes]) -> Checkpoint | None:
+    if lookup(cid) is None:
+        return None
+    record = decode_record(raw[cid], expected_cid=cid)
+    return Checkpoint.of(record) if record.kind == "checkpoint" else None
 
 
 def _finding(bundle: bytes, statements: tuple[Statement, ...], found_ms: int) -> Finding | None:
