@@ -27,7 +27,10 @@
     ├── IntegrityError              witnessed history (docs/integrity.md)
     │   ├── StatementError          a signed statement that is malformed or not authentic
     │   ├── EvidenceError           bytes that are not an evidence bundle at all
-    │   └── NoteError               a C2SP signed note that is malformed or does not verify
+    │   ├── NoteError               a C2SP signed note that is malformed or does not verify
+    │   ├── WitnessRefusedError     a witness would not cosign a checkpoint (its §7.4 reason)
+    │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
+    │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
@@ -263,6 +266,30 @@ class NoteError(IntegrityError):
     def __init__(self, message: str, *, reason: str, cid: object = None) -> None:
         super().__init__(message, cid=cid)
         self.reason = reason
+
+
+class WitnessRefusedError(IntegrityError):
+    """A witness refused to cosign a checkpoint (docs/integrity.md §7.4).
+
+    `reason` is `unknown_checkpoint`, `unverified`, `false_checkpoint` or `not_extending`.
+    """
+
+    def __init__(self, message: str, *, reason: str, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.reason = reason
+
+
+class UnwitnessedError(IntegrityError):
+    """A checkpoint lacks cosignatures by `k` configured witnesses, so nothing was compacted."""
+
+    def __init__(self, message: str, *, cid: object, got: int, k: int) -> None:
+        super().__init__(message, cid=cid)
+        self.got = got
+        self.k = k
+
+
+class WitnessConfigError(IntegrityError):
+    """A witness configuration (home/witnesses.json, or a name, key, URL or k given) that cannot be used."""
 
 
 class KeyFileError(ConvgraphError):
@@ -553,4 +580,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     StatementError: "statement",
     EvidenceError: "evidence",
     NoteError: "note",
+    WitnessRefusedError: "witness",
+    UnwitnessedError: "unwitnessed",
+    WitnessConfigError: "witness_config",
 }

@@ -1,0 +1,226 @@
+"""Checkpoints a replica holds, checked against its records (docs/integrity.md §7.2, §7.3):
+the imperative shell around `integrity.checkpoints`.
+
+A checkpoint is checked when it lands (ingest or adoption), again when a record it waited
+for lands, and on demand (`status`, `rescan`). A false one becomes an
+`unverifiable_checkpoint` finding; two by one author, or cosigned by one witness, neither of
+which extends the other, a `divergent_fork`; each only when its bundle proves it (the
+builders of `integrity.evidence` return nothing else). Invariant: a checkpoint this
+instance settled (verified, partly verified, false) is not checked again; an unverified one
+is remembered with the records it waits for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import Record, load_trusted
+from convgraph.errors import NoteError, NotFoundError
+from convgraph.integrity import cosignature as cosignature_
+from convgraph.integrity.checkpoints import Checkpoint, CheckResult, Status, causal_past, check, divergent
+from convgraph.integrity.consistency import Verdict
+from convgraph.integrity.evidence import divergent_fork_finding, unverifiable_checkpoint_finding
+from convgraph.integrity.findings import Finding
+from convgraph.projections.state import Entry
+from convgraph.store.base import FindingRow, Store
+
+_CID_PREFIX = bytes((0x01, 0x71, 0x12, 0x20))  # CIDv1 dag-cbor sha2-256, as every record's
+Entries = Callable[[str], Iterable[Entry]]
+"""The folded entries of a conversation (header fields and payload of every record, compacted ones too)."""
+
+
+@dataclass
+class Watch:
+    """What one replica instance knows of its checkpoints between calls."""
+
+    settled: set[CID] = field(default_factory=set)
+    waiting: dict[CID, frozenset[CID]] = field(default_factory=dict)  # unverified -> records it waits for
+    scanned: dict[str, object] = field(default_factory=dict)  # conv -> change token of its last rescan
+
+
+class ConvView:
+    """One conversation as the checks read it: every header at once, bytes on demand."""
+
+    def __init__(self, store: Store, conv: str) -> None:
+        self.store, self.conv = store, conv
+        metas = store.metas(CID(_CID_PREFIX + digest) for _, digest in store.sync_keys(conv))
+        self._metas: dict[CID, tuple[Hlc, tuple[CID, ...]]] = {
+            c: (m.hlc, m.parents) for c, m in metas.items() if m.conv == conv}
+        self._bytes: dict[CID, bytes | None] = {}
+
+    def lookup(self, cid: CID) -> tuple[Hlc, tuple[CID, ...]] | None:
+        """(hlc, parents) of a record of the conversation held with bytes or as a header."""
+        return self._metas.get(cid)
+
+    def fetch(self, cid: CID) -> bytes | None:
+        """The bytes of a held record, None for a header only."""
+        if cid not in self._bytes:
+            self.prefetch([cid])
+        return self._bytes[cid]
+
+    def prefetch(self, cids: Iterable[CID]) -> None:
+        """Read the bytes of `cids` in one look-up."""
+        wanted = [c for c in cids if c not in self._bytes]
+        got = self.store.get_many(wanted)
+        for c in wanted:
+            self._bytes[c] = got.get(c)
+
+    def checkpoint(self, cid: CID) -> Checkpoint | None:
+        """The claim of checkpoint `cid` when it is held with bytes."""
+        data = self.fetch(cid) if cid in self._metas else None
+        if data is None:
+            return None
+        record = load_trusted(data, cid)
+        return Checkpoint.of(record) if record.kind == "checkpoint" else None
+
+    def record(self, cid: CID) -> Record | None:
+        """The record `cid` of the conversation, when held with bytes."""
+        data = self.fetch(cid) if cid in self._metas else None
+        return None if data is None else load_trusted(data, cid)
+
+    def check(self, cp: Checkpoint) -> CheckResult:
+        """§7.2 over the records held, their bytes read in one look-up."""
+        past, unknown, _ = causal_past(cp.heads, self.lookup)
+        if not unknown:
+            self.prefetch(past)
+        return check(cp, self.lookup, self.fetch)
+
+
+def conv_of(store: Store, cid: CID) -> str:
+    """The conversation of a held record, or `NotFoundError`."""
+    meta = store.metas([cid]).get(cid)
+    if meta is None:
+        raise NotFoundError(f"no record {cid} here", cid=cid)
+    return meta.conv
+
+
+def status(store: Store, watch: Watch, cid: CID, *, now_ms: int) -> CheckResult:
+    """§7.2's verdict on checkpoint `cid`, recording the finding of a false one."""
+    view = ConvView(store, conv_of(store, cid))
+    cp = view.checkpoint(cid)
+    if cp is None:
+        raise NotFoundError(f"record {cid} is not a checkpoint held with its bytes", cid=cid)
+    result = view.check(cp)
+    with store.transaction():
+        _settle(store, watch, view, cp, result=result, now_ms=now_ms)
+    return result
+
+
+def landed(
+    store: Store, watch: Watch, records: Sequence[Record], entries: Entries, *, now_ms: int
+) -> list[Finding]:
+    """Check the checkpoints and cosignatures in `records` (just stored), and the checkpoints
+    that waited for any of them; the new findings. Called inside the storing transaction."""
+    cids = {r.cid for r in records}
+    convs = {r.conv for r in records if r.kind in ("checkpoint", "attestation")}
+    convs |= {r.conv for r in records if any(cids & missing for missing in watch.waiting.values())}
+    new: list[Finding] = []
+    for conv in sorted(convs):
+        view = ConvView(store, conv)
+        mine = [r for r in records if r.conv == conv]
+        woken = [c for c, missing in watch.waiting.items() if missing & cids]
+        for cid in [*(r.cid for r in mine if r.kind == "checkpoint"), *woken]:
+            cp = view.checkpoint(cid)
+            if cp is not None:
+                new += _settle(store, watch, view, cp, result=view.check(cp), now_ms=now_ms)
+        new += _forks(store, view, mine, list(entries(conv)), now_ms)
+    return new
+
+
+def rescan(store: Store, watch: Watch, conv: str, entries: Iterable[Entry], *, now_ms: int) -> list[Finding]:
+    """Check every unsettled checkpoint of `conv` and every pair that could fork, once per
+    change of the store; the new findings."""
+    token = store.change_token()
+    if watch.scanned.get(conv, object()) == token:
+        return []
+    view, held = ConvView(store, conv), list(entries)
+    new: list[Finding] = []
+    with store.transaction():
+        for e in held:
+            if e.kind == "checkpoint" and e.cid not in watch.settled:
+                cp = view.checkpoint(e.cid)
+                if cp is not None:
+                    new += _settle(store, watch, view, cp, result=view.check(cp), now_ms=now_ms)
+        signed = (e.cid for e in held if e.kind in ("checkpoint", "attestation"))
+        records = [r for r in map(view.record, signed) if r is not None]
+        new += _forks(store, view, records, held, now_ms)
+    watch.scanned[conv] = store.change_token()
+    return new
+
+
+def cosignatures_of(view: ConvView, entries: Iterable[Entry], checkpoint: CID | None = None) -> Iterator[
+        tuple[CID, cosignature_.Cosignature]]:
+    """(attestation CID, cosignature) of each valid cosignature the conversation holds, of
+    `checkpoint` only when given; valid: it verifies against the checkpoint, held with bytes."""
+    for e in entries:
+        if e.kind != "attestation" or e.payload.get("statement") != cosignature_.COSIGNATURE_STATEMENT:
+            continue
+        try:
+            c = cosignature_.cosignature_of_payload(e.payload, cid=e.cid)
+        except NoteError:
+            continue
+        if checkpoint is not None and c.checkpoint != checkpoint:
+            continue
+        record = view.record(c.checkpoint)
+        if record is not None and cosignature_.verify(c, record):
+            yield e.cid, c
+
+
+# ------------------------------------------------------------ helpers
+
+
+def _settle(store: Store, watch: Watch, view: ConvView, cp: Checkpoint, *, result: CheckResult,
+            now_ms: int) -> list[Finding]:
+    if result.status is Status.UNVERIFIED:
+        watch.waiting[cp.cid] = result.missing
+        return []
+    watch.waiting.pop(cp.cid, None)
+    if result.status is not Status.FALSE:
+        watch.settled.add(cp.cid)
+        return []
+    finding = unverifiable_checkpoint_finding(cp.cid, view.conv, view.fetch, now_ms)
+    if finding is None:  # false, but over records held as headers only: nothing proves it to others
+        watch.settled.add(cp.cid)
+        return []
+    watch.settled.add(cp.cid)
+    return [finding] if store.add_finding(finding_row(finding)) else []
+
+
+def _forks(store: Store, view: ConvView, records: Sequence[Record], entries: Sequence[Entry],
+           now_ms: int) -> list[Finding]:
+    """Pairs of a checkpoint in `records` with every other by its author, and of a cosignature
+    in `records` with every other by its witness, that fork."""
+    pairs: dict[tuple[CID, CID], tuple[cosignature_.Cosignature, ...]] = {}
+    for r in records:
+        if r.kind == "checkpoint":
+            for e in entries:
+                if e.kind == "checkpoint" and e.actor == r.actor and e.cid != r.cid:
+                    pairs.setdefault(_pair(r.cid, e.cid), ())
+    fresh = {r.cid for r in records if r.kind == "attestation"}
+    cosigned = list(cosignatures_of(view, entries)) if fresh else []
+    for i, (at, c) in enumerate(cosigned):
+        for bt, d in cosigned[i + 1:]:
+            if c.key == d.key and c.checkpoint != d.checkpoint and (at in fresh or bt in fresh):
+                pairs.setdefault(_pair(c.checkpoint, d.checkpoint), (c, d))
+    new: list[Finding] = []
+    for (a, b), cos in pairs.items():
+        first, second = view.checkpoint(a), view.checkpoint(b)
+        if first is None or second is None or divergent(first, second, view.lookup) is not Verdict.YES:
+            continue  # decided over the headers first: the builder re-verifies every record it reads
+        finding = divergent_fork_finding(a, b, view.conv, view.fetch, now_ms, cosignatures=cos)
+        if finding is not None and store.add_finding(finding_row(finding)):
+            new.append(finding)
+    return new
+
+
+def _pair(a: CID, b: CID) -> tuple[CID, CID]:
+    return (a, b) if bytes(a) < bytes(b) else (b, a)
+
+
+def finding_row(f: Finding) -> FindingRow:
+    """A finding as the store keeps it."""
+    return FindingRow(f.id, f.kind, f.conv, f.bundle, tuple(f.cites), tuple(s.data for s in f.statements),
+                      f.summary, f.found_ms)
