@@ -83,10 +83,14 @@ class ConvView:
 
     def check(self, cp: Checkpoint) -> CheckResult:
         """§7.2 over the records held, their bytes read in one look-up."""
+        self.prefetch_past(cp)
+        return check(cp, self.lookup, self.fetch)
+
+    def prefetch_past(self, cp: Checkpoint) -> None:
+        """Read the bytes of `cp`'s causal past in one look-up, when all of it is held."""
         past, unknown, _ = causal_past(cp.heads, self.lookup)
         if not unknown:
             self.prefetch(past)
-        return check(cp, self.lookup, self.fetch)
 
 
 def conv_of(store: Store, cid: CID) -> str:

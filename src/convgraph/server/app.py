@@ -52,6 +52,7 @@ from convgraph.errors import (
     ServerBusyError,
     StoreBusyError,
     StoreError,
+    WitnessRefusedError,
 )
 from convgraph.replica import Replica
 from convgraph.server import openapi
@@ -59,6 +60,7 @@ from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
 from convgraph.server.live import Hub, poll
+from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
 from convgraph.sync.peer import ReplicaPeer
@@ -170,8 +172,9 @@ class _InFlight:
 class _Server:
     """The routes' shared state: the replica, who may do what, and the live hub."""
 
-    def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog) -> None:
-        self.replica, self.cfg, self.clock = replica, cfg, clock
+    def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog,
+                 cosigner: Cosigner | None = None) -> None:
+        self.replica, self.cfg, self.clock, self.cosigner = replica, cfg, clock, cosigner
         self.verifier = Verifier(nonces, cfg.window_ms)
         # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
         self.hub, self.lock, self.keys = Hub(), threading.RLock(), ReplicaPeer(replica)
@@ -350,6 +353,25 @@ class _Server:
             found = [f for f in found if readable[f.conv]]
         return JSONResponse({"findings": [finding_json(f) for f in found]})
 
+    async def cosign(self, request: Request, actor: bytes, body: bytes) -> Response:
+        """docs/integrity.md §7.4: cosign a checkpoint that extends the last one cosigned."""
+        conv = request.path_params["conv"]
+        await run_in_threadpool(self.gate.check_read, actor, [conv])
+        if self.cosigner is None:
+            return _error(404, "not_found", "this server is not a witness (convgraph serve --witness)")
+        try:
+            asked = json.loads(body)
+            shaped = type(asked) is dict and set(asked) == {"checkpoint"} and type(asked["checkpoint"]) is str
+            cid = CID.parse(asked["checkpoint"]) if shaped else None
+        except (ValueError, TypeError, ConvgraphError):
+            cid = None
+        if cid is None:
+            return _error(400, "malformed", 'the body is {"checkpoint": "<cid text>"}')
+        try:
+            return JSONResponse(await run_in_threadpool(self.cosigner.cosign, conv, cid))
+        except WitnessRefusedError as exc:
+            return JSONResponse({"error": "witness", "reason": exc.reason, "detail": exc.message}, 409)
+
     async def identity(self, _: Request) -> Response:
         key = self.replica.actor
         body = {"key": key.hex(), "fingerprint": pins.fingerprint(key), "actor": actor_text(key)}
@@ -362,9 +384,11 @@ class _Server:
 def create_app(
     replica: Replica, config: ServerConfig | None = None, *, clock: Clock = system_clock,
     nonces: NonceLog | None = None, listen: Callable[[], AsyncIterator[str]] | None = None,
+    cosigner: Cosigner | None = None,
 ) -> Starlette:
-    """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY)."""
-    server = _Server(replica, config or ServerConfig(), clock, nonces or _nonce_log(replica))
+    """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY);
+    `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4)."""
+    server = _Server(replica, config or ServerConfig(), clock, nonces or _nonce_log(replica), cosigner)
 
     async def spec(_: Request) -> Response:
         return JSONResponse(openapi.SPEC)
@@ -392,6 +416,7 @@ def create_app(
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/authority", server.guarded(server.authority), methods=["GET"]),
+        Route("/v1/witness/{conv:conv}/cosign", server.guarded(server.cosign), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -303,6 +303,50 @@ SPEC: Final[dict[str, Any]] = {
                 },
             }
         },
+        "/v1/witness/{conv}/cosign": {
+            "post": {
+                "operationId": "cosign",
+                "summary": "A witness's cosignature of a checkpoint it holds (docs/integrity.md §7.4)",
+                "description": "Only from `convgraph serve --witness`, for keys that may read the "
+                "conversation. It cosigns a checkpoint it holds, that checks out (§7.2) and that extends "
+                "the one it last cosigned for the conversation; it records that one durably before it "
+                "answers. A refusal is a 409 whose `reason` says which rule failed.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {
+                        **_object(checkpoint={"type": "string", "description": "the checkpoint's CID"}),
+                        "additionalProperties": False}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the cosignature",
+                        "content": {"application/json": {"schema": _object(
+                            cosignature={"type": "string", "description": "the C2SP cosignature/v1 line"},
+                            name={"type": "string", "description": "the witness's key name"},
+                            key={"type": "string", "description": "the witness's public key, hex"},
+                            time={"type": "integer", "minimum": 0, "description": "POSIX seconds"},
+                        )}},
+                    },
+                    "404": {
+                        "description": "This server is not a witness",
+                        "content": {"application/json": {"schema": _ERROR}},
+                    },
+                    "409": {
+                        "description": "The witness refuses to cosign; `reason` is unknown_checkpoint, "
+                        "unverified, false_checkpoint or not_extending",
+                        "content": {"application/json": {"schema": _object(
+                            error={"const": "witness"}, detail={"type": "string"},
+                            reason={"enum": ["unknown_checkpoint", "unverified", "false_checkpoint",
+                                             "not_extending"]})}},
+                    },
+                    **_errors(400, 401, 403, *_ANY_SIGNED),
+                },
+            }
+        },
     },
     "components": {
         "securitySchemes": {
