@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, load_trusted
-from convgraph.errors import NoteError, NotFoundError
+from convgraph.errors import IntegrityError, NoteError, NotFoundError
 from convgraph.integrity import cosignature as cosignature_
 from convgraph.integrity.checkpoints import Checkpoint, CheckResult, Status, causal_past, check, divergent
 from convgraph.integrity.consistency import Verdict
 from convgraph.integrity.evidence import divergent_fork_finding, unverifiable_checkpoint_finding
 from convgraph.integrity.findings import Finding
-from convgraph.projections.state import Entry
+from convgraph.projections import state as state_
+from convgraph.projections.state import ConvState, Entry
 from convgraph.store.base import FindingRow, Store
 
 _CID_PREFIX = bytes((0x01, 0x71, 0x12, 0x20))  # CIDv1 dag-cbor sha2-256, as every record's
@@ -111,6 +112,27 @@ def status(store: Store, watch: Watch, cid: CID, *, now_ms: int) -> CheckResult:
     with store.transaction():
         _settle(store, watch, view, cp, result=result, now_ms=now_ms)
     return result
+
+
+def compact_behind(store: Store, cid: CID, folded: ConvState) -> None:
+    """Drop the bytes of the records checkpoint `cid` covers, keeping its snapshot (the store
+    keeps what findings cite); `IntegrityError` when its snapshot is not their fold."""
+    view = ConvView(store, conv_of(store, cid))
+    cp = view.checkpoint(cid)
+    if cp is None:
+        raise NotFoundError(f"record {cid} is not a checkpoint held with its bytes", cid=cid)
+    past, unknown, _ = causal_past(cp.heads, view.lookup)
+    if unknown:
+        raise IntegrityError(f"{len(unknown)} records the checkpoint covers are not held", cid=cid)
+    covered = ConvState()
+    for c in sorted(past):  # as `checkpoints.check` folds them; entries of compacted records included
+        if c not in folded.entries:
+            raise IntegrityError(f"record {c} the checkpoint covers is not in the folded state", cid=cid)
+        state_.apply(covered, folded.entries[c])
+    data = state_.snapshot(covered)
+    if state_.snapshot_cid(data) != cp.snapshot:
+        raise IntegrityError("the checkpoint's snapshot is not the fold of the records it covers", cid=cid)
+    store.compact(view.conv, past, cid, data)
 
 
 def landed(

@@ -499,6 +499,13 @@ class Replica:
         unverified, or false with the check that failed (then recorded as a finding)."""
         return checkpointing.status(self.store, self._checkpoints, cid, now_ms=self.clock())
 
+    def compact_behind(self, checkpoint: CID) -> None:
+        """Drop the bytes of the records checkpoint `checkpoint` covers (docs/conversation.md §6),
+        keeping what findings cite; `IntegrityError` when its snapshot is not their fold."""
+        conv = checkpointing.conv_of(self.store, checkpoint)
+        with self.store.transaction():
+            checkpointing.compact_behind(self.store, checkpoint, self.state(conv))
+
     def witnessed(self, cid: CID, policy: WitnessPolicy | None = None) -> bool:
         """Whether checkpoint `cid` holds valid cosignatures by at least k distinct witnesses of
         `policy` (default: the one configured in this replica's home; §7.4)."""

@@ -322,6 +322,7 @@ def _register() -> None:
         findings,
         rooted,
         sync,
+        witness,
     )
 
     authority.register(cli)
@@ -331,6 +332,7 @@ def _register() -> None:
     car.register(cli)
     evidence.register(cli)
     sync.register(cli)
+    witness.register(cli)
 
 
 _register()

@@ -77,11 +77,16 @@ def register(cli: click.Group) -> None:
                   help="Answer sync messages left in this folder instead of serving HTTP.")
     @click.option("--header-timeout", type=click.FloatRange(0.1, 300), default=5.0, show_default=True,
                   help="Seconds a connection may take to send a request head before it is closed.")
+    @click.option("--witness", "as_witness", is_flag=True,
+                  help="Also cosign checkpoints that extend the last one cosigned (docs/integrity.md §7.4).")
+    @click.option("--witness-name", default=None, type=TEXT,
+                  help="The witness's C2SP key name.  [default: convgraph/witness/<actor>]")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
-        rules: tuple[str, ...], spool: Path | None, header_timeout: float,
+        rules: tuple[str, ...], spool: Path | None, header_timeout: float, as_witness: bool,
+        witness_name: str | None,
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
         if spool is not None:
@@ -106,7 +111,16 @@ def register(cli: click.Group) -> None:
         if not access.writers and not access.readers:
             err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
                            "members of rooted conversations held here are admitted (their grants)", "yellow"))
-        app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
+        cosigner = None
+        if as_witness:  # its memory of what it cosigned lives in the home, whatever the store
+            from convgraph.server.witness import cosigner_for  # noqa: PLC0415
+
+            cosigner = cosigner_for(Path(ctx.obj["home"]), replica.store, replica.key, name=witness_name,
+                                    clock_s=lambda: int(time.time()))
+            err.print(f"witness {cosigner.name}: `convgraph witness add {cosigner.name} "
+                      f"{replica.actor.hex()} URL` trusts it")
+        app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces,
+                         cosigner=cosigner)
         try:
             listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout))
         finally:
