@@ -69,7 +69,8 @@ class _Live:
 def _witness(where: Path, records: list[bytes]) -> tuple[Replica, Cosigner]:
     replica = Replica.open(where)
     replica.ingest(records)
-    return replica, cosigner_for(where, replica.store, replica.key, name=None, clock_s=lambda: int(time.time()))
+    cosigner = cosigner_for(where, replica.store, replica.key, name=None, clock_s=lambda: int(time.time()))
+    return replica, cosigner
 
 
 def main(argv: Sequence[str] | None = None) -> int:
