@@ -490,8 +490,11 @@ class Replica:
         """The findings this replica holds (about `conv`), oldest first (docs/integrity.md §6);
         the checkpoints not yet settled (§7.2) are checked first."""
         for name in [conv] if conv is not None else self.conversations():
-            checkpointing.rescan(self.store, self._checkpoints, name, self._entries(name),
-                                 now_ms=self.clock())
+            try:
+                checkpointing.rescan(self.store, self._checkpoints, name, self._entries(name),
+                                     now_ms=self.clock())
+            except ConvgraphError:
+                continue  # a record that cannot be read is `verify`'s to report; the stored findings stand
         return witnessing.findings(self.store, conv)
 
     def checkpoint_status(self, cid: CID) -> CheckResult:
