@@ -159,3 +159,19 @@ def test_compaction_keeps_what_a_finding_cites_and_waits_for_witnesses(tmp_path:
     assert bad.cid in cited
     assert all(b.store.get(c) is not None for c in cited), "a cited record lost its bytes"
     assert verify_bundle(b.findings(CONV)[0].bundle).ok
+
+
+def test_a_fork_hidden_among_a_long_chain_is_found_by_comparing_neighbours(tmp_path: Path) -> None:
+    a, c, b = replica(1), replica(2), _sqlite(tmp_path, "b")
+    say(a, 2)
+    copy(a, c)
+    side = say(c, 1)[0]
+    for _ in range(4):  # an honest chain, each extending the one before
+        say(a, 2)
+        a.checkpoint(CONV)
+    copy(c, a)
+    fork = checkpoint_at(a, [side.cid])  # of the side branch alone: count 3, it extends none of them
+    copy(a, b)
+    found = [f for f in b.findings(CONV) if f.kind == "divergent_fork"]
+    assert found, "the fork was not found"
+    assert all(fork.cid in f.cites and verify_bundle(f.bundle).ok for f in found)

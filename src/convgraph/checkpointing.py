@@ -12,6 +12,7 @@ is remembered with the records it waits for.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -172,7 +173,7 @@ def rescan(store: Store, watch: Watch, conv: str, entries: Iterable[Entry], *, n
                     new += _settle(store, watch, view, cp, result=view.check(cp), now_ms=now_ms)
         signed = (e.cid for e in held if e.kind in ("checkpoint", "attestation"))
         records = [r for r in map(view.record, signed) if r is not None]
-        new += _forks(store, view, records, held, now_ms)
+        new += _forks(store, view, records, held, now_ms)  # every member fresh: every neighbour pair
     watch.scanned[conv] = store.change_token()
     return new
 
@@ -217,29 +218,47 @@ def _settle(store: Store, watch: Watch, view: ConvView, cp: Checkpoint, *, resul
 
 def _forks(store: Store, view: ConvView, records: Sequence[Record], entries: Sequence[Entry],
            now_ms: int) -> list[Finding]:
-    """Pairs of a checkpoint in `records` with every other by its author, and of a cosignature
-    in `records` with every other by its witness, that fork."""
-    pairs: dict[tuple[CID, CID], tuple[cosignature_.Cosignature, ...]] = {}
-    for r in records:
-        if r.kind == "checkpoint":
-            for e in entries:
-                if e.kind == "checkpoint" and e.actor == r.actor and e.cid != r.cid:
-                    pairs.setdefault(_pair(r.cid, e.cid), ())
-    fresh = {r.cid for r in records if r.kind == "attestation"}
-    cosigned = list(cosignatures_of(view, entries)) if fresh else []
-    for i, (at, c) in enumerate(cosigned):
-        for bt, d in cosigned[i + 1:]:
-            if c.key == d.key and c.checkpoint != d.checkpoint and (at in fresh or bt in fresh):
-                pairs.setdefault(_pair(c.checkpoint, d.checkpoint), (c, d))
+    """The forks among one author's checkpoints, and among one witness's cosigned ones, that
+    a checkpoint or cosignature in `records` takes part in.
+
+    Each set is sorted by count; it is a chain (no fork) exactly when every two neighbours
+    are ordered by extension, because extension is transitive. So only a new member's
+    neighbours are compared: O(k) walks, not O(k²).
+    """
+    fresh = {r.cid for r in records}
+    chains: list[tuple[list[CID], dict[CID, cosignature_.Cosignature]]] = []
+    by_actor: dict[bytes, list[Entry]] = {}
+    for e in entries:
+        if e.kind == "checkpoint":
+            by_actor.setdefault(e.actor, []).append(e)
+    for mine in by_actor.values():
+        chains.append(([e.cid for e in sorted(mine, key=lambda e: (e.payload["count"], e.order_key))], {}))
+    if any(r.kind == "attestation" for r in records):
+        by_key: dict[bytes, dict[CID, cosignature_.Cosignature]] = {}
+        for at, c in cosignatures_of(view, entries):
+            by_key.setdefault(c.key, {}).setdefault(c.checkpoint, c)
+            if at in fresh:
+                fresh.add(c.checkpoint)
+        for signed in by_key.values():
+            claims = [cp for cp in map(view.checkpoint, signed) if cp is not None]
+            chains.append(([cp.cid for cp in sorted(claims, key=lambda cp: (cp.count, cp.hlc))], signed))
     new: list[Finding] = []
-    for (a, b), cos in pairs.items():
-        first, second = view.checkpoint(a), view.checkpoint(b)
-        if first is None or second is None or divergent(first, second, view.lookup) is not Verdict.YES:
-            continue  # decided over the headers first: the builder re-verifies every record it reads
-        finding = divergent_fork_finding(a, b, view.conv, view.fetch, now_ms, cosignatures=cos)
-        if finding is not None and store.add_finding(finding_row(finding)):
-            new.append(finding)
+    for chain, signed in chains:
+        for a, b in itertools.pairwise(chain):
+            if a in fresh or b in fresh:
+                both = tuple(signed[c] for c in (a, b) if c in signed)
+                new += _fork(store, view, (a, b), both, now_ms=now_ms)
     return new
+
+
+def _fork(store: Store, view: ConvView, pair: tuple[CID, CID],
+          cosignatures: tuple[cosignature_.Cosignature, ...], *, now_ms: int) -> list[Finding]:
+    a, b = pair
+    first, second = view.checkpoint(a), view.checkpoint(b)
+    if first is None or second is None or divergent(first, second, view.lookup) is not Verdict.YES:
+        return []  # decided over the headers first: the builder re-verifies every record it reads
+    finding = divergent_fork_finding(a, b, view.conv, view.fetch, now_ms, cosignatures=cosignatures)
+    return [finding] if finding is not None and store.add_finding(finding_row(finding)) else []
 
 
 def _pair(a: CID, b: CID) -> tuple[CID, CID]:
