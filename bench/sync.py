@@ -50,7 +50,7 @@ case and protocol), in-process over a transport that counts every message's byte
 way and the round trips, with full verification (`Replica.ingest`) of the records that
 move:
 
-* **ours**: `synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server)).receive, [conv])`.
+* **ours**: `synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server), key=…, clock=…).receive, [conv])`.
 * **naive heads walk**: the client sends its heads (CIDs), the server replies with its
   own and asks for the client's heads it lacks; then each side asks for the CIDs it lacks,
   one DAG level per round trip (the parents of what just arrived that it still lacks),
@@ -446,10 +446,10 @@ class TimedPeer(ReplicaPeer):
         super().__init__(replica)
         self.timer = timer
 
-    def ingest(self, conv: str, records: Sequence[bytes]) -> Outcome:
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         t = time.perf_counter()
         try:
-            return super().ingest(conv, records)
+            return super().ingest(conv, records, report=report)
         finally:
             self.timer.seconds += time.perf_counter() - t
 
@@ -458,7 +458,7 @@ Run = tuple[Counted, dict[str, Any]]
 
 
 def run_ours(client: Replica, server: Replica, timer: Ingests, salts: Callable[[], bytes]) -> Run:
-    transport = Counted(Responder(TimedPeer(server, timer)).receive)
+    transport = Counted(Responder(TimedPeer(server, timer), key=server.key, clock=server.clock).receive)
     report = synchronize(TimedPeer(client, timer), transport, [CONV], salts=salts)
     conv = report.convs[CONV]
     return transport, {

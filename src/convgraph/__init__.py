@@ -68,6 +68,7 @@ from convgraph.errors import (
     SizeLimitError,
     SlowTransferError,
     SnapshotError,
+    StaleStatementError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
@@ -78,7 +79,10 @@ from convgraph.errors import (
     UnauthenticatedError,
     UnknownKindError,
     UntrustedCheckpointError,
+    UnwitnessedError,
     VerificationError,
+    WitnessConfigError,
+    WitnessRefusedError,
 )
 from convgraph.graph import (
     ancestors,
@@ -112,6 +116,8 @@ from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, trusting
 from convgraph.sync.reconcile import Outcome, SyncPeer
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Fate, Reported, WireLimits
+from convgraph.witness_policy import Witness, WitnessPolicy
+from convgraph.witnessing import SessionVerdict
 
 __version__ = "0.1.0"
 
@@ -188,12 +194,14 @@ __all__ = [
     "SchemaError",
     "SeqChainError",
     "ServerBusyError",
+    "SessionVerdict",
     "SignatureError",
     "SigningKey",
     "SizeLimitError",
     "SlowTransferError",
     "SnapshotError",
     "SqliteStore",
+    "StaleStatementError",
     "Store",
     "StoreBusyError",
     "StoreCorruptError",
@@ -210,9 +218,14 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownKindError",
     "UntrustedCheckpointError",
+    "UnwitnessedError",
     "VerificationError",
     "VerifyReport",
     "WireLimits",
+    "Witness",
+    "WitnessConfigError",
+    "WitnessPolicy",
+    "WitnessRefusedError",
     "WriteSet",
     "actor_text",
     "ancestors",

@@ -27,7 +27,10 @@
     ├── IntegrityError              witnessed history (docs/integrity.md)
     │   ├── StatementError          a signed statement that is malformed or not authentic
     │   ├── EvidenceError           bytes that are not an evidence bundle at all
-    │   └── NoteError               a C2SP signed note that is malformed or does not verify
+    │   ├── NoteError               a C2SP signed note that is malformed or does not verify
+    │   ├── WitnessRefusedError     a witness would not cosign a checkpoint (its §7.4 reason)
+    │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
+    │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
@@ -265,6 +268,30 @@ class NoteError(IntegrityError):
         self.reason = reason
 
 
+class WitnessRefusedError(IntegrityError):
+    """A witness refused to cosign a checkpoint (docs/integrity.md §7.4).
+
+    `reason` is `unknown_checkpoint`, `unverified`, `false_checkpoint` or `not_extending`.
+    """
+
+    def __init__(self, message: str, *, reason: str, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.reason = reason
+
+
+class UnwitnessedError(IntegrityError):
+    """A checkpoint lacks cosignatures by `k` configured witnesses, so nothing was compacted."""
+
+    def __init__(self, message: str, *, cid: object, got: int, k: int) -> None:
+        super().__init__(message, cid=cid)
+        self.got = got
+        self.k = k
+
+
+class WitnessConfigError(IntegrityError):
+    """A witness configuration (home/witnesses.json, or a name, key, URL or k given) that cannot be used."""
+
+
 class KeyFileError(ConvgraphError):
     """A key file is missing, unreadable, too open or malformed."""
 
@@ -370,6 +397,19 @@ class RoundTripLimitError(ProtocolError):
         self.limit = limit
 
 
+class StaleStatementError(SyncError):
+    """A peer's statement of `conv` whose `time_ms` lies outside the freshness window
+    [`earliest_ms`, `latest_ms`] of its session (docs/integrity.md §4 step 1): nothing of
+    it is remembered, and the run does not converge."""
+
+    def __init__(self, message: str, *, conv: str, time_ms: int, earliest_ms: int, latest_ms: int) -> None:
+        super().__init__(message)
+        self.conv = conv
+        self.time_ms = time_ms
+        self.earliest_ms = earliest_ms
+        self.latest_ms = latest_ms
+
+
 class CarError(SyncError):
     """A CAR file that is malformed, oversized, or holds a block that is not what its CID says."""
 
@@ -407,6 +447,24 @@ class PeerMisbehavedError(SyncError):
     def __init__(self, message: str, *, cid: object = None, error: ConvgraphError | None = None) -> None:
         super().__init__(message, cid=cid)
         self.error = error
+
+
+class UnconfirmedStoreError(SyncError):
+    """The peer reported record `cid` stored, but its receipt does not name it
+    (docs/integrity.md §3): the record is not confirmed, and the session does not converge."""
+
+    def __init__(self, message: str, *, cid: object, peer: str) -> None:
+        super().__init__(message, cid=cid)
+        self.peer = peer
+
+
+class PeerKeyChangedError(SyncError):
+    """The server at `url` answers with key `got`, not the key `pinned` it first answered
+    with (docs/integrity.md §9); `convgraph sync --accept-new-key` takes the new one."""
+
+    def __init__(self, message: str, *, url: str, pinned: str, got: str) -> None:
+        super().__init__(message)
+        self.url, self.pinned, self.got = url, pinned, got
 
 
 class AuthError(SyncError):
@@ -522,4 +580,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     StatementError: "statement",
     EvidenceError: "evidence",
     NoteError: "note",
+    WitnessRefusedError: "witness",
+    UnwitnessedError: "unwitnessed",
+    WitnessConfigError: "witness_config",
 }

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from convgraph import checkpointing, witness_policy, witnessing
 from convgraph.adoption import plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
@@ -40,7 +41,9 @@ from convgraph.errors import (
     ProjectionError,
 )
 from convgraph.ingest import IngestReport, Item, plan_ingest
-from convgraph.integrity.checkpoints import previous_checkpoint
+from convgraph.integrity.checkpoints import CheckResult, previous_checkpoint
+from convgraph.integrity.findings import Finding
+from convgraph.integrity.statement import Statement
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority, AuthorityState
@@ -55,6 +58,8 @@ from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.store.base import QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
+from convgraph.witness_policy import WitnessPolicy
+from convgraph.witnessing import SessionVerdict
 
 KEY_FILE: Final = "actor.key"
 DB_FILE: Final = "replica.sqlite"
@@ -100,6 +105,8 @@ class Replica:
         # token is the one read at that commit: saves three look-ups per local write
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
         self._folds = Folds(store)
+        self._checkpoints = checkpointing.Watch()
+        self.home: Path | None = None  # the directory `open` read, where its configuration lives
 
     @classmethod
     def open(
@@ -124,7 +131,9 @@ class Replica:
                 if not key_path.exists():  # a concurrent opener may have won the race
                     raise
         key = load_key(key_path)
-        return cls(SqliteStore(home / DB_FILE, synchronous=synchronous), key, clock=clock, config=config)
+        replica = cls(SqliteStore(home / DB_FILE, synchronous=synchronous), key, clock=clock, config=config)
+        replica.home = home
+        return replica
 
     @classmethod
     def in_memory(
@@ -300,6 +309,11 @@ class Replica:
 
     def _land(self, writes: WriteSet, report: IngestReport) -> None:
         self.store.commit(writes)
+        if writes.equivocations:  # in the same transaction: no equivocation without its finding
+            witnessing.record_equivocations(self.store, writes.equivocations, now_ms=self.clock())
+        if writes.records:  # a checkpoint or cosignature that landed, or a record one waited for
+            checkpointing.landed(self.store, self._checkpoints, writes.records, self._entries,
+                                 now_ms=self.clock())
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(self.config.quarantine))
 
@@ -473,6 +487,59 @@ class Replica:
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         return verify_store(self.store, self.config.limits)
+
+    # ------------------------------------------------------------ witnessed history (witnessing.py)
+
+    def findings(self, conv: str | None = None) -> list[Finding]:
+        """The findings this replica holds (about `conv`), oldest first (docs/integrity.md §6);
+        the checkpoints not yet settled (§7.2) are checked first."""
+        for name in [conv] if conv is not None else self.conversations():
+            try:
+                checkpointing.rescan(self.store, self._checkpoints, name, self._entries(name),
+                                     now_ms=self.clock())
+            except ConvgraphError:
+                continue  # a record that cannot be read is `verify`'s to report; the stored findings stand
+        return witnessing.findings(self.store, conv)
+
+    def checkpoint_status(self, cid: CID) -> CheckResult:
+        """§7.2's verdict on checkpoint `cid` over the records held: verified, partly verified,
+        unverified, or false with the check that failed (then recorded as a finding)."""
+        return checkpointing.status(self.store, self._checkpoints, cid, now_ms=self.clock())
+
+    def compact_behind(self, checkpoint: CID) -> None:
+        """Drop the bytes of the records checkpoint `checkpoint` covers (docs/conversation.md §6),
+        keeping what findings cite; `IntegrityError` when its snapshot is not their fold."""
+        conv = checkpointing.conv_of(self.store, checkpoint)
+        with self.store.transaction():
+            checkpointing.compact_behind(self.store, checkpoint, self.state(conv))
+
+    def witnessed(self, cid: CID, policy: WitnessPolicy | None = None) -> bool:
+        """Whether checkpoint `cid` holds valid cosignatures by at least k distinct witnesses of
+        `policy` (default: the one configured in this replica's home; §7.4)."""
+        if policy is None:
+            policy = witness_policy.load(self.home) if self.home is not None else WitnessPolicy()
+        return witness_policy.witnessed(self.store, cid, policy, self._entries)
+
+    def _entries(self, conv: str) -> Iterable[state_.Entry]:
+        return self.state(conv).entries.values()
+
+    def observe_session(
+        self, peer: bytes, conv: str, statements: Sequence[Statement], *, started_ms: int, received_ms: int,
+        fingerprints_matched: bool,
+    ) -> SessionVerdict:
+        """Check what `peer` signed about `conv` in one session against what it signed before
+        (docs/integrity.md §4); raises `StaleStatementError` for a stale statement."""
+        return witnessing.observe_session(self.store, peer, conv, statements, started_ms=started_ms,
+                                          received_ms=received_ms, fingerprints_matched=fingerprints_matched,
+                                          now_ms=self.clock())
+
+    def observe_gossip(self, conv: str, statements: Sequence[Statement]) -> list[Finding]:
+        """Keep statements gossiped about `conv` and check them pairwise (§5); the new findings."""
+        return witnessing.observe_gossip(self.store, self.actor, conv, statements, now_ms=self.clock())
+
+    def gossip_for(self, conv: str, exclude: Collection[bytes]) -> list[Statement]:
+        """The statements to gossip about `conv`: each other key's latest, newest first, at most 16."""
+        return witnessing.gossip_for(self.store, conv, exclude)
 
     def iter_records(self) -> Iterator[Record]:
         """Every stored record, streamed (no whole-store load)."""

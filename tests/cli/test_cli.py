@@ -72,7 +72,9 @@ def test_bad_input_is_a_clear_error(home: Path) -> None:
 def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
     home = tmp_path / "r"
     cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()  # and its genesis
-    assert json.loads(run(home, "verify", "--json").stdout) == {"checked": 2, "ok": True, "failures": [], "headers_only": 0}
+    assert json.loads(run(home, "verify", "--json").stdout) == {
+        "checked": 2, "ok": True, "failures": [], "headers_only": 0, "findings": [], "equivocations": []
+    }
     db = sqlite3.connect(home / "replica.sqlite")
     db.execute("UPDATE records SET data = replace(data, CAST('keep' AS BLOB), CAST('kept' AS BLOB))")
     db.commit()

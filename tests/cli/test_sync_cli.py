@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from convgraph import Config, Replica
+from convgraph.core.keys import fingerprint
 
 CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "200"}
@@ -156,7 +157,7 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
     url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
     health = httpx.get(url + "/v1/health").json()
-    assert health["ok"] is True and health["protocol"] == 2 and len(health["actor"]) == 52
+    assert health["ok"] is True and health["protocol"] == 3 and len(health["actor"]) == 52
 
     pushed = sync(a, url, "c")
     assert pushed["ok"] is True and pushed["target"] == url
@@ -236,3 +237,39 @@ def test_sync_gives_up_at_its_timeout_against_a_server_that_dribbles(tmp_path: P
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "did not finish within 2 s" in one_line(proc.stderr), proc.stderr
     assert elapsed < 15  # a process start, 2 s, and one slow read at most; the server would take 30 s
+
+
+def test_serve_prints_its_key_and_sync_pins_it_and_refuses_another(tmp_path: Path, serve: object) -> None:
+    a = tmp_path / "a"
+    legacy_say(a, "c", "pinned")
+    url = serve("--allow", f"{actor(a)}=c")  # type: ignore[operator]
+    key = httpx.get(url + "/.well-known/convgraph").json()["key"]
+    first = sync(a, url, "c")
+    assert first["ok"] is True and first["peer_key"] == key
+    pinned = a / "remotes.json"
+    assert json.loads(pinned.read_text()) == {"pins": {url: key}}
+
+    pinned.write_text(json.dumps({"pins": {url: "00" * 32}}))  # as if the server had answered another key first
+    refused = run(a, "sync", url, "--conv", "c", ok=False)
+    message = one_line(refused.stderr)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "now answers with key" in message and "--accept-new-key" in message, message
+    assert json.loads(pinned.read_text()) == {"pins": {url: "00" * 32}}  # a refusal changes no pin
+
+    accepted = json.loads(run(a, "sync", url, "--conv", "c", "--accept-new-key", "--json").stdout)
+    assert accepted["ok"] is True and json.loads(pinned.read_text()) == {"pins": {url: key}}
+
+
+def test_serve_announces_the_key_it_signs_statements_with(tmp_path: Path) -> None:
+    home = tmp_path / "server"
+    proc = subprocess.Popen([*CLI, "--home", str(home), "serve", "--port", "0"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, env=ENV)
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    with Replica.open(home) as replica:
+        expected = f"server key {replica.actor.hex()} (fingerprint {fingerprint(replica.actor)})"
+    assert lines[0].startswith("serving ") and one_line(lines[1]) == expected, lines

@@ -30,6 +30,7 @@ from convgraph.core.keys import actor_text
 from convgraph.server import app, auth
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
+from convgraph.sync import wire
 from convgraph.sync.varint import uvarint
 from server.live import LiveServer
 
@@ -45,7 +46,7 @@ def skip_section(conv: str, ranges: int = RANGES) -> bytes:
 
 def skips(convs: Iterable[str], ranges: int = RANGES) -> bytes:
     names = sorted(convs)
-    return b"\x02\x03" + b"s" * 8 + uvarint(len(names)) + b"".join(skip_section(c, ranges) for c in names)
+    return bytes((wire.VERSION, 3)) + b"s" * 8 + uvarint(len(names)) + b"".join(skip_section(c, ranges) for c in names)
 
 
 HOSTILE = skips(f"x{i:02d}" for i in range(16))
@@ -189,7 +190,7 @@ def test_a_key_named_nowhere_is_refused_before_its_body_is_read(served: str) -> 
 
 def test_bytes_past_a_refused_name_are_never_decoded(served: str) -> None:
     """The first section names a conversation the key may not read; the rest is garbage."""
-    hostile = b"\x02\x03" + b"s" * 8 + b"\x02" + skip_section("x00")[:8] + os.urandom(4096)
+    hostile = bytes((wire.VERSION, 3)) + b"s" * 8 + b"\x02" + skip_section("x00")[:8] + os.urandom(4096)
     answer, _ = _post(served, READER, hostile)
     assert answer.status_code == 403 and "x00" in answer.json()["reason"], answer.text
 

@@ -42,8 +42,9 @@ def instances(pg_dsn: str) -> Iterator[list[tuple[Replica, str]]]:
     config = ServerConfig(access=access, poll_s=3600, heartbeat_s=3600)  # only NOTIFY can wake a subscriber
     made: list[Any] = []
     out = []
+    server_key = SigningKey.generate()  # instances of one server share its key: they sign for it
     for _ in range(2):
-        replica = Replica(PostgresStore(pg_dsn, schema=schema), SigningKey.generate())
+        replica = Replica(PostgresStore(pg_dsn, schema=schema), server_key)
         nonces = PostgresNonces(pg_dsn, schema)
         server = LiveServer(create_app(replica, config, nonces=nonces, listen=lambda: listen(pg_dsn, schema)))
         made += [server, nonces, replica]

@@ -22,6 +22,7 @@ from convgraph import Replica, SigningKey
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.integrity.statement import sign_statement
 from convgraph.store.base import QuarantineBounds, WriteSet
 from convgraph.store.postgres import SCHEMA_VERSION, PostgresStore, listen
 
@@ -66,7 +67,8 @@ def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-OURS = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
+OURS_V1 = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
+OURS = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
 
 
 # ---------------------------------------------------------------- the schema
@@ -133,6 +135,39 @@ def test_an_unknown_schema_version(
         opened()
     row = conn.execute(sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(meta)).fetchone()
     assert row == (SCHEMA_VERSION + 98,)
+
+
+def test_a_version_1_schema_is_upgraded_in_place(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    records = chain(3)
+    commit(opened(), *records)
+    conn = raw()  # what version 1 made: the same tables, less the witnessed-history ones
+    for table in sorted(OURS - OURS_V1):
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, table)))
+    meta = sql.Identifier(schema, "meta")
+    conn.execute(sql.SQL("UPDATE {} SET value = 1 WHERE key = 'schema_version'").format(meta))
+    store = opened()
+    assert _tables(conn, schema) == OURS
+    assert conn.execute(sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(meta)).fetchone() == (
+        SCHEMA_VERSION,
+    )
+    assert store.records("c1") == [(r.cid, r.data) for r in records] and store.findings() == []
+    statement = sign_statement(SigningKey(bytes(32)), "c1", 3, store.heads("c1"), 1_700_000_000_000)
+    store.remember(statement)
+    store.close()
+    assert opened().remembered(statement.key, "c1") == statement.data  # and it lasts
+
+
+def test_a_version_1_schema_lacking_its_own_tables_is_corrupt(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    opened().close()
+    conn = raw()
+    conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, "snapshots")))
+    conn.execute(sql.SQL("UPDATE {} SET value = 1 WHERE key = 'schema_version'").format(sql.Identifier(schema, "meta")))
+    with pytest.raises(StoreCorruptError, match="lacks the tables"):
+        opened()
 
 
 def test_records_without_a_schema_version_are_refused(

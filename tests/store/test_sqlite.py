@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
 
+from convgraph.core.keys import SigningKey
 from convgraph.errors import (
     NonceLogFullError,
     StoreBusyError,
@@ -19,6 +20,7 @@ from convgraph.errors import (
     StoreError,
     StoreSchemaError,
 )
+from convgraph.integrity.statement import sign_statement
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet
 from convgraph.store.sqlite import SCHEMA_VERSION, SqliteNonces, SqliteStore
 
@@ -280,3 +282,27 @@ def test_a_full_sqlite_nonce_log_refuses_and_forgets_nothing(path: Path) -> None
         assert not log.first_use(b"a", "n0", 2_000, 1_500)  # still a replay, full or not
         assert log.first_use(b"a", "n2", 4_000, 2_050)  # n0 expired and was swept: room again
         assert not log.first_use(b"a", "n1", 4_000, 2_050)
+
+
+def test_a_version_1_file_is_upgraded_in_place(path: Path, raw: Callable[[], sqlite3.Connection]) -> None:
+    store = SqliteStore(path)
+    universe, _ = _fill(store)
+    before = observe(store, universe)
+    store.close()
+    db = raw()  # what version 1 made: the same tables, less the witnessed-history ones
+    for table in ("remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    again = SqliteStore(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert observe(again, universe) == before and again.findings() == []
+        statement = sign_statement(SigningKey(bytes(32)), "c1", 1, again.heads("c1"), 1_700_000_000_000)
+        again.remember(statement)
+    finally:
+        again.close()
+    third = SqliteStore(path)
+    try:
+        assert third.remembered(statement.key, "c1") == statement.data
+    finally:
+        third.close()

@@ -12,14 +12,23 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from convgraph.core.cid import CID
+from convgraph.core.keys import SigningKey
 from convgraph.sync import wire
 from convgraph.sync.keyset import KeySet
-from convgraph.sync.reconcile import Outcome, refusal
+from convgraph.sync.reconcile import Outcome, cid_of, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base, Fate, Reported
 
 T0 = 1_700_000_000_000
+KEY = SigningKey(bytes(range(32)))  # the fake responder's: it signs a statement per reply section
+
+
+def responder(peer: Any, **kw: Any) -> Responder:
+    """A responder over a fake peer, signing with `KEY` at a fixed time."""
+    return Responder(peer, key=KEY, clock=lambda: T0, **kw)
 
 
 def record(wall: int, body: bytes) -> bytes:
@@ -47,6 +56,11 @@ class FakePeer:
         if self._keys is None:
             self._keys = KeySet(sorted((w, d) for d, (w, _) in self.items.items()))
         return self._keys
+
+    def heads(self, conv: str) -> list[CID]:
+        # fake records name no parents: the newest key stands for the heads
+        keys = self.keys(conv).keys
+        return [cid_of(keys[-1][1])] if keys else []
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         found = [self.items.get(d) for d in digests]
@@ -111,6 +125,9 @@ class ManyPeers:
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         return [next((d for p in self.convs.values() if (d := p.fetch([x])[0]) is not None), None) for x in digests]
 
+    def heads(self, conv: str) -> list[CID]:
+        return self._of(conv).heads(conv)
+
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         return self._of(conv).ingest(conv, records, report=report)
 
@@ -132,7 +149,8 @@ def stubborn(honest: Responder) -> Callable[[bytes], bytes]:
     def answer(message: bytes) -> bytes:
         reply = wire.decode(honest.receive(message))
         flipped = [wire.Section(s.conv, s.count, s.strong, s.tip,
-                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),))
+                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),),
+                                statement=s.statement)
                    for s in reply.sections]
         return wire.encode(wire.Message(wire.Kind.REPLY, reply.salt, tuple(flipped)))
 

@@ -233,7 +233,7 @@ def test_a_forged_or_untrusted_base_is_refused_and_nothing_is_stored(tmp_path: P
     forge, rule = FORGERIES[forgery]
     trusted = [fresh.actor] if forgery == "untrusted signer" else [fresh.actor, server.actor]
     report: SyncReport = synchronize(
-        ReplicaPeer(fresh, adopt_from=trusting(trusted)), hostile(Responder(ReplicaPeer(server)), forge),
+        ReplicaPeer(fresh, adopt_from=trusting(trusted)), hostile(Responder(ReplicaPeer(server), key=server.key, clock=server.clock), forge),
         ["c"], salts=_salts)
     conv = report.convs["c"]
     assert [r for _, r, _ in conv.rejected_here] == [rule] and not report.converged
@@ -248,7 +248,7 @@ def test_a_server_adopts_no_base_signed_by_a_key_it_does_not_trust(tmp_path: Pat
     converse(client)
     client.checkpoint("c", compact=True)
     server = open_replica(tmp_path / "server", clock)
-    report = synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server)).receive, ["c"], salts=_salts)
+    report = synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server), key=server.key, clock=server.clock).receive, ["c"], salts=_salts)
     assert [r.rule for r in report.convs["c"].rejected_there] == ["untrusted_checkpoint"]
     assert not report.converged and server.store.count() == 0 and server.store.snapshot("c") is None
 

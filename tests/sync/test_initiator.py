@@ -16,9 +16,8 @@ import pytest
 from convgraph.errors import ProtocolError, RoundTripLimitError, SyncTimeoutError, TransportError
 from convgraph.sync.deadline import Deadline
 from convgraph.sync.initiator import ConvReport, synchronize
-from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Fate, Reported
-from sync.fakes import FakePeer, population, stubborn
+from sync.fakes import FakePeer, population, responder, stubborn
 
 _salts = itertools.count()
 
@@ -51,7 +50,7 @@ class Counted:
 
 def test_the_deadline_covers_the_whole_sync_and_is_not_retried() -> None:
     a, b = peers()
-    transport = Counted(stubborn(Responder(b)), step_s=10.0)
+    transport = Counted(stubborn(responder(b)), step_s=10.0)
     with pytest.raises(SyncTimeoutError) as caught:
         synchronize(a, transport, ["c"], salts=salts, timeout_s=25, monotonic=lambda: transport.now)
     assert caught.value.timeout_s == 25
@@ -60,7 +59,7 @@ def test_the_deadline_covers_the_whole_sync_and_is_not_retried() -> None:
 
 def test_a_remote_is_handed_the_deadline_of_the_sync() -> None:
     a, b = peers()
-    honest, now = Responder(b), [100.0]
+    honest, now = responder(b), [100.0]
     seen: list[Deadline | None] = []
 
     class Remote:
@@ -87,14 +86,14 @@ def test_a_reply_that_breaks_the_protocol_is_not_retried() -> None:
 
 def test_a_broken_connection_is_still_retried() -> None:
     a, b = peers()
-    transport = Counted(Responder(b).receive, fails=lambda n: n == 2)  # the second call is reset
+    transport = Counted(responder(b).receive, fails=lambda n: n == 2)  # the second call is reset
     report = synchronize(a, transport, ["c"], salts=salts, retries=1)
     assert report.converged and report.failed_sessions == 1 and a.set() == b.set()
 
 
 def test_round_trips_are_bounded_over_every_session_not_per_session() -> None:
     a, b = peers()
-    transport = Counted(stubborn(Responder(b)), fails=lambda n: n % 30 == 0)  # a session breaks after 29 replies
+    transport = Counted(stubborn(responder(b)), fails=lambda n: n % 30 == 0)  # a session breaks after 29 replies
     with pytest.raises(RoundTripLimitError) as caught:
         synchronize(a, transport, ["c"], salts=salts, retries=2, max_round_trips=50)
     assert caught.value.limit == 50

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from convgraph import Draft, ManualClock, Replica, SigningKey, transcript_bytes
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
 from convgraph.sync.initiator import synchronize
@@ -71,6 +72,9 @@ class _Tampering:
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         return self.inner.ingest(conv, records, report=report)
 
+    def heads(self, conv: str) -> list[CID]:
+        return self.inner.heads(conv)
+
 
 def test_a_tampered_record_is_rejected_and_everything_else_arrives() -> None:
     clock = ManualClock()
@@ -81,7 +85,7 @@ def test_a_tampered_record_is_rejected_and_everything_else_arrives() -> None:
     lone = sign_record(other, conv="c", seq=1, hlc=Hlc(clock() + 5, 0), parents=[], kind="user_message",
                        payload={"content": "from elsewhere"})
     b.ingest([lone.data])
-    responder = Responder(_Tampering(ReplicaPeer(b), lone.cid.digest))
+    responder = Responder(_Tampering(ReplicaPeer(b), lone.cid.digest), key=b.key, clock=b.clock)
     report = synchronize(ReplicaPeer(a), responder.receive, ["c"], salts=salts, max_sessions=2)
     conv = report.convs["c"]
     assert conv.accepted_here == 10
@@ -101,7 +105,8 @@ def test_a_record_smuggled_into_another_conversations_section_is_refused() -> No
             return [smuggled[0].data for _ in digests]  # whatever is asked for, a record of "mine"
 
     chat(a, "open", 2, "a")
-    report = synchronize(Smuggler(a), Responder(ReplicaPeer(b)).receive, ["open"], salts=salts, max_sessions=1)
+    answerer = Responder(ReplicaPeer(b), key=b.key, clock=b.clock)
+    report = synchronize(Smuggler(a), answerer.receive, ["open"], salts=salts, max_sessions=1)
     assert "mine" not in b.conversations()
     assert {r.rule for r in report.convs["open"].rejected_there} == {"forbidden"}
 

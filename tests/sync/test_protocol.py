@@ -20,8 +20,7 @@ from conftest import IN_CI
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.initiator import Initiator, synchronize
-from convgraph.sync.responder import Responder
-from sync.fakes import FakePeer, ManyPeers, population, record, stubborn
+from sync.fakes import FakePeer, ManyPeers, population, record, responder, stubborn
 
 _salts = itertools.count()
 
@@ -31,8 +30,8 @@ def salts() -> bytes:
 
 
 def run(a: FakePeer, b: FakePeer, **kw: object) -> object:
-    responder = Responder(b, **{k: v for k, v in kw.items() if k == "budget"})  # type: ignore[arg-type]
-    return synchronize(a, responder.receive, ["c"], salts=salts, **kw)  # type: ignore[arg-type]
+    answerer = responder(b, **{k: v for k, v in kw.items() if k == "budget"})  # type: ignore[arg-type]
+    return synchronize(a, answerer.receive, ["c"], salts=salts, **kw)  # type: ignore[arg-type]
 
 
 @st.composite
@@ -145,10 +144,10 @@ def test_many_conversations_in_one_session() -> None:
     a = ManyPeers({"x": FakePeer(x[:60]), "y": FakePeer(y), "z": FakePeer()})
     b = ManyPeers({"x": FakePeer(x[40:]), "w": FakePeer(y)})
     session = Initiator(a, ["x", "y", "z"], salt=salts())
-    responder = Responder(b)
+    answerer = responder(b)
     message = session.initiate()
     while message is not None:
-        message = session.receive(responder.receive(message))
+        message = session.receive(answerer.receive(message))
     assert session.converged() and sorted(session.reports) == ["x", "y", "z"]
     x_digests = FakePeer(x).set()
     assert session.have["x"] == x_digests - FakePeer(x[40:]).set()  # what the responder lacked
@@ -164,20 +163,20 @@ def test_a_reply_from_another_session_or_of_the_wrong_kind_is_refused() -> None:
     a, b = FakePeer(population(random.Random(6), 50)), FakePeer()
     session = Initiator(a, ["c"], salt=salts())
     first = session.initiate()
-    reply = wire.decode(Responder(b).receive(first))
+    reply = wire.decode(responder(b).receive(first))
     forged = wire.encode(wire.Message(reply.kind, b"\xff" * 8, reply.sections))
     with pytest.raises(ProtocolError, match="reply to this session"):
         session.receive(forged)
     with pytest.raises(ProtocolError, match="reply to this session"):
         Initiator(a, ["c"], salt=salts()).receive(first)
     with pytest.raises(ProtocolError, match="was sent a reply"):
-        Responder(b).receive(Responder(b).receive(first))
+        responder(b).receive(responder(b).receive(first))
 
 
 def test_a_reply_about_a_conversation_not_asked_for_is_refused() -> None:
     session = Initiator(FakePeer(), ["c"], salt=salts())
     first = wire.decode(session.initiate())
-    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other", 0, bytes(16)),))
+    reply = wire.Message(wire.Kind.REPLY, first.salt, (wire.Section("other", 0, bytes(16), statement=b"s"),))
     with pytest.raises(ProtocolError, match="not asked for"):
         session.receive(wire.encode(reply))
 
@@ -193,7 +192,7 @@ def test_a_responder_that_never_finishes_is_cut_off() -> None:
     b = FakePeer(population(random.Random(8), 200))
     session = Initiator(a, ["c"], salt=salts(), max_rounds=50)
     with pytest.raises(ProtocolError, match="did not finish within 50"):
-        synchronize_with(session, stubborn(Responder(b)))
+        synchronize_with(session, stubborn(responder(b)))
 
 
 def test_records_before_and_after_a_tie_of_wall_times_are_told_apart() -> None:
@@ -222,7 +221,7 @@ def test_two_of_our_keys_sharing_an_item_hash_are_both_pushed(monkeypatch: pytes
                         lambda salt, digest: b"\0\0\0" if digest in twins else item_hash(salt, digest))
     a, b = FakePeer(held), FakePeer(records)
     session = Initiator(a, ["c"], salt=salts())
-    synchronize_with(session, Responder(b).receive)
+    synchronize_with(session, responder(b).receive)
     assert twins <= a.set() and a.set() == b.set()
 
 
@@ -232,7 +231,7 @@ def test_a_base_too_large_for_a_message_is_reported_gone_instead() -> None:
     for compacted, gone in ((80, 0), (200, 200)):
         a, b = FakePeer(), FakePeer(records)
         b.compact({d for _, d in b.keys("c").keys[:compacted]})
-        report = synchronize(a, Responder(b, limits=small).receive, ["c"], salts=salts)
+        report = synchronize(a, responder(b, limits=small).receive, ["c"], salts=salts)
         assert len(set(report.convs["c"].gone)) == gone and report.converged == (gone == 0)
         assert len(a.set()) == 300 - gone
 
@@ -243,7 +242,7 @@ def test_the_first_answer_lists_up_to_256_keys_and_splits_above(held: int, modes
     server = FakePeer(population(random.Random(7), held))
     # the client's one record is older than all of the server's: no prefix, no probe matches
     first = Initiator(FakePeer([record(1, b"older")]), ["c"], salt=salts()).initiate()
-    [section] = wire.decode(Responder(server).receive(first)).sections
+    [section] = wire.decode(responder(server).receive(first)).sections
     assert section.ranges is not None and {r.mode for r in section.ranges} == modes
     assert len(section.ranges) == (1 if held == 256 else 16)
     assert sum(len(r.hashes) for r in section.ranges) == (256 if held == 256 else 0)
@@ -251,7 +250,7 @@ def test_the_first_answer_lists_up_to_256_keys_and_splits_above(held: int, modes
 def test_the_first_reply_to_an_equal_set_asks_and_sends_nothing(n: int) -> None:
     same = population(random.Random(11), n)
     session = Initiator(FakePeer(same), ["c"], salt=salts())
-    reply = Responder(FakePeer(same)).receive(session.initiate())
+    reply = responder(FakePeer(same)).receive(session.initiate())
     (section,) = wire.decode(reply).sections
     assert (section.ranges, section.wants, section.records) == (None, (), ())
     assert session.receive(reply) is None and session.converged()
@@ -264,11 +263,11 @@ def test_a_record_larger_than_the_budget_still_goes_across(side: str) -> None:
     big = record(int.from_bytes(records[20][:6], "big"), rng.randbytes(5000))
     full, lacking = FakePeer([*records, big]), FakePeer(records[::2])
     a, b = (full, lacking) if side == "client" else (lacking, full)
-    responder = Responder(b, budget=1000)
+    answerer = responder(b, budget=1000)
     carried: list[tuple[bytes, ...]] = []
 
     def transport(message: bytes) -> bytes:
-        reply = responder.receive(message)
+        reply = answerer.receive(message)
         carried.extend(s.records for m in (message, reply) for s in wire.decode(m).sections)
         return reply
 

@@ -1,7 +1,8 @@
 """A sync initiator written from docs/sync.md alone, against a real `convgraph serve`.
 
-Everything on the wire here comes from the spec: the grammar (version 2), the
-fingerprints, the item hashes, the request signature, and the wire vectors
+Everything on the wire here comes from the spec: the grammar (version 3), the
+fingerprints, the item hashes, the request signature, the signed statement of every reply
+section (docs/integrity.md §2, checked with dag_cbor and PyNaCl), and the wire vectors
 (tests/vectors/sync.json) it is checked against first. It uses no convgraph sync code:
 only httpx, hashlib, PyNaCl and dag_cbor, and convgraph's `sign_record` and `Replica` to
 make records. It lists every differing range as IDS instead of splitting it, which the spec
@@ -86,7 +87,7 @@ def write_bound(b: Bound, chain: list[int], mode: int = 0) -> bytes:
 
 def message(kind: int, salt: bytes, sections: list[tuple[str, int, bytes]]) -> bytes:
     """sections: (conv, flags, the parts' bytes already in order)."""
-    out = bytes((2, kind)) + salt + varint(len(sections))
+    out = bytes((3, kind)) + salt + varint(len(sections))
     for conv, flags, body in sorted(sections):
         out += varint(len(conv.encode())) + conv.encode() + varint(flags) + body
     return out
@@ -94,7 +95,7 @@ def message(kind: int, salt: bytes, sections: list[tuple[str, int, bytes]]) -> b
 
 def parse_reply(data: bytes) -> tuple[bytes, dict[str, dict[str, Any]]]:
     r = Reader(data)
-    assert r.take(2) == b"\x02\x02", "a version-2 REPLY"
+    assert r.take(2) == b"\x03\x02", "a version-3 REPLY"
     salt, found = r.take(8), {}
     for _ in range(r.varint()):
         conv, flags, s = r.take(r.varint()).decode(), r.varint(), dict[str, Any]()
@@ -128,6 +129,10 @@ def parse_reply(data: bytes) -> tuple[bytes, dict[str, dict[str, Any]]]:
             s["report"] = [entry(r) for _ in range(r.varint())]
         if flags & 256:
             s["base"] = [r.take(r.varint()) for _ in range(3)]  # checkpoint, snapshot, cover
+        assert flags & 512, "every reply section carries a statement"
+        s["statement"] = r.take(r.varint())
+        if flags & 1024:
+            s["gossip"] = [r.take(r.varint()) for _ in range(r.varint())]
         found[conv] = s
     assert r.pos == len(data)
     return salt, found
@@ -144,6 +149,18 @@ def entry(r: Reader) -> tuple[int, Any, Any]:
     elif fate == 5:
         extra = r.varint()
     return fate, name, extra
+
+
+def statement(data: bytes, conv: str) -> dict[str, Any]:
+    """docs/integrity.md §2: canonical DAG-CBOR, exactly its keys, signed under its domain."""
+    value = dag_cbor.decode(data)
+    assert isinstance(value, dict) and dag_cbor.encode(value) == data
+    assert set(value) - {"stored"} == {"v", "conv", "count", "heads", "key", "time", "sig"}
+    unsigned = {k: v for k, v in value.items() if k != "sig"}
+    nacl.signing.VerifyKey(value["key"]).verify(b"convgraph/statement/v1\n" + dag_cbor.encode(unsigned),
+                                                value["sig"])
+    assert value["v"] == 1 and value["conv"] == conv
+    return value
 
 
 # ---- the set -----------------------------------------------------------------------------
@@ -213,6 +230,7 @@ class Outcome:
     modes: set[int] = field(default_factory=set)  # range modes the server sent
     bases: int = 0
     converged: bool = False
+    statements: list[dict[str, Any]] = field(default_factory=list)
 
 
 def session(url: str, me: Side, conv: str) -> Outcome:
@@ -233,6 +251,8 @@ def session(url: str, me: Side, conv: str) -> Outcome:
         assert got_salt == salt  # the salt repeats in every message
         s = sections[conv]
         theirs = s["summary"][1]
+        out.statements.append(statement(s["statement"], conv))
+        assert out.statements[-1]["count"] == s["summary"][0]
         out.reported += s.get("report", [])
         out.modes |= {mode for _, _, mode, _ in s.get("ranges", [])}
         if "base" in s:
@@ -345,6 +365,10 @@ def test_push_reports_each_record_by_its_digest(served: tuple[Replica, str, Path
         got = httpx.get(proc.url + f"/v1/records/{cid}", headers=signed(key, "GET", f"/v1/records/{cid}", b""))
     assert out.converged
     assert out.reported == [(1, hashlib.sha256(d).digest(), None) for d in pushed]  # 1: ACCEPTED
+    receipt = out.statements[-1]  # the reply to the push: a receipt naming every record stored
+    assert sorted(bytes(c)[-32:] for c in receipt["stored"]) == sorted(hashlib.sha256(d).digest() for d in pushed)
+    assert [bytes(c)[-32:] for c in receipt["heads"]] == [hashlib.sha256(pushed[-1]).digest()]
+    assert receipt["count"] == 3
     assert got.status_code == 200 and got.content == pushed[0]
     assert got.headers["content-type"] == "application/vnd.ipld.dag-cbor"
 

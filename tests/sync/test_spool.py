@@ -25,7 +25,7 @@ def answered(tmp_path: Path) -> Iterator[tuple[Replica, Path, list[int]]]:
     remote, spool, stop, counts = Replica.in_memory(), tmp_path / "spool", threading.Event(), []
     prepare(spool)
     watchers = [threading.Thread(target=lambda: counts.append(
-        answer_spool(Responder(ReplicaPeer(remote)).receive, spool, stop=stop))) for _ in range(2)]
+        answer_spool(Responder(ReplicaPeer(remote), key=remote.key, clock=remote.clock).receive, spool, stop=stop))) for _ in range(2)]
     for w in watchers:  # two answerers on one folder: each request is still answered once
         w.start()
     yield remote, spool, counts

@@ -18,9 +18,8 @@ import pytest
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.keyset import INFINITY, Bound, fingerprint, item_hash
-from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base, Fate, Kind, Message, Mode, Range, Reported, Section, Want
-from sync.fakes import FakePeer
+from sync.fakes import FakePeer, responder
 from vectors.loader import generator
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -53,6 +52,7 @@ def _section(s: dict[str, Any]) -> Section:
         records=_hex(s.get("records", [])), gone=_hex(s.get("gone", [])),
         report=tuple(_entry(e) for e in s["report"]) if "report" in s else None,
         base=Base(*(bytes.fromhex(s["base"][k]) for k in ("checkpoint", "snapshot", "cover"))) if "base" in s else None,
+        statement=bytes.fromhex(s["statement"]) if "statement" in s else None, gossip=_hex(s.get("gossip", [])),
     )
 
 
@@ -70,7 +70,7 @@ def test_each_message_encodes_to_its_hex_and_decodes_to_its_values(vector: dict[
 @pytest.mark.parametrize("vector", DATA["refusals"], ids=lambda v: v["name"])
 def test_each_refusal_is_refused_with_its_reason(vector: dict[str, Any]) -> None:
     data = bytes.fromhex(vector["hex"])
-    refuse = wire.decode if vector["by"] == "decoder" else Responder(FakePeer()).receive
+    refuse = wire.decode if vector["by"] == "decoder" else responder(FakePeer()).receive
     with pytest.raises(ProtocolError) as caught:
         refuse(data)
     assert caught.value.reason == vector["reason"]

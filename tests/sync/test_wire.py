@@ -48,8 +48,8 @@ def entries(draw: st.DrawFn) -> Reported:
 
 
 # which parts each kind may carry (docs/sync.md, *Parts of a section*)
-_MAY = {Kind.INITIATE: {"tip", "probes"}, Kind.CONTINUE: {"ranges", "wants", "records", "base"},
-        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base"}}
+_MAY = {Kind.INITIATE: {"tip", "probes", "gossip"}, Kind.CONTINUE: {"ranges", "wants", "records", "base"},
+        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base", "statement", "gossip"}}
 
 
 @st.composite
@@ -83,6 +83,10 @@ def sections(draw: st.DrawFn, conv: str, kind: Kind) -> Section:
     if "base" in may and draw(st.booleans()):
         parts = st.binary(min_size=1, max_size=40)
         kw["base"] = Base(draw(parts), draw(parts), draw(parts))
+    if "statement" in may:  # a REPLY must carry one; the wire keeps its bytes as they are
+        kw["statement"] = draw(st.binary(min_size=1, max_size=40))
+    if "gossip" in may and draw(st.booleans()):
+        kw["gossip"] = tuple(draw(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=3)))
     return Section(conv, **kw)  # type: ignore[arg-type]
 
 
@@ -135,11 +139,12 @@ def _some(conv: str) -> Section:
 @pytest.mark.parametrize(("data", "why", "reason"), [
     (b"", "truncated", "malformed"),
     (b"\x01\x01" + b"s" * 8 + b"\x00", "unsupported sync protocol version 1", "version"),
-    (b"\x02\x09" + b"s" * 8 + b"\x00", "unknown message kind 9", "kind"),
-    (b"\x02\x01" + b"s" * 8 + b"\x80\x00", "non-minimal varint", "malformed"),
-    (b"\x02\x01" + b"s" * 8 + b"\x00\x00", "1 trailing bytes", "malformed"),
-    (b"\x02\x01" + b"s" * 8 + b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", "varint longer than 64 bits", "malformed"),
-    (b"\x02\x01" + b"s" * 8 + b"\x05", "cannot fit", "malformed"),
+    (b"\x02\x01" + b"s" * 8 + b"\x00", "unsupported sync protocol version 2", "version"),
+    (b"\x03\x09" + b"s" * 8 + b"\x00", "unknown message kind 9", "kind"),
+    (b"\x03\x01" + b"s" * 8 + b"\x80\x00", "non-minimal varint", "malformed"),
+    (b"\x03\x01" + b"s" * 8 + b"\x00\x00", "1 trailing bytes", "malformed"),
+    (b"\x03\x01" + b"s" * 8 + b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", "varint longer than 64 bits", "malformed"),
+    (b"\x03\x01" + b"s" * 8 + b"\x05", "cannot fit", "malformed"),
     (_message(_some("b"), _some("a")), "sorted by conversation", "malformed"),
     (_message(_some("a"), _some("a")), "sorted by conversation", "malformed"),
 ])
@@ -165,6 +170,9 @@ _TIP = {"tip": (5, b"d" * 32)}
     (Kind.CONTINUE, Section("c", records=(b"x",), gone=(b"d" * 32,))),
     (Kind.REPLY, Section("c", records=(b"x",))),  # no summary
     (Kind.REPLY, Section("c", **_SUMMARY, probes=((Bound(3), b"f" * RANGE_LEN),))),  # type: ignore[arg-type]
+    (Kind.REPLY, Section("c", **_SUMMARY)),  # no statement  # type: ignore[arg-type]
+    (Kind.INITIATE, Section("c", 0, b"x" * STRONG_LEN, statement=b"s")),  # a statement in an INITIATE
+    (Kind.CONTINUE, Section("c", records=(b"x",), gossip=(b"s",))),  # gossip in a CONTINUE
 ])
 def test_a_part_its_kind_does_not_allow_or_requires_is_refused(kind: Kind, section: Section) -> None:
     with pytest.raises(ProtocolError) as caught:
@@ -217,8 +225,8 @@ class _Refused(Exception):
 
 def test_admit_sees_each_name_before_its_section_is_read() -> None:
     seen: list[str] = []
-    message = Message(Kind.REPLY, b"s" * 8, (Section("a", count=1, strong=b"x" * STRONG_LEN),
-                                              Section("b", count=0, strong=b"y" * STRONG_LEN)))
+    message = Message(Kind.REPLY, b"s" * 8, (Section("a", count=1, strong=b"x" * STRONG_LEN, statement=b"s"),
+                                              Section("b", count=0, strong=b"y" * STRONG_LEN, statement=b"t")))
     assert wire.decode(wire.encode(message), admit=seen.append) == message
     assert seen == ["a", "b"]
 
@@ -240,14 +248,19 @@ def test_a_refused_name_ends_decoding_before_the_rest_of_the_message() -> None:
 
 
 def test_flags_are_a_varint_and_the_base_is_the_ninth_bit() -> None:
-    """Flags under 128 keep their one byte; the report's (128) and the base's (256) take two."""
+    """Flags under 128 keep their one byte; the report's (128), the base's (256), the statement's
+    (512, in every REPLY section) and the gossip's (1024) take two."""
     def reply(s: Section) -> bytes:
         return wire.encode(Message(Kind.REPLY, b"s" * 8, (s,)))
 
-    reported = reply(Section("c", 0, bytes(STRONG_LEN), report=(Reported(Fate.ACCEPTED, b"d" * 32),)))
-    assert reported.startswith(b"\x02\x02" + b"s" * 8 + b"\x01\x01c\x81\x01")  # summary + report: 129
-    assert reply(Section("c", 0, bytes(STRONG_LEN), gone=(b"d" * 32,))).startswith(
-        b"\x02\x02" + b"s" * 8 + b"\x01\x01c\x41")  # summary + gone: 65, one byte
+    reported = reply(Section("c", 0, bytes(STRONG_LEN), report=(Reported(Fate.ACCEPTED, b"d" * 32),),
+                             statement=b"s"))
+    assert reported.startswith(b"\x03\x02" + b"s" * 8 + b"\x01\x01c\x81\x05")  # summary + report + statement: 641
+    assert reported.endswith(b"\x01s")  # the statement comes last, as a part
+    assert reply(Section("c", 0, bytes(STRONG_LEN), gone=(b"d" * 32,), statement=b"s")).startswith(
+        b"\x03\x02" + b"s" * 8 + b"\x01\x01c\xc1\x04")  # summary + gone + statement: 577
+    gossiped = wire.encode(Message(Kind.INITIATE, b"s" * 8, (Section("c", 0, bytes(STRONG_LEN), gossip=(b"g", b"hh")),)))
+    assert gossiped.endswith(b"\x01c\x81\x08" + bytes(1 + STRONG_LEN) + b"\x02\x01g\x02hh")  # 1025
     based = _message(Section("c", base=Base(b"k", b"ss", b"vvv")))
     assert based.endswith(b"\x01c\x80\x02\x01k\x02ss\x03vvv")
     assert wire.decode(based).sections[0].base == Base(b"k", b"ss", b"vvv")
@@ -277,7 +290,7 @@ def test_the_hash_limit_counts_every_list_of_the_message_together(sections: tupl
 
 
 _S, _P, _R, _W, _REC, _GONE = 1, 4, 8, 16, 32, 64  # section flags (docs/sync.md); the report's is 128
-_REP = b"\x81\x01"  # summary + report (129) as a varint: two bytes
+_REP = b"\x81\x05"  # summary + report + statement (641) as a varint: two bytes
 _NONE = bytes(STRONG_LEN)  # an empty set's strong fingerprint, for the summaries INITIATE and REPLY must carry
 
 
@@ -306,6 +319,8 @@ def _reporting(entry: bytes) -> bytes:
 def _one(kind: Kind = Kind.CONTINUE, **kw: object) -> bytes:
     if kind is not Kind.CONTINUE:
         kw = {"count": 0, "strong": _NONE, **kw}
+    if kind is Kind.REPLY:
+        kw = {"statement": b"s", **kw}
     return wire.encode(Message(kind, b"s" * 8, (Section("c", **kw),)))  # type: ignore[arg-type]
 
 
@@ -356,9 +371,12 @@ _MAX_VARINT = b"\xff" * 9 + b"\x01"
     (_raw(bytes([_R, 0])), None, "an empty list of ranges (leave the flag unset instead)"),
     (_raw(bytes([_W, 0])), None, "an empty list of wants (leave the flag unset instead)"),
     (_raw(bytes([_REC, 0])), None, "an empty list of records (leave the flag unset instead)"),
-    (_raw(bytes([_S | _GONE, 0]) + _NONE + bytes([0]), kind=Kind.REPLY), None,
+    (_raw(b"\xc1\x04\x00" + _NONE + bytes([0]), kind=Kind.REPLY), None,
      "an empty list of gone digests (leave the flag unset instead)"),
-    (_raw(bytes([_S, 0]) + b"abc", kind=Kind.REPLY), None, "truncated: 16 bytes wanted, 3 left"),
+    (_raw(b"\x81\x04\x00" + b"abc", kind=Kind.REPLY), None, "truncated: 16 bytes wanted, 3 left"),
+    (_raw(b"\x81\x04\x00" + _NONE + b"\x00", kind=Kind.REPLY), None,
+     "an empty list of statement bytes (leave the flag unset instead)"),
+    (_one(Kind.INITIATE, gossip=(b"g",) * 17), None, "17 gossiped statements exceed the limit of 16"),
     (_HEAD + b"\xff" * 9 + b"\x02", None, "varint longer than 64 bits"),
     (_HEAD + b"\xff" * 10 + b"\x00", None, "varint longer than 64 bits"),
     (_HEAD + _MAX_VARINT, None, f"{_TALL} sections exceed the limit of 1024"),

@@ -24,7 +24,9 @@ from typing import Any
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import sign_record
+from convgraph.integrity.statement import sign_statement
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, fingerprint, item_hash
+from convgraph.sync.reconcile import cid_of
 from convgraph.sync.varint import uvarint
 from convgraph.sync.wire import Base, Fate, Kind, Message, Mode, Range, Reported, Section, Want, encode
 
@@ -32,15 +34,18 @@ HERE = Path(__file__).resolve().parent
 SYNC_FILE = HERE / "sync.json"
 SALT = bytes.fromhex("0001020304050607")
 KEY = SigningKey(bytes(range(32)))
+OTHER = SigningKey(bytes(range(1, 33)))  # signs the gossiped statements
+T_STATEMENT = 1_700_000_001_000
 
 DESCRIPTION = [
-    "Sync wire vectors for docs/sync.md, protocol version 2. All binary values are lower-case hex.",
+    "Sync wire vectors for docs/sync.md, protocol version 3. All binary values are lower-case hex.",
     "messages[]: {name, note, message, hex}: encoding `message` gives `hex`; decoding `hex` gives `message`.",
     "A message is {kind: INITIATE|REPLY|CONTINUE, salt, sections: [section]}; a section is {conv, and only",
     "the parts it carries: summary {count, strong}, tip {wall, digest}, probes [{bound, fp}],",
     "ranges [{upper, mode: SKIP|FINGERPRINT|IDS, fp?, hashes?}], wants [{lower, upper, hashes}],",
     "records [hex], gone [digest], report [{fate, digest?, index?, rule?, parents?, retry_ms?}],",
-    "base {checkpoint, snapshot, cover} (each hex)}. Section flags are a varint: 0x80 0x01 is 128.",
+    "base {checkpoint, snapshot, cover} (each hex), statement (hex: a signed statement, docs/integrity.md",
+    "§2; every REPLY section must carry one), gossip [hex]}. Section flags are a varint: 0x80 0x01 is 128.",
     "A bound is {wall, prefix} or the string \"inf\"; {wall: 0, prefix: \"\"} is below every key.",
     "refusals[]: {name, note, hex, reason, by}: `by` decoder: decoding refuses with `reason`;",
     "`by` responder: it decodes, and a responder refuses it (HTTP 400 with that reason).",
@@ -66,6 +71,19 @@ def _sections(kind: Kind, *sections: Section) -> Message:
     return Message(kind, SALT, sections)
 
 
+def _statement(digests: list[bytes], *, stored: tuple[bytes, ...] = (), key: SigningKey = KEY,
+               conv: str = "c") -> bytes:
+    """A signed statement holding `digests` (the last one the head), naming `stored` as stored."""
+    heads = [cid_of(digests[-1])] if digests else []
+    return sign_statement(key, conv, len(digests), heads, T_STATEMENT,
+                          stored=[cid_of(d) for d in stored]).data
+
+
+def _reply(conv: str, digests: list[bytes], **parts: Any) -> Section:
+    """A REPLY section with its summary and statement: every reply section carries both."""
+    return Section(conv, len(digests), _strong(digests), statement=_statement(digests, conv=conv), **parts)
+
+
 def _messages() -> list[tuple[str, str, Message]]:
     d1, d2, d3 = _digest(1), _digest(2), _digest(3)
     first = _record(1, 1_700_000_000_000, "hello")
@@ -82,17 +100,17 @@ def _messages() -> list[tuple[str, str, Message]]:
              (Bound(1_700_000_000_100, b"\xab"), b"\x05\x06\x07\x08"))))),
         ("initiate_two_conversations", "sections sorted by name, bytewise",
          _sections(Kind.INITIATE, Section("a", 0, _strong([])), Section("b", 1, _strong([d3]), (7, d3)))),
-        ("reply_in_sync", "the summary and the tip: d = 0 in one round trip",
-         _sections(Kind.REPLY, Section("c", 1, _strong([d1]), (1_700_000_000_000, d1)))),
+        ("reply_in_sync", "the summary, the tip and the statement: d = 0 in one round trip",
+         _sections(Kind.REPLY, _reply("c", [d1], tip=(1_700_000_000_000, d1)))),
         ("reply_ranges", "a cover: FINGERPRINT, IDS (bound with a prefix) and SKIP up to infinity",
-         _sections(Kind.REPLY, Section("c", 3, _strong([d1, d2, d3]), ranges=(
+         _sections(Kind.REPLY, _reply("c", [d1, d2, d3], ranges=(
              Range(Bound(1000), Mode.FINGERPRINT, fp=b"\xde\xad\xbe\xef"),
              Range(Bound(1000, b"\x7f"), Mode.IDS, hashes=(h[0], h[1])),
              Range(INFINITY, Mode.SKIP))))),
         ("reply_one_infinite_range", "the whole key space as one IDS range: ∞ is delta 0",
-         _sections(Kind.REPLY, Section("c", 1, _strong([d1]), ranges=(Range(INFINITY, Mode.IDS, hashes=(h[0],)),)))),
+         _sections(Kind.REPLY, _reply("c", [d1], ranges=(Range(INFINITY, Mode.IDS, hashes=(h[0],)),)))),
         ("reply_empty_ids", "an IDS range may list no hash: this side holds nothing there",
-         _sections(Kind.REPLY, Section("c", 0, _strong([]), ranges=(Range(INFINITY, Mode.IDS),)))),
+         _sections(Kind.REPLY, _reply("c", [], ranges=(Range(INFINITY, Mode.IDS),)))),
         ("continue_chained_wants", "one delta chain through the whole wants part: 100,200 then 300,400",
          _sections(Kind.CONTINUE, Section("c", wants=(Want(Bound(100), Bound(200), (h[0],)),
                                                        Want(Bound(300), Bound(400), (h[1], h[2])))))),
@@ -101,30 +119,45 @@ def _messages() -> list[tuple[str, str, Message]]:
         ("continue_records", "one signed record pushed",
          _sections(Kind.CONTINUE, Section("c", records=(first,)))),
         ("reply_gone", "digests asked for that the responder can no longer serve",
-         _sections(Kind.REPLY, Section("c", 2, _strong([d1, d2]), gone=(d3,)))),
-        ("reply_report_each_fate", "one report entry of each fate",
-         _sections(Kind.REPLY, Section("c", 2, _strong([d1, d2]), report=(
+         _sections(Kind.REPLY, _reply("c", [d1, d2], gone=(d3,)))),
+        ("reply_report_each_fate", "one report entry of each fate; the receipt names the stored three",
+         _sections(Kind.REPLY, Section("c", 2, _strong([d1, d2]), statement=_statement([d1, d2], stored=(d1, d2, d3)),
+                                        report=(
              Reported(Fate.ACCEPTED, d1), Reported(Fate.RELEASED, d2), Reported(Fate.DUPLICATE, d3),
              Reported(Fate.QUARANTINED, d1, parents=(d2, d3)), Reported(Fate.HELD, d2, retry_ms=1_700_000_060_000),
              Reported(Fate.REJECTED, d3, rule="signature"), Reported(Fate.REJECTED_AT, index=7, rule="size"),
              Reported(Fate.EVICTED, d1))))),
+        ("reply_receipt", "a report of one record ACCEPTED, and the receipt that names it",
+         _sections(Kind.REPLY, Section("c", 1, _strong([d1]), report=(Reported(Fate.ACCEPTED, d1),),
+                                        statement=_statement([d1], stored=(d1,))))),
+        ("initiate_gossip", "an INITIATE gossips another key's statement about its conversation",
+         _sections(Kind.INITIATE, Section("c", 1, _strong([d1]), (1_700_000_000_000, d1),
+                                           gossip=(_statement([d1], key=OTHER),)))),
+        ("reply_gossip", "a reply gossips two statements of another key; flags 1536 take two bytes",
+         _sections(Kind.REPLY, _reply("c", [d1], gossip=(_statement([d1, d2], key=OTHER),
+                                                        _statement([d1], key=OTHER))))),
         ("continue_base", "a base pushed instead of the records it covers; flags 256 take two bytes",
          _sections(Kind.CONTINUE, Section("c", base=Base(first, b"\xa2\x61v\x01", b"\xa3\x61v\x01")))),
         ("reply_base_and_report", "a base sent with a record; the report's first entry is the base's",
          _sections(Kind.REPLY, Section("c", 1, _strong([d1]), records=(first,),
                                         report=(Reported(Fate.REJECTED, d2, rule="untrusted_checkpoint"),
                                                 Reported(Fate.ACCEPTED, d3)),
-                                        base=Base(first, b"\xa2\x61v\x01", b"\xa3\x61v\x01")))),
+                                        base=Base(first, b"\xa2\x61v\x01", b"\xa3\x61v\x01"),
+                                        statement=_statement([d1], stored=(d3,))))),
     ]
 
 
 def _refusals() -> list[tuple[str, str, bytes, str, str]]:
     head = SALT
-    init, cont, reply = b"\x02\x01" + head, b"\x02\x03" + head, b"\x02\x02" + head
+    init, cont, reply = b"\x03\x01" + head, b"\x03\x03" + head, b"\x03\x02" + head
     summary = b"\x00" + _strong([])
+    empty = _statement([])
+    statement = uvarint(len(empty)) + empty
     return [
         ("version_1", "a version-1 message: nothing of it is read", b"\x01\x01" + head + b"\x00", "version", "decoder"),
-        ("unknown_kind", "kind 9", b"\x02\x09" + head + b"\x00", "kind", "decoder"),
+        ("version_2", "a version-2 message (no statements): nothing of it is read",
+         b"\x02\x01" + head + b"\x00", "version", "decoder"),
+        ("unknown_kind", "kind 9", b"\x03\x09" + head + b"\x00", "kind", "decoder"),
         ("reply_to_responder", "a REPLY sent by an initiator", reply + b"\x00", "kind", "responder"),
         ("initiate_without_summary", "flags 0 in an INITIATE", init + b"\x01\x01c\x00", "part", "decoder"),
         ("initiate_tip_for_empty_set", "count 0 with a tip",
@@ -141,13 +174,26 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
          cont + b"\x01\x01c" + uvarint(0xA0) + b"\x01\x01\xa0\x01\x01" + _digest(1), "part", "decoder"),
         ("initiate_with_base", "a base in an INITIATE",
          init + b"\x01\x01c" + uvarint(0x101) + summary + b"\x01\xa0\x01\xa0\x01\xa0", "part", "decoder"),
-        ("unknown_flag", "flag bit 512, which no part has", reply + b"\x01\x01c" + uvarint(0x201) + summary,
-         "part", "decoder"),
+        ("unknown_flag", "flag bit 2048, which no part has",
+         reply + b"\x01\x01c" + uvarint(0x801 | 0x200) + summary + statement, "part", "decoder"),
         ("reply_with_probes", "probes in a REPLY",
-         reply + b"\x01\x01c\x05" + summary + b"\x01\x01\x00\x01\x02\x03\x04", "part", "decoder"),
+         reply + b"\x01\x01c" + uvarint(0x205) + summary + b"\x01\x01\x00\x01\x02\x03\x04" + statement,
+         "part", "decoder"),
+        ("reply_without_statement", "a REPLY section must carry its statement",
+         reply + b"\x01\x01c\x01" + summary, "part", "decoder"),
+        ("initiate_with_statement", "a statement in an INITIATE",
+         init + b"\x01\x01c" + uvarint(0x201) + summary + statement, "part", "decoder"),
+        ("continue_with_gossip", "gossip in a CONTINUE",
+         cont + b"\x01\x01c" + uvarint(0x400) + b"\x01" + statement, "part", "decoder"),
+        ("empty_statement", "a statement of 0 bytes",
+         reply + b"\x01\x01c" + uvarint(0x201) + summary + b"\x00", "malformed", "decoder"),
+        ("empty_gossip", "the gossip flag with n = 0",
+         init + b"\x01\x01c" + uvarint(0x401) + summary + b"\x00", "malformed", "decoder"),
+        ("too_much_gossip", "17 gossiped statements, over the limit of 16",
+         init + b"\x01\x01c" + uvarint(0x401) + summary + b"\x11" + statement * 17, "limit", "decoder"),
         ("trailing_byte", "one byte after the last section", init + b"\x00\x00", "malformed", "decoder"),
         ("non_minimal_varint", "the section count as 80 00", init + b"\x80\x00", "malformed", "decoder"),
-        ("truncated_salt", "the salt cut short", b"\x02\x01\x00\x01", "malformed", "decoder"),
+        ("truncated_salt", "the salt cut short", b"\x03\x01\x00\x01", "malformed", "decoder"),
         ("unsorted_sections", "b before a",
          init + b"\x02\x01b" + b"\x01" + summary + b"\x01a\x01" + summary, "malformed", "decoder"),
         ("empty_records_list", "the records flag with n = 0", cont + b"\x01\x01c\x20\x00", "malformed", "decoder"),
@@ -156,10 +202,11 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
         ("cover_not_ending_at_infinity", "the last range ends at wall 5",
          cont + b"\x01\x01c\x08\x01\x06\x00", "malformed", "decoder"),
         ("unknown_fate", "report entry fate 9",
-         reply + b"\x01\x01c" + uvarint(0x81) + summary + b"\x01\x09" + _digest(1), "malformed", "decoder"),
-        ("quarantined_without_parents", "a QUARANTINED entry naming no parent",
-         reply + b"\x01\x01c" + uvarint(0x81) + summary + b"\x01\x04" + _digest(1) + b"\x00", "malformed",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x09" + _digest(1) + statement, "malformed",
          "decoder"),
+        ("quarantined_without_parents", "a QUARANTINED entry naming no parent",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x04" + _digest(1) + b"\x00" + statement,
+         "malformed", "decoder"),
         ("too_many_sections", "1,025 sections, over the limit of 1,024", init + uvarint(1025), "limit", "decoder"),
     ]
 
@@ -198,6 +245,10 @@ def _section_json(s: Section) -> dict[str, Any]:
     if s.base is not None:
         out["base"] = {"checkpoint": s.base.checkpoint.hex(), "snapshot": s.base.snapshot.hex(),
                        "cover": s.base.cover.hex()}
+    if s.statement is not None:
+        out["statement"] = s.statement.hex()
+    if s.gossip:
+        out["gossip"] = [g.hex() for g in s.gossip]
     return out
 
 
@@ -222,7 +273,7 @@ def build() -> dict[str, Any]:
     sets = [[], digests[:1], digests, [b"\xff" * 32] * 2]
     return {
         "description": DESCRIPTION,
-        "version": 2,
+        "version": 3,
         "messages": [{"name": n, "note": note, "message": to_json(m), "hex": encode(m).hex()}
                      for n, note, m in _messages()],
         "refusals": [{"name": n, "note": note, "hex": data.hex(), "reason": reason, "by": by}

@@ -1,6 +1,6 @@
-"""The conversation commands: `say`, `transcript`, `branch`, `merge`, `checkpoint`.
+"""The conversation commands: `say`, `transcript`, `branch`, `merge` (`checkpoint`: cli/witness.py).
 
-A thin shell over `Replica.say/transcript/resume/branch/merge/checkpoint`; registered on
+A thin shell over `Replica.say/transcript/resume/branch/merge`; registered on
 the main group by `register`. Provider formats print the exact JSON list a request would
 carry (`messages`, `input` or `contents`).
 """
@@ -156,16 +156,3 @@ def register(cli: click.Group) -> None:
         with _replica(ctx) as r, writing(ctx, r, conv) as target:
             rec = r.merge(target, name, accepted=[CID.parse(c) for c in accepted], content=summary)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
-
-    @cli.command()
-    @click.option("--compact", is_flag=True, help="Also drop the raw records the checkpoint covers.")
-    @conv_option
-    @json_option
-    @click.pass_context
-    @_errors
-    def checkpoint(ctx: click.Context, compact: bool, conv: str | None, as_json: bool) -> None:
-        """Sign a checkpoint of the conversation's folded state (and compact behind it)."""
-        with _replica(ctx) as r, writing(ctx, r, conv) as target:
-            rec = r.checkpoint(target, compact=compact)
-        body = {"cid": str(rec.cid), "count": rec.payload["count"], "snapshot": str(rec.payload["snapshot"])}
-        _emit(body) if as_json else out.print(f"{body['cid']}  ({body['count']} records)")

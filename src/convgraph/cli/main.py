@@ -5,8 +5,8 @@ it concerns one conversation, `--conv C`: a local alias, a rooted conversation i
 literal name of a legacy conversation (`aliases.resolve`). Without it, the conversation is
 the alias `default`; the first write with no such alias creates a rooted conversation and
 aliases it `default`. `--json` prints machine output on stdout. A `ConvgraphError` exits 2
-with its message; `verify` exits 1 when any stored record fails. Text that others wrote
-(record content, names, a server's words) reaches the terminal only through `safe_text`,
+with its message; `verify` exits 1 when any stored record fails or two equivocate. Text that
+others wrote (record content, names, a server's words) reaches the terminal only through `safe_text`,
 and the consoles read no Rich markup, so no control sequence or "[style]" in it acts on
 the terminal.
 """
@@ -266,13 +266,19 @@ def show(ctx: click.Context, cid: str, as_json: bool) -> None:
 @click.pass_context
 @_errors
 def verify(ctx: click.Context, as_json: bool) -> None:
-    """Re-hash and re-verify every stored record; exits 1 on any failure."""
+    """Re-hash and re-verify every stored record, and list the findings held; exits 1 on any
+    failure or when two records by one author share a seq (a record equivocation)."""
+    from convgraph.cli.findings import finding_json, finding_line  # noqa: PLC0415 - it imports this module
+
     with _replica(ctx) as r:
         report = r.verify()
+        found = r.findings()
+        pairs = r.store.equivocations()
     failures = [{"cid": str(c), "rule": e.rule, "error": str(e)} for c, e in report.failures]
     if as_json:
-        _emit({"checked": report.checked, "ok": report.ok, "failures": failures,
-               "headers_only": report.headers_only})
+        _emit({"checked": report.checked, "ok": report.ok and not pairs, "failures": failures,
+               "headers_only": report.headers_only, "findings": [finding_json(f) for f in found],
+               "equivocations": [[str(a), str(b)] for a, b in pairs]})
     else:
         for f in failures:
             err.print(error_line("FAIL", f"{f['cid']} {f['rule']}: {f['error']}"))
@@ -280,7 +286,14 @@ def verify(ctx: click.Context, as_json: bool) -> None:
         if report.headers_only:
             out.print(f"{report.headers_only} compacted record(s) held as headers only: their signatures "
                       "cannot be re-checked, their checkpoint's snapshot and cover were")
-    if not report.ok:
+        for a, b in pairs:
+            err.print(error_line("EQUIVOCATION", f"records {a} and {b}: one author, one seq"))
+        for finding in found:
+            out.print(finding_line(finding))
+        if found or pairs:
+            out.print(f"{len(found)} finding(s), {len(pairs)} record equivocation(s); `convgraph findings "
+                      "--save DIR` writes their proofs")
+    if not report.ok or pairs:
         sys.exit(1)
 
 
@@ -301,13 +314,25 @@ def main() -> None:
 
 
 def _register() -> None:
-    from convgraph.cli import authority, car, conversation, rooted, sync  # noqa: PLC0415 - they read this module's helpers
+    from convgraph.cli import (  # noqa: PLC0415 - they read this module's helpers
+        authority,
+        car,
+        conversation,
+        evidence,
+        findings,
+        rooted,
+        sync,
+        witness,
+    )
 
     authority.register(cli)
+    findings.register(cli)
     conversation.register(cli)
     rooted.register(cli)
     car.register(cli)
+    evidence.register(cli)
     sync.register(cli)
+    witness.register(cli)
 
 
 _register()

@@ -3,8 +3,10 @@
 `serve` serves the replica at `--home` (SQLite) or, with `--db postgresql://…`, a schema of
 a PostgreSQL database that any number of instances may share. `sync TARGET` reconciles
 the named conversations with a server URL or another replica's directory, within
-`--timeout` seconds, and prints what moved; it exits 1 when a record was rejected or the
-two sides still differ, and 2 when the sync failed (the deadline passing included).
+`--timeout` seconds, and prints what moved and any new finding (docs/integrity.md §6); it
+exits 3 when the run raised a finding (evidence that a peer lied), else 1 when a record was
+rejected or the two sides still differ, and 2 when the sync failed (the deadline passing
+included). A server URL is pinned to the key it first answered with (`sync/pins.py`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from convgraph.errors import ConvgraphError
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
+from convgraph.sync import pins
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Fate, Reported
+from convgraph.sync.witness_hooks import witness_of
 
 Listen = Callable[[], AsyncIterator[str]]
 
@@ -73,11 +77,16 @@ def register(cli: click.Group) -> None:
                   help="Answer sync messages left in this folder instead of serving HTTP.")
     @click.option("--header-timeout", type=click.FloatRange(0.1, 300), default=5.0, show_default=True,
                   help="Seconds a connection may take to send a request head before it is closed.")
+    @click.option("--witness", "as_witness", is_flag=True,
+                  help="Also cosign checkpoints that extend the last one cosigned (docs/integrity.md §7.4).")
+    @click.option("--witness-name", default=None, type=TEXT,
+                  help="The witness's C2SP key name.  [default: convgraph/witness/<actor>]")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
-        rules: tuple[str, ...], spool: Path | None, header_timeout: float,
+        rules: tuple[str, ...], spool: Path | None, header_timeout: float, as_witness: bool,
+        witness_name: str | None,
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
         if spool is not None:
@@ -97,10 +106,21 @@ def register(cli: click.Group) -> None:
             raise
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
         err.print(f"serving {where} on {listener.url_of(sock)} as {actor_text(replica.actor)}")
+        # what a client pins on first contact (docs/integrity.md §9): compare it out of band
+        err.print(f"server key {replica.actor.hex()} (fingerprint {pins.fingerprint(replica.actor)})")
         if not access.writers and not access.readers:
             err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
                            "members of rooted conversations held here are admitted (their grants)", "yellow"))
-        app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces)
+        cosigner = None
+        if as_witness:  # its memory of what it cosigned lives in the home, whatever the store
+            from convgraph.server.witness import cosigner_for  # noqa: PLC0415
+
+            cosigner = cosigner_for(Path(ctx.obj["home"]), replica.store, replica.key, name=witness_name,
+                                    clock_s=lambda: int(time.time()))
+            err.print(f"witness {cosigner.name}: `convgraph witness add {cosigner.name} "
+                      f"{replica.actor.hex()} URL` trusts it")
+        app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces,
+                         cosigner=cosigner)
         try:
             listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout))
         finally:
@@ -114,36 +134,54 @@ def register(cli: click.Group) -> None:
     @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
                   default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
                   help="Give up when the whole sync takes longer.")
+    @click.option("--accept-new-key", is_flag=True,
+                  help="Accept (and pin) a server key other than the one this URL first answered with.")
     @json_option
     @click.pass_context
     @_errors
-    def sync_cmd(
-        ctx: click.Context, target: str, convs: tuple[str, ...], timeout_s: float, as_json: bool
+    def sync_cmd(  # noqa: PLR0917 - click passes options positionally
+        ctx: click.Context, target: str, convs: tuple[str, ...], timeout_s: float, accept_new_key: bool,
+        as_json: bool,
     ) -> None:
         """Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER."""
         show = not as_json and sys.stderr.isatty()
         names = tuple(conversation(ctx, c) for c in convs)
         with Replica.open(ctx.obj["home"]) as replica:
-            report = _run(replica, target, names, show=show, timeout_s=timeout_s)
+            report = _run(replica, Path(ctx.obj["home"]), target, names, show=show, timeout_s=timeout_s,
+                          accept_new_key=accept_new_key)
         summary = _summary(report, target)
         if as_json:
             _emit(summary)
         else:
-            for name, conv in summary["conversations"].items():
-                there = conv["there"]
-                adopted = f"adopted {conv['adopted']} from a checkpoint, " if conv["adopted"] else ""
-                out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
-                          f"(of {conv['received']}), sent {conv['sent']} ({there['accepted']} accepted, "
-                          f"{there['released']} released, {there['duplicate']} duplicate), "
-                          f"{adopted}{safe_text.line(conv['statement'])}")
-                for rejection in conv["rejected_here"] + conv["rejected_there"]:
-                    out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
-                for waiting in conv["waiting_there"]:
-                    out.print(f"  {waiting['fate']} at the peer {waiting['cid']}: {waiting['detail']}")
-            out.print(f"{report.round_trips} round trips, {report.bytes_sent} bytes sent, "
-                      f"{report.bytes_received} received")
+            _print(summary, out)
+        if summary["findings"]:
+            sys.exit(3)
         if not summary["ok"]:
             sys.exit(1)
+
+
+def _print(summary: dict[str, Any], out: Any) -> None:
+    """The summary as lines for people; findings stand out."""
+    for name, conv in summary["conversations"].items():
+        there = conv["there"]
+        adopted = f"adopted {conv['adopted']} from a checkpoint, " if conv["adopted"] else ""
+        out.print(f"{safe_text.line(name)}: received {conv['accepted_here']} "
+                  f"(of {conv['received']}), sent {conv['sent']} ({there['accepted']} accepted, "
+                  f"{there['released']} released, {there['duplicate']} duplicate), "
+                  f"{adopted}{safe_text.line(conv['statement'])}")
+        for rejection in conv["rejected_here"] + conv["rejected_there"]:
+            out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
+        for waiting in conv["waiting_there"]:
+            out.print(f"  {waiting['fate']} at the peer {waiting['cid']}: {waiting['detail']}")
+        for cid in conv["unconfirmed"]:
+            out.print(f"  unconfirmed {cid}: reported stored, but no receipt names it")
+        for why in conv["pending"]:
+            out.print(f"  pending: {safe_text.line(why)}")
+    for finding in summary["findings"]:
+        out.print(Text(f"FINDING {finding['kind']} in {safe_text.line(finding['conv'])}: "
+                       f"{safe_text.line(finding['summary'])} ({finding['id']})", "bold red"))
+    out.print(f"{summary['round_trips']} round trips, {summary['bytes_sent']} bytes sent, "
+              f"{summary['bytes_received']} received")
 
 
 def _serve_spool(home: Path, spool: Path, err: Any) -> None:
@@ -155,13 +193,16 @@ def _serve_spool(home: Path, spool: Path, err: Any) -> None:
     with Replica.open(home) as replica:
         err.print(f"answering sync messages in {spool} for {Path(home) / DB_FILE}")
         try:
-            answer_spool(Responder(ReplicaPeer(replica)).receive, spool, stop=stop)
+            responder = Responder(ReplicaPeer(replica), key=replica.key, clock=replica.clock,
+                                  witness=witness_of(replica))
+            answer_spool(responder.receive, spool, stop=stop)
         except KeyboardInterrupt:
             stop.set()
 
 
 def _run(
-    replica: Replica, target: str, convs: tuple[str, ...], *, show: bool, timeout_s: float
+    replica: Replica, home: Path, target: str, convs: tuple[str, ...], *, show: bool, timeout_s: float,
+    accept_new_key: bool = False,
 ) -> SyncReport:
     if target.startswith("spool:"):
         from convgraph.sync.spool import SpoolTransport  # noqa: PLC0415
@@ -178,27 +219,35 @@ def _run(
             names = list(convs) or replica.conversations()
             if not names:
                 raise ConvgraphError("name the conversations to fetch with --conv: this replica holds none")
-            # asked only when a base arrives, within the run's time: most syncs never ask
+            # trust on first use: the key this URL first answered with, or PeerKeyChangedError
             deadline = Deadline.after(timeout_s, time.monotonic)
-            server_key = functools.cache(lambda: remote.actor(deadline=deadline))
+            server_key = remote.identity(deadline=deadline)
+            held = pins.load(home)
+            pinned = pins.pin(held, target, server_key, accept_new=accept_new_key)
+            if pinned != held:
+                pins.save(home, pinned)
             return _with_progress(replica, remote, names, show, timeout_s, adopt_from=lambda _conv, signer: (
-                signer == replica.actor or signer == server_key()))
+                signer in (replica.actor, server_key)), peer_key=server_key)
     path = Path(target)
     if not (path / DB_FILE).exists():
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
     with Replica.open(path) as other:
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
         both = trusting([replica.actor, other.actor])
-        responder = Responder(ReplicaPeer(other, adopt_from=both))
-        return _with_progress(replica, responder.receive, names, show, timeout_s, adopt_from=both)
+        responder = Responder(ReplicaPeer(other, adopt_from=both), key=other.key, clock=other.clock,
+                              witness=witness_of(other))
+        transport = functools.partial(responder.receive, initiator=replica.actor)
+        return _with_progress(replica, transport, names, show, timeout_s, adopt_from=both,
+                              peer_key=other.actor)
 
 
 def _with_progress(
     replica: Replica, transport: Transport | Remote, names: list[str], show: bool, timeout_s: float, *,
-    adopt_from: AdoptionPolicy,
+    adopt_from: AdoptionPolicy, peer_key: bytes | None = None,
 ) -> SyncReport:
     """Run the sync; a base is adopted only when `adopt_from` trusts its signer (our key, and
-    the peer we chose: the server's announced key, or the other replica's)."""
+    the peer we chose: the server's pinned key, or the other replica's). Every statement must
+    be signed by `peer_key` when it is known; the replica's memory judges them."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   transient=True, disable=not show) as progress:
         task = progress.add_task("syncing", total=None)
@@ -209,7 +258,8 @@ def _with_progress(
             progress.update(task, description=f"round {session.rounds}: {got} records in, {sent} out")
 
         return synchronize(ReplicaPeer(replica, adopt_from=adopt_from), transport, names,
-                           salts=lambda: os.urandom(8), on_round=tick, timeout_s=timeout_s)
+                           salts=lambda: os.urandom(8), on_round=tick, timeout_s=timeout_s,
+                           witness=witness_of(replica), peer_key=peer_key, clock=replica.clock)
 
 
 def _waiting(e: Reported) -> dict[str, Any]:
@@ -236,10 +286,20 @@ def _summary(report: SyncReport, target: str) -> dict[str, Any]:
                       "duplicate": r.duplicate_there, "evicted": [str(cid_of(d)) for d in r.evicted_there]},
             "waiting_there": [_waiting(e) for e in r.waiting_there.values()],
             "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged, "statement": r.statement(),
+            "statements": r.statements, "unconfirmed": [str(cid_of(d)) for d in r.unconfirmed],
+            "pending": list(r.pending), "gossip_dropped": r.gossip_dropped,
         }
         for name, r in sorted(report.convs.items())
     }
-    ok = report.converged and not any(c["rejected_here"] or c["rejected_there"] for c in convs.values())
+    findings = [_finding(f) for f in report.findings]
+    ok = report.converged and not findings and not any(
+        c["rejected_here"] or c["rejected_there"] for c in convs.values())
     return {"target": target, "sessions": report.sessions, "round_trips": report.round_trips,
             "bytes_sent": report.bytes_sent, "bytes_received": report.bytes_received,
-            "conversations": convs, "ok": ok}
+            "peer_key": report.peer_key.hex() if report.peer_key is not None else None,
+            "conversations": convs, "findings": findings, "ok": ok}
+
+
+def _finding(f: Any) -> dict[str, Any]:
+    """A new finding as the summary shows it; the bundle itself: `convgraph findings`."""
+    return {"id": str(f.id), "kind": f.kind, "conv": f.conv, "summary": f.summary}

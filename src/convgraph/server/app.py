@@ -52,6 +52,7 @@ from convgraph.errors import (
     ServerBusyError,
     StoreBusyError,
     StoreError,
+    WitnessRefusedError,
 )
 from convgraph.replica import Replica
 from convgraph.server import openapi
@@ -59,12 +60,14 @@ from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
 from convgraph.server.live import Hub, poll
+from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
-from convgraph.sync import fates, wire
+from convgraph.sync import fates, pins, wire
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base
+from convgraph.sync.witness_hooks import finding_json, findings_of, witness_of
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -169,12 +172,14 @@ class _InFlight:
 class _Server:
     """The routes' shared state: the replica, who may do what, and the live hub."""
 
-    def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog) -> None:
-        self.replica, self.cfg, self.clock = replica, cfg, clock
+    def __init__(self, replica: Replica, cfg: ServerConfig, clock: Clock, nonces: NonceLog,
+                 cosigner: Cosigner | None = None) -> None:
+        self.replica, self.cfg, self.clock, self.cosigner = replica, cfg, clock, cosigner
         self.verifier = Verifier(nonces, cfg.window_ms)
         # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
         self.hub, self.lock, self.keys = Hub(), threading.RLock(), ReplicaPeer(replica)
         self.gate = Gate(replica, cfg.access, self.lock)
+        self.witness = witness_of(replica)
         self.decoders, self.in_flight = asyncio.Semaphore(cfg.decoders), _InFlight(cfg.per_key)
 
     async def _body(self, request: Request) -> bytes:
@@ -272,7 +277,9 @@ class _Server:
     def _answer(self, actor: bytes, message: wire.Message) -> bytes:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
         peer.share_cache(self.keys)
-        return Responder(peer, budget=self.cfg.budget).answer(message)
+        responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
+                              budget=self.cfg.budget)
+        return responder.answer(message, initiator=actor)
 
     async def record(self, request: Request, actor: bytes, _: bytes) -> Response:
         try:
@@ -335,6 +342,41 @@ class _Server:
             return _error(404, "legacy", str(exc))
         return JSONResponse(body)
 
+    async def findings(self, request: Request, actor: bytes, _: bytes) -> Response:
+        conv = request.query_params.get("conv")
+        if conv is not None:
+            await run_in_threadpool(self.gate.check_read, actor, [conv])
+        found = await run_in_threadpool(findings_of, self.replica, conv)
+        if conv is None:  # only those in conversations this key may read; the rest are not its to know
+            convs = {f.conv for f in found}
+            readable = {c: await run_in_threadpool(self.gate.can_read, actor, c) for c in convs}
+            found = [f for f in found if readable[f.conv]]
+        return JSONResponse({"findings": [finding_json(f) for f in found]})
+
+    async def cosign(self, request: Request, actor: bytes, body: bytes) -> Response:
+        """docs/integrity.md §7.4: cosign a checkpoint that extends the last one cosigned."""
+        conv = request.path_params["conv"]
+        await run_in_threadpool(self.gate.check_read, actor, [conv])
+        if self.cosigner is None:
+            return _error(404, "not_found", "this server is not a witness (convgraph serve --witness)")
+        try:
+            asked = json.loads(body)
+            shaped = type(asked) is dict and set(asked) == {"checkpoint"} and type(asked["checkpoint"]) is str
+            cid = CID.parse(asked["checkpoint"]) if shaped else None
+        except (ValueError, TypeError, ConvgraphError):
+            cid = None
+        if cid is None:
+            return _error(400, "malformed", 'the body is {"checkpoint": "<cid text>"}')
+        try:
+            return JSONResponse(await run_in_threadpool(self.cosigner.cosign, conv, cid))
+        except WitnessRefusedError as exc:
+            return JSONResponse({"error": "witness", "reason": exc.reason, "detail": exc.message}, 409)
+
+    async def identity(self, _: Request) -> Response:
+        key = self.replica.actor
+        body = {"key": key.hex(), "fingerprint": pins.fingerprint(key), "actor": actor_text(key)}
+        return JSONResponse(body)
+
     async def health(self, _: Request) -> Response:
         return JSONResponse({"ok": True, "actor": actor_text(self.replica.actor), "protocol": wire.VERSION})
 
@@ -342,9 +384,11 @@ class _Server:
 def create_app(
     replica: Replica, config: ServerConfig | None = None, *, clock: Clock = system_clock,
     nonces: NonceLog | None = None, listen: Callable[[], AsyncIterator[str]] | None = None,
+    cosigner: Cosigner | None = None,
 ) -> Starlette:
-    """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY)."""
-    server = _Server(replica, config or ServerConfig(), clock, nonces or _nonce_log(replica))
+    """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY);
+    `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4)."""
+    server = _Server(replica, config or ServerConfig(), clock, nonces or _nonce_log(replica), cosigner)
 
     async def spec(_: Request) -> Response:
         return JSONResponse(openapi.SPEC)
@@ -365,11 +409,14 @@ def create_app(
     routes = [
         Route("/v1/health", server.health, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
+        Route("/.well-known/convgraph", server.identity, methods=["GET"]),
+        Route("/v1/findings", server.guarded(server.findings), methods=["GET"]),
         Route("/v1/sync", server.signed(server.sync), methods=["POST"]),
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/authority", server.guarded(server.authority), methods=["GET"]),
+        Route("/v1/witness/{conv:conv}/cosign", server.guarded(server.cosign), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -79,6 +79,18 @@ _AUTHORITY: Final = _object(
         detail={"type": "string"})},
 )
 
+_FINDING: Final = _object(
+    id={"type": "string", "description": "the bundle's CID: the same evidence found twice is one finding"},
+    kind={"enum": ["rollback", "deletion", "withholding", "server_equivocation", "record_equivocation",
+                   "divergent_fork", "unverifiable_checkpoint"]},
+    conv={"type": "string"},
+    summary={"type": "string", "description": "one line for people"},
+    found_ms={"type": "integer"},
+    cites={**_TEXTS, "description": "the records the finding cites (never compacted away)"},
+    bundle={"type": "string", "contentEncoding": "base64",
+            "description": "the evidence bundle (docs/integrity.md §6.2), for `convgraph verify-evidence`"},
+)
+
 SPEC: Final[dict[str, Any]] = {
     "openapi": "3.1.0",
     "info": {
@@ -109,6 +121,45 @@ SPEC: Final[dict[str, Any]] = {
                             }
                         },
                     }
+                },
+            }
+        },
+        "/.well-known/convgraph": {
+            "get": {
+                "operationId": "identity",
+                "summary": "The key the server signs its statements with (docs/integrity.md §2)",
+                "description": "`convgraph sync URL` pins it on first use and refuses another later.",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "the server's key",
+                        "content": {"application/json": {"schema": _object(
+                            key={"type": "string", "pattern": "^[0-9a-f]{64}$",
+                                 "description": "the Ed25519 public key, hex"},
+                            fingerprint={"type": "string", "description": "12 base32 characters of "
+                                         "sha256(key), for people to compare (`convgraph serve` prints it)"},
+                            actor={"type": "string", "description": "the same key as an actor id"},
+                        )}},
+                    }
+                },
+            }
+        },
+        "/v1/findings": {
+            "get": {
+                "operationId": "findings",
+                "summary": "The server's findings: evidence that some key lied (docs/integrity.md §6)",
+                "description": "In the conversations this key may read; `conv` names one.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the findings",
+                        "content": {"application/json": {"schema": _object(
+                            findings={"type": "array", "items": {"$ref": "#/components/schemas/Finding"}})}},
+                    },
+                    **_errors(401, 403, *_ANY_SIGNED),
                 },
             }
         },
@@ -252,6 +303,50 @@ SPEC: Final[dict[str, Any]] = {
                 },
             }
         },
+        "/v1/witness/{conv}/cosign": {
+            "post": {
+                "operationId": "cosign",
+                "summary": "A witness's cosignature of a checkpoint it holds (docs/integrity.md §7.4)",
+                "description": "Only from `convgraph serve --witness`, for keys that may read the "
+                "conversation. It cosigns a checkpoint it holds, that checks out (§7.2) and that extends "
+                "the one it last cosigned for the conversation; it records that one durably before it "
+                "answers. A refusal is a 409 whose `reason` says which rule failed.",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "conv", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {
+                        **_object(checkpoint={"type": "string", "description": "the checkpoint's CID"}),
+                        "additionalProperties": False}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the cosignature",
+                        "content": {"application/json": {"schema": _object(
+                            cosignature={"type": "string", "description": "the C2SP cosignature/v1 line"},
+                            name={"type": "string", "description": "the witness's key name"},
+                            key={"type": "string", "description": "the witness's public key, hex"},
+                            time={"type": "integer", "minimum": 0, "description": "POSIX seconds"},
+                        )}},
+                    },
+                    "404": {
+                        "description": "This server is not a witness",
+                        "content": {"application/json": {"schema": _ERROR}},
+                    },
+                    "409": {
+                        "description": "The witness refuses to cosign; `reason` is unknown_checkpoint, "
+                        "unverified, false_checkpoint or not_extending",
+                        "content": {"application/json": {"schema": _object(
+                            error={"const": "witness"}, detail={"type": "string"},
+                            reason={"enum": ["unknown_checkpoint", "unverified", "false_checkpoint",
+                                             "not_extending"]})}},
+                    },
+                    **_errors(400, 401, 403, *_ANY_SIGNED),
+                },
+            }
+        },
     },
     "components": {
         "securitySchemes": {
@@ -279,6 +374,7 @@ SPEC: Final[dict[str, Any]] = {
                 },
             },
             "Authority": _AUTHORITY,
+            "Finding": _FINDING,
         },
     },
 }

@@ -14,9 +14,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
+from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, RecordMeta
+from convgraph.errors import StoreCorruptError
+from convgraph.integrity.statement import Statement
 
 PendingReason = Literal["parents", "clock"]
 
@@ -45,6 +48,35 @@ class WriteSet:
     # compacted records adopted from a checkpoint's cover: stored as headers, without bytes,
     # before `records` (a record may name them); one already stored is left as it is
     headers: list[RecordMeta] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """A finding as stored (docs/integrity.md §6): its bundle and what it cites, by CID.
+
+    `id` is the bundle's CID; `cites` the records it cites; `statements` the statement
+    bytes it rests on (their CIDs are cited too, so gossip keeps them).
+    """
+
+    id: CID
+    kind: str
+    conv: str
+    bundle: bytes
+    cites: tuple[CID, ...]
+    statements: tuple[bytes, ...]
+    summary: str
+    found_ms: int
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    """A §4 or §5 check that its bundle could not prove yet, kept with the statements involved."""
+
+    reason: str
+    statements: tuple[bytes, ...]
+
+
+GOSSIP_KEEP: Final = 8  # statements kept per (key, conversation), besides those a finding cites
 
 
 @dataclass(frozen=True)
@@ -105,7 +137,10 @@ class Store(Protocol):
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         """Drop the bytes of `covered` records of `conv` (their headers stay, so causal
-        checks and dedup still work) and keep `snapshot` as the conversation's latest."""
+        checks and dedup still work) and keep `snapshot` as the conversation's latest.
+
+        Records a finding cites (`cited`) or that equivocate keep their bytes: they are evidence.
+        """
         ...
 
     def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
@@ -170,6 +205,62 @@ class Store(Protocol):
 
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]: ...
 
+    # ---- witnessed history (docs/integrity.md §4-§6); every write joins an open transaction
+
+    def remember(self, statement: Statement) -> None:
+        """Make `statement` the remembered one of its (key, conv), replacing any before it."""
+        ...
+
+    def remembered(self, peer: bytes, conv: str) -> bytes | None:
+        """The remembered statement of `peer` about `conv`, as bytes."""
+        ...
+
+    def remembered_in(self, conv: str) -> list[bytes]:
+        """Every peer's remembered statement about `conv`."""
+        ...
+
+    def add_receipts(self, receipts: Iterable[Statement]) -> None:
+        """Keep `receipts` open (idempotent by statement CID)."""
+        ...
+
+    def open_receipts(self, peer: bytes, conv: str) -> list[bytes]:
+        """The open receipts of `peer` about `conv`, oldest first (by time, then CID)."""
+        ...
+
+    def close_receipts(self, peer: bytes, conv: str, cids: Iterable[CID]) -> None:
+        """Close the open receipts named by statement CID; unknown ones are ignored."""
+        ...
+
+    def add_gossip(self, statement: Statement) -> None:
+        """Keep a gossiped statement: at most `GOSSIP_KEEP` latest per (key, conv), plus
+        any a finding cites (a statement that would be pruned at once is not kept)."""
+        ...
+
+    def gossip(self, conv: str) -> list[bytes]:
+        """The gossiped statements about `conv`, newest first (by time, then CID)."""
+        ...
+
+    def pending_checks(self, peer: bytes, conv: str) -> list[PendingCheck]:
+        """The checks kept undecided about `peer`'s statements of `conv`, in the order set."""
+        ...
+
+    def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
+        """Replace the pending checks of (`peer`, `conv`) with `checks` (duplicates dropped)."""
+        ...
+
+    def add_finding(self, finding: FindingRow) -> bool:
+        """Store a finding; False when one with its id is stored already (then nothing changes)."""
+        ...
+
+    def findings(self, conv: str | None = None) -> list[FindingRow]:
+        """The stored findings (of `conv`), by found time, then id."""
+        ...
+
+    def cited(self, conv: str) -> set[CID]:
+        """The CIDs of records and statements that findings about `conv` cite: `compact`
+        keeps their bytes (and those of equivocating records), gossip pruning keeps them."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -198,6 +289,38 @@ def header_row(meta: RecordMeta) -> tuple[bytes, str, bytes, int, int, int, byte
     """The SQL stores' `records` row of a header-only record: every column, empty `data`."""
     return (bytes(meta.cid), meta.conv, meta.actor, meta.seq, meta.hlc.wall_ms, meta.hlc.counter,
             b"".join(map(bytes, meta.parents)), b"")
+
+
+def finding_of_row(row: tuple[bytes, str, str, bytes, bytes, bytes, str, int]) -> FindingRow:
+    """A `FindingRow` from the SQL stores' `id, kind, conv, bundle, cites, statements, summary, found`."""
+    fid, kind, conv, bundle, cites, statements, summary, found = row
+    return FindingRow(CID(bytes(fid)), kind, conv, bytes(bundle), split_cids(bytes(cites)),
+                      decode_blobs(bytes(statements)), summary, int(found))
+
+
+
+
+def encode_blobs(blobs: Iterable[bytes]) -> bytes:
+    """Byte strings in one column (a DAG-CBOR list), as the SQL stores keep statements."""
+    return codec.encode(list(blobs))
+
+
+def decode_blobs(data: bytes) -> tuple[bytes, ...]:
+    """The byte strings `encode_blobs` stored."""
+    value = codec.decode_trusted(data)
+    if not isinstance(value, list) or not all(isinstance(v, bytes) for v in value):
+        raise StoreCorruptError("a stored list of statements is not a list of byte strings")
+    return tuple(value)
+
+
+def finding_cids(finding: FindingRow) -> set[CID]:
+    """What a finding cites: its records, and its statements by their CIDs."""
+    return {*finding.cites, *map(CID.of_record, finding.statements)}
+
+
+def unique_checks(checks: Iterable[PendingCheck]) -> list[PendingCheck]:
+    """`checks` without repeats, first occurrence kept."""
+    return list(dict.fromkeys(checks))
 
 
 def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,9 +19,25 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import RecordMeta
 from convgraph.errors import StoreError
-from convgraph.store.base import Pending, QuarantineBounds, WriteSet, sort_pairs
+from convgraph.integrity.statement import Statement
+from convgraph.store.base import (
+    GOSSIP_KEEP,
+    FindingRow,
+    Pending,
+    PendingCheck,
+    QuarantineBounds,
+    WriteSet,
+    finding_cids,
+    sort_pairs,
+    unique_checks,
+)
 
 _OrderKey = tuple[int, int, bytes, bytes]
+_Held = dict[CID, tuple[int, bytes]]  # statement CID -> (time, bytes)
+
+
+def _newest_first(held: _Held) -> list[bytes]:
+    return [data for _, _, data in sorted(((t, bytes(c), d) for c, (t, d) in held.items()), reverse=True)]
 
 
 class MemoryStore:
@@ -41,6 +57,13 @@ class MemoryStore:
         self._waiting: dict[CID, set[CID]] = defaultdict(set)  # missing parent -> waiters
         self._equivocations: dict[tuple[CID, CID], str] = {}
         self._max_hlc = ZERO
+        # witnessed history: every table replaced whole per key, so `_set` can undo it
+        self._remembered: dict[tuple[bytes, str], bytes] = {}
+        self._receipts: dict[tuple[bytes, str], _Held] = {}
+        self._gossip: dict[tuple[bytes, str], _Held] = {}
+        self._checks: dict[tuple[bytes, str], tuple[PendingCheck, ...]] = {}
+        self._findings: dict[CID, FindingRow] = {}
+        self._cited: dict[str, frozenset[CID]] = {}
         self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
         self._copied: set[tuple[object, object]] = set()
         self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
@@ -195,7 +218,10 @@ class MemoryStore:
                 if meta is None or meta.conv != conv:
                     raise StoreError("compaction names a record this conversation does not hold", cid=cid)
             self._version += 1
+            evidence = self._evidence(conv)
             for cid in covered:
+                if cid in evidence:
+                    continue
                 self._set(self._data, cid, b"")
             self._set(self._snapshots, conv, (checkpoint, snapshot))
 
@@ -277,6 +303,84 @@ class MemoryStore:
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]:
         with self._lock:
             return sorted(k for k, c in self._equivocations.items() if conv in (None, c))
+
+    def _evidence(self, conv: str) -> frozenset[CID]:
+        """Records whose bytes compaction keeps: cited by a finding, or equivocating."""
+        pairs = (p for p, c in self._equivocations.items() if c == conv)
+        return self._cited.get(conv, frozenset()) | {cid for pair in pairs for cid in pair}
+
+    # ------------------------------------------------------------ witnessed history
+
+    def remember(self, statement: Statement) -> None:
+        with self.transaction():
+            self._set(self._remembered, (statement.key, statement.conv), statement.data)
+
+    def remembered(self, peer: bytes, conv: str) -> bytes | None:
+        with self._lock:
+            return self._remembered.get((peer, conv))
+
+    def remembered_in(self, conv: str) -> list[bytes]:
+        with self._lock:
+            return [data for (_, c), data in sorted(self._remembered.items()) if c == conv]
+
+    def add_receipts(self, receipts: Iterable[Statement]) -> None:
+        with self.transaction():
+            for r in receipts:
+                held = dict(self._receipts.get((r.key, r.conv), {}))
+                held[r.cid] = (r.time_ms, r.data)
+                self._set(self._receipts, (r.key, r.conv), held)
+
+    def open_receipts(self, peer: bytes, conv: str) -> list[bytes]:
+        with self._lock:
+            return _newest_first(self._receipts.get((peer, conv), {}))[::-1]
+
+    def close_receipts(self, peer: bytes, conv: str, cids: Iterable[CID]) -> None:
+        with self.transaction():
+            gone = set(cids)
+            held = {c: v for c, v in self._receipts.get((peer, conv), {}).items() if c not in gone}
+            self._set(self._receipts, (peer, conv), held)
+
+    def add_gossip(self, statement: Statement) -> None:
+        with self.transaction():
+            where = (statement.key, statement.conv)
+            held = {**self._gossip.get(where, {}), statement.cid: (statement.time_ms, statement.data)}
+            cited = self._cited.get(statement.conv, frozenset())
+            latest = sorted(held, key=lambda c: (held[c][0], bytes(c)), reverse=True)[:GOSSIP_KEEP]
+            self._set(self._gossip, where, {c: v for c, v in held.items() if c in cited or c in latest})
+
+    def gossip(self, conv: str) -> list[bytes]:
+        with self._lock:
+            merged: _Held = {}
+            for (_, c), held in self._gossip.items():
+                if c == conv:
+                    merged.update(held)
+            return _newest_first(merged)
+
+    def pending_checks(self, peer: bytes, conv: str) -> list[PendingCheck]:
+        with self._lock:
+            return list(self._checks.get((peer, conv), ()))
+
+    def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
+        with self.transaction():
+            self._set(self._checks, (peer, conv), tuple(unique_checks(checks)))
+
+    def add_finding(self, finding: FindingRow) -> bool:
+        with self.transaction():
+            if finding.id in self._findings:
+                return False
+            self._set(self._findings, finding.id, finding)
+            cited = self._cited.get(finding.conv, frozenset())
+            self._set(self._cited, finding.conv, cited | finding_cids(finding))
+            return True
+
+    def findings(self, conv: str | None = None) -> list[FindingRow]:
+        with self._lock:
+            rows = [f for f in self._findings.values() if conv in (None, f.conv)]
+            return sorted(rows, key=lambda f: (f.found_ms, bytes(f.id)))
+
+    def cited(self, conv: str) -> set[CID]:
+        with self._lock:
+            return set(self._cited.get(conv, ()))
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
@@ -33,21 +33,35 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.integrity.statement import Statement
 from convgraph.store.base import (
+    GOSSIP_KEEP,
+    FindingRow,
     Pending,
+    PendingCheck,
     QuarantineBounds,
     WriteSet,
+    decode_blobs,
+    encode_blobs,
+    finding_cids,
+    finding_of_row,
     header_row,
     meta_of_row,
     pending_of_row,
     sort_pairs,
+    unique_checks,
 )
 
-SCHEMA_VERSION: Final = 1
+# version 2 added the witnessed-history tables (`_DDL_V2`); a version 1 schema is upgraded
+# in place when opened, under the setup lock
+SCHEMA_VERSION: Final = 2
+_UPGRADABLE: Final = frozenset({1})
 _PAGE: Final = 1000
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
-_TABLES: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
-                            "equivocations"})
+_TABLES_V1: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
+                               "equivocations"})
+_TABLES: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings",
+                               "finding_cites"}
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -70,6 +84,23 @@ CREATE TABLE IF NOT EXISTS {s}.snapshots (conv text COLLATE "C" PRIMARY KEY, che
     data bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS {s}.equivocations (a bytea NOT NULL, b bytea NOT NULL,
     conv text COLLATE "C" NOT NULL, PRIMARY KEY (a, b));
+"""
+_DDL_V2: Final = """
+CREATE TABLE IF NOT EXISTS {s}.remembered (peer bytea NOT NULL, conv text COLLATE "C" NOT NULL,
+    statement bytea NOT NULL, PRIMARY KEY (peer, conv));
+CREATE TABLE IF NOT EXISTS {s}.receipts (peer bytea NOT NULL, conv text COLLATE "C" NOT NULL,
+    cid bytea NOT NULL, time_ms bigint NOT NULL, statement bytea NOT NULL, PRIMARY KEY (peer, conv, cid));
+CREATE TABLE IF NOT EXISTS {s}.gossip (conv text COLLATE "C" NOT NULL, key bytea NOT NULL, cid bytea NOT NULL,
+    time_ms bigint NOT NULL, statement bytea NOT NULL, PRIMARY KEY (conv, key, cid));
+CREATE TABLE IF NOT EXISTS {s}.pending_checks (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    peer bytea NOT NULL, conv text COLLATE "C" NOT NULL, reason text NOT NULL, statements bytea NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_checks_of ON {s}.pending_checks (peer, conv, id);
+CREATE TABLE IF NOT EXISTS {s}.findings (id bytea PRIMARY KEY, conv text COLLATE "C" NOT NULL,
+    kind text NOT NULL, found bigint NOT NULL, summary text NOT NULL, cites bytea NOT NULL,
+    statements bytea NOT NULL, bundle bytea NOT NULL);
+CREATE INDEX IF NOT EXISTS findings_order ON {s}.findings (found, id);
+CREATE TABLE IF NOT EXISTS {s}.finding_cites (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
+    finding bytea NOT NULL, PRIMARY KEY (conv, cid, finding));
 """
 _META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
 _PENDING_COLS: Final = "cid, reason, wall, missing, data"
@@ -190,11 +221,18 @@ class PostgresStore:
             # shows up at the first query using it); tables of our own server beside ours are fine
             if found and "meta" not in found:
                 raise StoreCorruptError(f"{self._where} holds tables, but is not a convgraph store")
-            if found and _TABLES - found:
-                raise StoreCorruptError(f"{self._where} lacks the tables {sorted(_TABLES - found)}")
+            read = "SELECT value FROM {s}.meta WHERE key = 'schema_version'"
+            version = self._run(conn, read).fetchone() if found else None
+            upgrade = version is not None and version[0] in _UPGRADABLE
+            wanted = _TABLES_V1 if upgrade else _TABLES
+            if found and wanted - found:
+                raise StoreCorruptError(f"{self._where} lacks the tables {sorted(wanted - found)}")
+            if upgrade:
+                conn.execute(self._sql(_DDL_V2))
+                self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
             if not found:
-                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL))
-            version = self._run(conn, "SELECT value FROM {s}.meta WHERE key = 'schema_version'").fetchone()
+                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL + _DDL_V2))
+            version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
                     raise StoreCorruptError(f"{self._where} holds records but no schema version")
@@ -424,7 +462,8 @@ class PostgresStore:
             if found != wanted:
                 raise StoreError("compaction names a record this conversation does not hold")
             self._bump(conn)
-            self._run(conn, "UPDATE {s}.records SET data = '' WHERE cid = ANY(%s::bytea[])", list(wanted))
+            dropped = wanted - {bytes(c) for c in self._evidence(conv)}
+            self._run(conn, "UPDATE {s}.records SET data = '' WHERE cid = ANY(%s::bytea[])", list(dropped))
             self._run(conn, "INSERT INTO {s}.snapshots VALUES (%s, %s, %s) ON CONFLICT (conv)"
                       " DO UPDATE SET checkpoint = excluded.checkpoint, data = excluded.data",
                       conv, bytes(checkpoint), snapshot)
@@ -464,6 +503,104 @@ class PostgresStore:
         else:
             rows = self._query("SELECT a, b FROM {s}.equivocations WHERE conv = %s ORDER BY a, b", conv)
         return [(CID(a), CID(b)) for a, b in rows]
+
+    def _evidence(self, conv: str) -> set[CID]:
+        """Records whose bytes compaction keeps: cited by a finding, or equivocating."""
+        rows = self._query("SELECT cid FROM {s}.finding_cites WHERE conv = %s UNION SELECT a FROM"
+                           " {s}.equivocations WHERE conv = %s UNION SELECT b FROM {s}.equivocations"
+                           " WHERE conv = %s", conv, conv, conv)
+        return {CID(r[0]) for r in rows}
+
+    # ------------------------------------------------------------ witnessed history
+
+    def _write(self, text: str, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            with self.transaction(), self._translated(), self._conn() as conn, conn.cursor() as cur:
+                cur.executemany(self._sql(text), rows)
+
+    def remember(self, statement: Statement) -> None:
+        self._write("INSERT INTO {s}.remembered VALUES (%s, %s, %s) ON CONFLICT (peer, conv)"
+                    " DO UPDATE SET statement = excluded.statement",
+                    [(statement.key, statement.conv, statement.data)])
+
+    def remembered(self, peer: bytes, conv: str) -> bytes | None:
+        rows = self._query("SELECT statement FROM {s}.remembered WHERE peer = %s AND conv = %s", peer, conv)
+        return bytes(rows[0][0]) if rows else None
+
+    def remembered_in(self, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM {s}.remembered WHERE conv = %s ORDER BY peer", conv)
+        return [bytes(r[0]) for r in rows]
+
+    def add_receipts(self, receipts: Iterable[Statement]) -> None:
+        self._write("INSERT INTO {s}.receipts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(r.key, r.conv, bytes(r.cid), r.time_ms, r.data) for r in receipts])
+
+    def open_receipts(self, peer: bytes, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM {s}.receipts WHERE peer = %s AND conv = %s"
+                           " ORDER BY time_ms, cid", peer, conv)
+        return [bytes(r[0]) for r in rows]
+
+    def close_receipts(self, peer: bytes, conv: str, cids: Iterable[CID]) -> None:
+        self._write("DELETE FROM {s}.receipts WHERE peer = %s AND conv = %s AND cid = %s",
+                    [(peer, conv, bytes(c)) for c in cids])
+
+    def add_gossip(self, statement: Statement) -> None:
+        with self.transaction(), self._translated(), self._conn() as conn:
+            where = (statement.conv, statement.key)
+            self._run(conn, "INSERT INTO {s}.gossip VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                      *where, bytes(statement.cid), statement.time_ms, statement.data)
+            self._run(conn, "DELETE FROM {s}.gossip WHERE conv = %s AND key = %s AND cid NOT IN"
+                      " (SELECT cid FROM {s}.gossip WHERE conv = %s AND key = %s"
+                      " ORDER BY time_ms DESC, cid DESC LIMIT %s)"
+                      " AND cid NOT IN (SELECT cid FROM {s}.finding_cites WHERE conv = %s)",
+                      *where, *where, GOSSIP_KEEP, statement.conv)
+
+    def gossip(self, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM {s}.gossip WHERE conv = %s ORDER BY time_ms DESC, cid DESC",
+                           conv)
+        return [bytes(r[0]) for r in rows]
+
+    def pending_checks(self, peer: bytes, conv: str) -> list[PendingCheck]:
+        rows = self._query("SELECT reason, statements FROM {s}.pending_checks WHERE peer = %s AND conv = %s"
+                           " ORDER BY id", peer, conv)
+        return [PendingCheck(reason, decode_blobs(bytes(data))) for reason, data in rows]
+
+    def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
+        with self.transaction(), self._translated(), self._conn() as conn:
+            self._run(conn, "DELETE FROM {s}.pending_checks WHERE peer = %s AND conv = %s", peer, conv)
+            rows = [(peer, conv, c.reason, encode_blobs(c.statements)) for c in unique_checks(checks)]
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(self._sql("INSERT INTO {s}.pending_checks (peer, conv, reason,"
+                                              " statements) VALUES (%s, %s, %s, %s)"), rows)
+
+    def add_finding(self, finding: FindingRow) -> bool:
+        f = finding
+        with self.transaction(), self._translated(), self._conn() as conn:
+            added = self._run(
+                conn, "INSERT INTO {s}.findings VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                bytes(f.id), f.conv, f.kind, f.found_ms, f.summary, b"".join(map(bytes, f.cites)),
+                encode_blobs(f.statements), f.bundle,
+            ).rowcount == 1
+            if added:
+                with conn.cursor() as cur:
+                    cur.executemany(self._sql("INSERT INTO {s}.finding_cites VALUES (%s, %s, %s)"
+                                              " ON CONFLICT DO NOTHING"),
+                                    [(f.conv, bytes(c), bytes(f.id)) for c in finding_cids(f)])
+            return added
+
+    def findings(self, conv: str | None = None) -> list[FindingRow]:
+        select = "SELECT id, kind, conv, bundle, cites, statements, summary, found FROM {s}.findings"
+        if conv is None:
+            rows = self._query(select + " ORDER BY found, id")
+        else:
+            rows = self._query(select + " WHERE conv = %s ORDER BY found, id", conv)
+        return [finding_of_row(r) for r in rows]
+
+    def cited(self, conv: str) -> set[CID]:
+        rows = self._query("SELECT cid FROM {s}.finding_cites WHERE conv = %s", conv)
+        return {CID(bytes(r[0])) for r in rows}
 
     def close(self) -> None:
         with self._translated():

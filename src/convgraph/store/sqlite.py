@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -30,18 +30,30 @@ from convgraph.errors import (
     StoreError,
     StoreSchemaError,
 )
+from convgraph.integrity.statement import Statement
 from convgraph.store.base import (
+    GOSSIP_KEEP,
+    FindingRow,
     Pending,
+    PendingCheck,
     QuarantineBounds,
     WriteSet,
+    decode_blobs,
+    encode_blobs,
+    finding_cids,
+    finding_of_row,
     header_row,
     meta_of_row,
     pending_of_row,
     sort_pairs,
     split_cids,
+    unique_checks,
 )
 
-SCHEMA_VERSION: Final = 1
+# version 2 added the witnessed-history tables (remembered … finding_cites); a version 1 file
+# is upgraded in place when opened: the DDL below creates what it lacks, the version row moves
+SCHEMA_VERSION: Final = 2
+_UPGRADABLE: Final = frozenset({"1"})
 _PAGE: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -78,6 +90,21 @@ CREATE TABLE IF NOT EXISTS equivocations (a BLOB NOT NULL, b BLOB NOT NULL, conv
 CREATE TABLE IF NOT EXISTS http_nonces (actor BLOB NOT NULL, nonce TEXT NOT NULL, expires INTEGER NOT NULL,
     PRIMARY KEY (actor, nonce)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS http_nonces_expiry ON http_nonces (expires);
+CREATE TABLE IF NOT EXISTS remembered (peer BLOB NOT NULL, conv TEXT NOT NULL, statement BLOB NOT NULL,
+    PRIMARY KEY (peer, conv));
+CREATE TABLE IF NOT EXISTS receipts (peer BLOB NOT NULL, conv TEXT NOT NULL, cid BLOB NOT NULL,
+    time_ms INTEGER NOT NULL, statement BLOB NOT NULL, PRIMARY KEY (peer, conv, cid));
+CREATE TABLE IF NOT EXISTS gossip (conv TEXT NOT NULL, key BLOB NOT NULL, cid BLOB NOT NULL,
+    time_ms INTEGER NOT NULL, statement BLOB NOT NULL, PRIMARY KEY (conv, key, cid));
+CREATE TABLE IF NOT EXISTS pending_checks (id INTEGER PRIMARY KEY, peer BLOB NOT NULL, conv TEXT NOT NULL,
+    reason TEXT NOT NULL, statements BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_checks_of ON pending_checks (peer, conv, id);
+CREATE TABLE IF NOT EXISTS findings (id BLOB PRIMARY KEY, conv TEXT NOT NULL, kind TEXT NOT NULL,
+    found INTEGER NOT NULL, summary TEXT NOT NULL, cites BLOB NOT NULL, statements BLOB NOT NULL,
+    bundle BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS findings_order ON findings (found, id);
+CREATE TABLE IF NOT EXISTS finding_cites (conv TEXT NOT NULL, cid BLOB NOT NULL, finding BLOB NOT NULL,
+    PRIMARY KEY (conv, cid, finding)) WITHOUT ROWID;
 """
 
 Synchronous = Literal["FULL", "NORMAL"]
@@ -163,6 +190,8 @@ class SqliteStore:
             self._db.execute(
                 "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+        elif row[0] in _UPGRADABLE:
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
 
@@ -394,7 +423,9 @@ class SqliteStore:
             found = {bytes(m.cid) for m in self.metas(map(CID._trusted, wanted)).values() if m.conv == conv}
             if found != wanted:
                 raise StoreError("compaction names a record this conversation does not hold")
-            self._db.executemany("UPDATE records SET data = x'' WHERE cid = ?", [(c,) for c in wanted])
+            evidence = {bytes(c) for c in self._evidence(conv)}
+            self._db.executemany("UPDATE records SET data = x'' WHERE cid = ?",
+                                 [(c,) for c in wanted - evidence])
             self._db.execute(
                 "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (conv, bytes(checkpoint), snapshot)
             )
@@ -445,6 +476,97 @@ class SqliteStore:
         else:
             rows = self._query("SELECT a, b FROM equivocations WHERE conv = ? ORDER BY a, b", (conv,))
         return [(CID(a), CID(b)) for a, b in rows]
+
+    def _evidence(self, conv: str) -> set[CID]:
+        """Records whose bytes compaction keeps: cited by a finding, or equivocating."""
+        rows = self._query("SELECT cid FROM finding_cites WHERE conv = ? UNION SELECT a FROM equivocations"
+                           " WHERE conv = ? UNION SELECT b FROM equivocations WHERE conv = ?", (conv,) * 3)
+        return {CID(r[0]) for r in rows}
+
+    # ------------------------------------------------------------ witnessed history
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        with self.transaction(), _translated():
+            self._db.executemany(sql, rows)
+
+    def remember(self, statement: Statement) -> None:
+        self._write("INSERT OR REPLACE INTO remembered VALUES (?, ?, ?)",
+                    [(statement.key, statement.conv, statement.data)])
+
+    def remembered(self, peer: bytes, conv: str) -> bytes | None:
+        rows = self._query("SELECT statement FROM remembered WHERE peer = ? AND conv = ?", (peer, conv))
+        return bytes(rows[0][0]) if rows else None
+
+    def remembered_in(self, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM remembered WHERE conv = ? ORDER BY peer", (conv,))
+        return [bytes(r[0]) for r in rows]
+
+    def add_receipts(self, receipts: Iterable[Statement]) -> None:
+        self._write("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?, ?)",
+                    [(r.key, r.conv, bytes(r.cid), r.time_ms, r.data) for r in receipts])
+
+    def open_receipts(self, peer: bytes, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM receipts WHERE peer = ? AND conv = ? ORDER BY time_ms, cid",
+                           (peer, conv))
+        return [bytes(r[0]) for r in rows]
+
+    def close_receipts(self, peer: bytes, conv: str, cids: Iterable[CID]) -> None:
+        self._write("DELETE FROM receipts WHERE peer = ? AND conv = ? AND cid = ?",
+                    [(peer, conv, bytes(c)) for c in cids])
+
+    def add_gossip(self, statement: Statement) -> None:
+        with self.transaction(), _translated():
+            where = (statement.conv, statement.key)
+            self._db.execute("INSERT OR IGNORE INTO gossip VALUES (?, ?, ?, ?, ?)",
+                             (*where, bytes(statement.cid), statement.time_ms, statement.data))
+            self._db.execute(
+                "DELETE FROM gossip WHERE conv = ? AND key = ? AND cid NOT IN (SELECT cid FROM gossip"
+                " WHERE conv = ? AND key = ? ORDER BY time_ms DESC, cid DESC LIMIT ?)"
+                " AND cid NOT IN (SELECT cid FROM finding_cites WHERE conv = ?)",
+                (*where, *where, GOSSIP_KEEP, statement.conv),
+            )
+
+    def gossip(self, conv: str) -> list[bytes]:
+        rows = self._query("SELECT statement FROM gossip WHERE conv = ? ORDER BY time_ms DESC, cid DESC",
+                           (conv,))
+        return [bytes(r[0]) for r in rows]
+
+    def pending_checks(self, peer: bytes, conv: str) -> list[PendingCheck]:
+        rows = self._query("SELECT reason, statements FROM pending_checks WHERE peer = ? AND conv = ?"
+                           " ORDER BY id", (peer, conv))
+        return [PendingCheck(reason, decode_blobs(data)) for reason, data in rows]
+
+    def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
+        with self.transaction(), _translated():
+            self._db.execute("DELETE FROM pending_checks WHERE peer = ? AND conv = ?", (peer, conv))
+            self._db.executemany(
+                "INSERT INTO pending_checks (peer, conv, reason, statements) VALUES (?, ?, ?, ?)",
+                [(peer, conv, c.reason, encode_blobs(c.statements)) for c in unique_checks(checks)],
+            )
+
+    def add_finding(self, finding: FindingRow) -> bool:
+        with self.transaction(), _translated():
+            f = finding
+            added = self._db.execute(
+                "INSERT OR IGNORE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (bytes(f.id), f.conv, f.kind, f.found_ms, f.summary, b"".join(map(bytes, f.cites)),
+                 encode_blobs(f.statements), f.bundle),
+            ).rowcount == 1
+            if added:
+                self._db.executemany("INSERT OR IGNORE INTO finding_cites VALUES (?, ?, ?)",
+                                     [(f.conv, bytes(c), bytes(f.id)) for c in finding_cids(f)])
+            return added
+
+    def findings(self, conv: str | None = None) -> list[FindingRow]:
+        select = "SELECT id, kind, conv, bundle, cites, statements, summary, found FROM findings"
+        if conv is None:
+            rows = self._query(select + " ORDER BY found, id")
+        else:
+            rows = self._query(select + " WHERE conv = ? ORDER BY found, id", (conv,))
+        return [finding_of_row(r) for r in rows]
+
+    def cited(self, conv: str) -> set[CID]:
+        return {CID(r[0]) for r in self._query("SELECT cid FROM finding_cites WHERE conv = ?", (conv,))}
 
     def close(self) -> None:
         with self._lock, _translated():

@@ -19,6 +19,7 @@ import base64
 import json
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +38,7 @@ from convgraph.errors import (
     SlowTransferError,
     TransportError,
     UnauthenticatedError,
+    WitnessRefusedError,
 )
 from convgraph.server import auth
 from convgraph.sync.deadline import Deadline, Monotonic
@@ -158,6 +160,49 @@ class HttpRemote:
             return parse_actor(json.loads(raw)["actor"])
         except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
             raise TransportError(f"{self.base_url}/v1/health names no actor: {raw[:200]!r}") from exc
+
+    def identity(self, *, deadline: Deadline | None = None) -> bytes:
+        """The key the server signs its statements with, as `/.well-known/convgraph` announces it
+        (as authentic as the URL is; `sync.pins` remembers it)."""
+        path = "/.well-known/convgraph"
+        raw = self._read(self._request("GET", path, deadline=deadline), 1 << 16, deadline)
+        try:
+            key = bytes.fromhex(json.loads(raw)["key"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}{path} names no key: {raw[:200]!r}") from exc
+        if len(key) != 32:
+            raise TransportError(f"{self.base_url}{path} names a key of {len(key)} bytes, not 32")
+        return key
+
+    def findings(self, conv: str | None = None, *, deadline: Deadline | None = None) -> list[dict[str, Any]]:
+        """The server's findings (docs/integrity.md §6), in the conversations this key may read."""
+        path = "/v1/findings" + ("?conv=" + urllib.parse.quote(conv, safe="") if conv is not None else "")
+        raw = self._read(self._request("GET", path, deadline=deadline), self.max_reply, deadline)
+        try:
+            found = json.loads(raw)["findings"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}/v1/findings answered no findings: {raw[:200]!r}") from exc
+        if not isinstance(found, list) or not all(isinstance(f, dict) for f in found):
+            raise TransportError(f"{self.base_url}/v1/findings answered no list of findings")
+        return found
+
+    def cosign(self, conv: str, checkpoint: CID, *, deadline: Deadline | None = None) -> dict[str, Any]:
+        """A witness's cosignature of `checkpoint` (docs/integrity.md §7.4), as it answered it
+        (unchecked: `witness_client` verifies it); a refusal is `WitnessRefusedError`."""
+        path = f"/v1/witness/{_quote(conv)}/cosign"
+        body = json.dumps({"checkpoint": str(checkpoint)}).encode()
+        response = self._request("POST", path, body, headers={"Content-Type": "application/json"},
+                                 deadline=deadline)
+        raw = self._read(response, 1 << 16, deadline)
+        try:
+            answer = json.loads(raw)
+            texts = ("cosignature", "name", "key")
+            ok = type(answer) is dict and all(type(answer.get(k)) is str for k in texts)
+        except ValueError:
+            ok = False
+        if not ok or type(answer.get("time")) is not int:
+            raise TransportError(f"{self.base_url}{path} answered no cosignature: {raw[:200]!r}")
+        return dict(answer)
 
     def record(self, cid: CID) -> bytes:
         """One record's bytes, verified: they hash to `cid` and decode as a valid record."""
@@ -314,6 +359,8 @@ def _raise_for(response: httpx.Response, raw: bytes) -> None:
         raise UnauthenticatedError(f"{where}: 401 {detail}{why}", reason=reason)
     if status == 403:
         raise _forbidden(f"{where}: 403 {detail}{why}", body)
+    if status == 409 and isinstance(body, dict) and body.get("error") == "witness":
+        raise WitnessRefusedError(f"{where}: 409 {detail}", reason=reason or "witness")
     if status in (400, 413):  # a 400 sync refusal's `reason` is one docs/sync.md lists
         raise ProtocolError(f"{where}: {status} {detail}", reason=reason or "peer")
     raise TransportError(f"{where}: HTTP {status} {detail}")

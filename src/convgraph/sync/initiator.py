@@ -5,9 +5,13 @@
 nothing is left to ask or send. `converged()` then compares the strong fingerprint of our
 set (as it now is) with the one the peer sent last. `synchronize` repeats sessions, each
 with a fresh salt, until they agree or a session moves nothing, within one deadline and one
-round-trip budget for the whole run. Invariant: the initiator never pushes one record twice
+round-trip budget for the whole run. Every reply section carries the peer's signed statement
+(docs/integrity.md §2): the session keeps them per conversation, takes a record as stored at
+the peer only when a receipt names it (§3), and hands them to the replica's memory after the
+session (§4), with the gossip (§5). Invariant: the initiator never pushes one record twice
 in a session, and never sends more than `budget` bytes of records in one message (plus one
-record, when that record alone is larger).
+record, when that record alone is larger); every statement it keeps verified, is about its
+section's conversation and is signed by the session's one peer key.
 """
 
 from __future__ import annotations
@@ -18,17 +22,28 @@ import hashlib
 import itertools
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from convgraph.errors import ProtocolError, RoundTripLimitError, TransportError
+from convgraph.core.hlc import Clock, system_clock
+from convgraph.core.keys import actor_text
+from convgraph.errors import (
+    ProtocolError,
+    RoundTripLimitError,
+    StatementError,
+    SyncError,
+    TransportError,
+    UnconfirmedStoreError,
+)
+from convgraph.integrity.statement import Statement, decode_statement
 from convgraph.sync import reconcile, wire
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
-from convgraph.sync.reconcile import Step, SyncPeer
+from convgraph.sync.reconcile import Step, SyncPeer, cid_of
 from convgraph.sync.wire import (
     DEFAULT_LIMITS,
+    MAX_GOSSIP,
     SALT_LEN,
     Base,
     Fate,
@@ -38,6 +53,7 @@ from convgraph.sync.wire import (
     Section,
     WireLimits,
 )
+from convgraph.sync.witness_hooks import Witness
 
 Transport = Callable[[bytes], bytes]
 _FETCH = 256  # records read per store look-up
@@ -76,6 +92,13 @@ class ConvReport:
     stored_there: set[bytes] = field(default_factory=set)  # digests the peer said it holds
     gone: list[bytes] = field(default_factory=list)  # digests the peer could no longer serve
     adopted: int = 0  # keys a base the peer sent added: its checkpoint, and records held as headers
+    # reported stored (ACCEPTED, RELEASED, DUPLICATE) but named by no receipt: not confirmed
+    unconfirmed: dict[bytes, UnconfirmedStoreError] = field(default_factory=dict)  # by digest
+    statements: int = 0  # statements the peer signed about this conversation (one per reply section)
+    gossip_dropped: int = 0  # gossiped statements that did not verify or were about another conversation
+    findings: list[Any] = field(default_factory=list)  # new findings (docs/integrity.md §6), this run
+    pending: list[str] = field(default_factory=list)  # failures no bundle can prove yet (§4)
+    signed: list[str] = field(default_factory=list)  # why the peer's statements deny convergence (§4)
     converged: bool = False
 
     def take(self, entries: Iterable[Reported], pushed: list[bytes]) -> None:
@@ -115,8 +138,10 @@ class ConvReport:
             (len(self.rejected_here), "rejected here"),
             (self.quarantined_here, "waiting here for parents or for our clock"),
             (len(self.gone), "compacted at the peer, which can no longer serve them"),
+            (len(self.unconfirmed), "reported stored by the peer but named by no receipt (offered again)"),
         ]
         reasons = [f"{n} record{'s' * (n != 1)} {what}" for n, what in found if n]
+        reasons += [f"statement: {why}" for why in self.signed]
         return reasons or ["the two sets still differ when the sessions ended"]
 
     def statement(self) -> str:
@@ -133,7 +158,10 @@ class _Conv:
     accepted: list[bytes] = field(default_factory=list)
     base_sent: bool = False  # a session offers a conversation's base at most once
     theirs: tuple[int, bytes] | None = None  # the peer's last (count, strong fingerprint)
+    matched: bool = False  # the strong fingerprints agreed at the end of the session
     report: ConvReport = field(default_factory=ConvReport)
+    statements: list[Statement] = field(default_factory=list)  # the peer's, in the order received
+    gossip: list[Statement] = field(default_factory=list)  # by other keys, as the peer relayed them
 
 
 class Initiator:
@@ -143,6 +171,7 @@ class Initiator:
         self, peer: SyncPeer, convs: Iterable[str], *, salt: bytes, budget: int = 4 << 20,
         limits: WireLimits = DEFAULT_LIMITS, max_rounds: int = MAX_ROUND_TRIPS,
         refused: set[bytes] | None = None, deferred: set[bytes] | None = None,
+        peer_key: bytes | None = None, gossip: Mapping[str, Sequence[bytes]] | None = None,
     ) -> None:
         if len(salt) != SALT_LEN:
             raise ValueError(f"salt must be {SALT_LEN} bytes")
@@ -153,6 +182,9 @@ class Initiator:
         # digests the peer holds back until its clock catches up: offered again in a later run
         self.deferred = deferred if deferred is not None else set()
         self.names = sorted(set(convs))
+        # every statement of the session must be by this key; the first one sets it when unknown
+        self.peer_key = peer_key
+        self.gossip = gossip or {}  # what we tell the peer of other keys' statements, per conversation
         self._convs: dict[str, _Conv] = {}
         self.rounds = 0
         self.bytes_sent = 0
@@ -166,7 +198,8 @@ class Initiator:
             self._convs[name] = _Conv(keys)
             count, strong = reconcile.summary(keys)
             tip = keys.keys[-1] if keys.keys else None
-            sections.append(Section(name, count, strong, tip, probes=reconcile.probes(keys)))
+            sections.append(Section(name, count, strong, tip, probes=reconcile.probes(keys),
+                                    gossip=tuple(self.gossip.get(name, ()))[:MAX_GOSSIP]))
         return self._out(Message(Kind.INITIATE, self.salt, tuple(sections)))
 
     def receive(self, data: bytes) -> bytes | None:
@@ -196,7 +229,8 @@ class Initiator:
                                         base=base))
         if not sections and not any(c.queue for c in self._convs.values()):
             for conv in self._convs.values():
-                conv.report.converged = self._agrees(conv)
+                conv.matched = self._agrees(conv)
+                conv.report.converged = conv.matched and not conv.report.unconfirmed
             return None
         return self._out(Message(Kind.CONTINUE, self.salt, tuple(sections)))
 
@@ -217,9 +251,23 @@ class Initiator:
             conv.report.rejected_here += outcome.rejected
         if s.count is not None:
             conv.theirs = (s.count, s.strong)
+        statement = self._statement(s)
+        conv.statements.append(statement)
+        conv.report.statements += 1
+        for data in s.gossip:
+            try:
+                gossiped = decode_statement(data)
+            except StatementError:
+                gossiped = None
+            if gossiped is None or gossiped.conv != s.conv:
+                conv.report.gossip_dropped += 1
+            else:
+                conv.gossip.append(gossiped)
         if s.report is not None:
             before = len(conv.report.rejected_there)
+            stored_before = set(conv.report.stored_there)
             conv.report.take(s.report, conv.last_sent)
+            self._confirm(conv.report, conv.report.stored_there - stored_before, statement)
             self.refused.update(e.digest for e in conv.report.rejected_there[before:])
             self.deferred.update(e.digest for e in s.report if e.fate is Fate.HELD)
         conv.report.gone += s.gone
@@ -230,6 +278,33 @@ class Initiator:
                 return Step(pushes=list(keys.keys[k:]))  # the peer holds a prefix of ours: send the rest
         received = reconcile.received_hashes(self.salt, s.records, outcome.adopted)
         return reconcile.answer(s, keys, self.salt, received)
+
+    def _statement(self, s: Section) -> Statement:
+        """The section's statement, verified, about its conversation, by the session's peer."""
+        if s.statement is None:  # the decoder refuses a REPLY section without one
+            raise ProtocolError(f"a reply section about {s.conv!r} carries no statement")
+        try:
+            statement = decode_statement(s.statement)
+        except StatementError as exc:
+            raise ProtocolError(f"the peer's statement about {s.conv!r} is invalid: {exc}") from exc
+        if statement.conv != s.conv:
+            raise ProtocolError(
+                f"a reply section about {s.conv!r} carries a statement about {statement.conv!r}")
+        if self.peer_key is None:
+            self.peer_key = statement.key
+        elif statement.key != self.peer_key:
+            raise ProtocolError(f"a statement about {s.conv!r} is signed by {actor_text(statement.key)}, "
+                                f"not by the peer's key {actor_text(self.peer_key)}")
+        return statement
+
+    def _confirm(self, report: ConvReport, stored: set[bytes], receipt: Statement) -> None:
+        """Keep as stored at the peer only what its receipt names (docs/integrity.md §3)."""
+        named = {c.digest for c in receipt.stored}
+        for digest in sorted(stored - named):
+            report.stored_there.discard(digest)
+            report.unconfirmed[digest] = UnconfirmedStoreError(
+                "the peer reported this record stored, but its receipt does not name it",
+                cid=cid_of(digest), peer=actor_text(receipt.key))
 
     def _take(self, name: str, conv: _Conv, left: list[int]) -> tuple[list[bytes], Base | None]:
         records: list[bytes] = []
@@ -291,6 +366,21 @@ class Initiator:
     def reports(self) -> dict[str, ConvReport]:
         return {name: c.report for name, c in self._convs.items()}
 
+    @property
+    def matched(self) -> dict[str, bool]:
+        """Per conversation, whether the strong fingerprints agreed when the session ended."""
+        return {name: c.matched for name, c in self._convs.items()}
+
+    @property
+    def statements(self) -> dict[str, list[Statement]]:
+        """Per conversation, every statement the peer signed in this session, in order."""
+        return {name: list(c.statements) for name, c in self._convs.items()}
+
+    @property
+    def gossiped(self) -> dict[str, list[Statement]]:
+        """Per conversation, the verified statements by other keys the peer gossiped."""
+        return {name: list(c.gossip) for name, c in self._convs.items()}
+
 
 _COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there",
            "released_there", "duplicate_there", "adopted")
@@ -307,6 +397,12 @@ class SyncReport:
     bytes_received: int = 0
     converged: bool = False
     convs: dict[str, ConvReport] = field(default_factory=dict)
+    peer_key: bytes | None = None  # the key that signed the peer's statements
+
+    @property
+    def findings(self) -> list[Any]:
+        """The findings this run raised (new ones only), over every conversation."""
+        return [f for r in self.convs.values() for f in r.findings]
 
     def _add(self, session: Initiator) -> None:
         self.sessions += 1
@@ -325,6 +421,14 @@ class SyncReport:
             total.waiting_there.update(r.waiting_there)
             total.stored_there |= r.stored_there
             total.gone += r.gone
+            for d in r.stored_there:  # confirmed by a later session's receipt
+                total.unconfirmed.pop(d, None)
+            total.unconfirmed.update(r.unconfirmed)
+            total.statements += r.statements
+            total.gossip_dropped += r.gossip_dropped
+            total.findings += r.findings
+            total.pending = list(r.pending)
+            total.signed = list(r.signed)
             total.converged = r.converged
 
 
@@ -333,7 +437,8 @@ def synchronize(
     max_sessions: int = 2, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
     on_round: Callable[[Initiator], None] | None = None, retries: int = 2,
     timeout_s: float = DEFAULT_TIMEOUT_S, max_round_trips: int = MAX_ROUND_TRIPS,
-    monotonic: Monotonic = time.monotonic,
+    monotonic: Monotonic = time.monotonic, witness: Witness | None = None, peer_key: bytes | None = None,
+    clock: Clock = system_clock,
 ) -> SyncReport:
     """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.
 
@@ -345,6 +450,13 @@ def synchronize(
     `retries` times in all; a reply that breaks the protocol is the peer's fault and is
     never retried. What a broken session had ingested stays. `on_round` sees the session
     after each reply (for progress displays).
+
+    Every statement of the run must be signed by one key: `peer_key` when the caller knows
+    the peer's (a pinned server key), else the first statement's. With a `witness` (the
+    replica's memory of statements), each INITIATE gossips what it holds of other keys, and
+    after each completed session it judges the peer's statements (`observe_session`, with
+    the times on `clock` around the session) and the gossip received; what it finds is in
+    the report, and a conversation it does not see as converged is not.
     """
     deadline = Deadline.after(timeout_s, monotonic)
     send: Transport = (functools.partial(transport.exchange, deadline=deadline)
@@ -355,8 +467,10 @@ def synchronize(
     for _ in range(max_sessions + retries):
         if report.sessions >= max_sessions:
             break
+        gossip = _gossip_out(witness, names, peer_key)
         session = Initiator(peer, names, salt=salts(), budget=budget, limits=limits, refused=refused,
-                            deferred=deferred, max_rounds=max_round_trips)
+                            deferred=deferred, max_rounds=max_round_trips, peer_key=peer_key, gossip=gossip)
+        started_ms = clock()
         try:
             message: bytes | None = session.initiate()
             while message is not None:
@@ -373,6 +487,9 @@ def synchronize(
             continue
         finally:
             used += session.rounds
+        peer_key = report.peer_key = session.peer_key
+        if witness is not None:
+            _observe(witness, session, started_ms=started_ms, received_ms=clock())
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there or r.released_there or r.adopted
                     for r in session.reports.values())
@@ -380,6 +497,39 @@ def synchronize(
             break
     report.converged = all(r.converged for r in report.convs.values())
     return report
+
+
+def _gossip_out(witness: Witness | None, names: list[str], peer_key: bytes | None) -> dict[str, list[bytes]]:
+    """Per conversation, the statements of other keys we hold, for the peer (docs/integrity.md §5)."""
+    if witness is None:
+        return {}
+    exclude = {peer_key} if peer_key is not None else set()
+    out = {name: [g.data for g in witness.gossip_for(name, exclude) if g.key not in exclude][:MAX_GOSSIP]
+           for name in names}
+    return {name: found for name, found in out.items() if found}
+
+
+def _observe(witness: Witness, session: Initiator, *, started_ms: int, received_ms: int) -> None:
+    """Hand a completed session's statements and gossip to the replica's memory (§4, §5)."""
+    gossiped = session.gossiped
+    for name, statements in session.statements.items():
+        r = session.reports[name]
+        if gossiped[name]:
+            r.findings += witness.observe_gossip(name, gossiped[name])
+        if not statements or session.peer_key is None:
+            continue
+        matched = session.matched[name]
+        try:
+            verdict = witness.observe_session(session.peer_key, name, statements, started_ms=started_ms,
+                                              received_ms=received_ms, fingerprints_matched=matched)
+        except SyncError as exc:  # a stale statement (§4 step 1): nothing is remembered
+            r.signed.append(str(exc))
+            r.converged = False
+            continue
+        r.findings += verdict.findings
+        r.pending = list(verdict.pending)
+        r.signed += verdict.reasons
+        r.converged = r.converged and verdict.converged
 
 
 def _check_budget(done: int, limit: int) -> None:

@@ -6,6 +6,7 @@ network would be, so anything that syncs over HTTP syncs here with identical res
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 
@@ -13,6 +14,7 @@ from convgraph.replica import Replica
 from convgraph.sync.initiator import SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer, trusting
 from convgraph.sync.responder import Responder
+from convgraph.sync.witness_hooks import witness_of
 
 
 def sync_replicas(
@@ -22,10 +24,14 @@ def sync_replicas(
     """Reconcile the named conversations (default: every one either side holds) both ways.
 
     Each side adopts a compacted conversation's base when its checkpoint is signed by
-    either replica's key: both are in this process, so both are ours.
+    either replica's key: both are in this process, so both are ours. `remote` signs its
+    statements with its key and clock; `local` judges them, and both gossip.
     """
     names = sorted(set(convs) if convs is not None else {*local.conversations(), *remote.conversations()})
     both = trusting([local.actor, remote.actor])
-    responder = Responder(ReplicaPeer(remote, adopt_from=both))
-    return synchronize(ReplicaPeer(local, adopt_from=both), responder.receive, names, salts=salts,
-                       max_sessions=max_sessions)
+    responder = Responder(ReplicaPeer(remote, adopt_from=both), key=remote.key, clock=remote.clock,
+                          witness=witness_of(remote))
+    transport = functools.partial(responder.receive, initiator=local.actor)
+    return synchronize(ReplicaPeer(local, adopt_from=both), transport, names, salts=salts,
+                       max_sessions=max_sessions, witness=witness_of(local),
+                       peer_key=remote.actor, clock=local.clock)

@@ -23,20 +23,16 @@ from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
-from convgraph.sync.reconcile import Outcome, refusal
+from convgraph.sync.reconcile import Outcome, cid_of, refusal
 from convgraph.sync.wire import Base, Fate, Reported
+
+__all__ = ["AdoptionPolicy", "ReplicaPeer", "cid_of", "trusting"]
 
 AdoptionPolicy = Callable[[str, bytes], bool]
 """Whether to adopt a checkpoint of conversation `conv` (first argument) signed by the key
 (second): adopting takes every record it covers on that signer's word (docs/format.md 11.5)."""
 
 _GREW = object()  # a cache entry grown by our own ingest, to be confirmed against the store
-_CID_PREFIX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes: every record's
-
-
-def cid_of(digest: bytes) -> CID:
-    """The record CID whose sha2-256 digest is `digest`."""
-    return CID(_CID_PREFIX + digest)
 
 
 def trusting(keys: Iterable[bytes]) -> AdoptionPolicy:
@@ -88,6 +84,9 @@ class ReplicaPeer:
         cids = [cid_of(d) for d in digests]
         found = self.replica.store.get_many(cids)
         return [found.get(c) for c in cids]
+
+    def heads(self, conv: str) -> list[CID]:
+        return self.replica.store.heads(conv)
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         ingested = self.replica.ingest(records, conversations={conv})

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from convgraph.core.cid import CID
 from convgraph.sync.keyset import (
     INFINITY,
     MINUS_INFINITY,
@@ -33,6 +34,12 @@ LIST_AT: Final = 32
 FIRST_LIST_AT: Final = 256  # in the first answer: a short differing tail goes across in one list
 PROBES: Final = (16, 256, 4096, 65536)  # tail sizes whose prefix the first message fingerprints
 BASE_SLACK: Final = 1 << 16  # room a message keeps beside a base, for the section's other parts
+_CID_PREFIX: Final = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes: every record's
+
+
+def cid_of(digest: bytes) -> CID:
+    """The record CID whose sha2-256 digest is `digest`."""
+    return CID(_CID_PREFIX + digest)
 
 
 @dataclass
@@ -62,6 +69,10 @@ class SyncPeer(Protocol):
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         """The records' bytes, in order; None for one compacted away (or unknown)."""
+        ...
+
+    def heads(self, conv: str) -> list[CID]:
+        """The conversation's heads: the records of its set that no record of it names as a parent."""
         ...
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:

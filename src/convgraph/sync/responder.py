@@ -4,22 +4,33 @@ Because every message carries all the responder needs (the session's salt, the r
 question, the wants), any number of server instances over one database can serve the
 same session, one message each. A base and the records a message brings are taken in
 first, so the summary in the reply is the set after them. A push we hold as a header only
-goes out as our base (`docs/sync.md`, Compacted history). Invariant: a reply never holds
-more than `budget` bytes of records and bases plus one of either; pushes that do not fit
-are asked about again through a fingerprint, never dropped.
+goes out as our base (`docs/sync.md`, Compacted history). Each section of a reply carries a
+statement signed with the replica's key (docs/integrity.md §2, §3): its clock read after the
+section's records were committed and before its set is read, and, as a receipt, naming every
+record the report gives as stored. Invariant: a reply never holds more than `budget` bytes
+of records and bases plus one of either; pushes that do not fit are asked about again
+through a fingerprint, never dropped; every record a statement names as stored is in the
+set its heads describe.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 
-from convgraph.errors import ProtocolError
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Clock
+from convgraph.core.keys import SigningKey
+from convgraph.errors import ProtocolError, StatementError
+from convgraph.integrity.statement import Statement, decode_statement, sign_statement
 from convgraph.sync import reconcile, wire
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, Key, KeySet, separating
-from convgraph.sync.reconcile import Step, SyncPeer
+from convgraph.sync.reconcile import Step, SyncPeer, cid_of
 from convgraph.sync.wire import (
     DEFAULT_LIMITS,
+    MAX_GOSSIP,
     Base,
+    Fate,
     Kind,
     Message,
     Mode,
@@ -28,36 +39,56 @@ from convgraph.sync.wire import (
     Section,
     WireLimits,
 )
+from convgraph.sync.witness_hooks import Witness
 
 _FETCH = 256  # records read per store look-up
 
 
+_STORED = (Fate.ACCEPTED, Fate.RELEASED, Fate.DUPLICATE)
+
+
 class Responder:
-    """Answers sync messages for one replica."""
+    """Answers sync messages for one replica, signing what it holds with `key` at `clock`.
 
-    def __init__(self, peer: SyncPeer, *, budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS) -> None:
+    `witness` (a replica's memory of statements, `sync.witness_hooks`) takes the gossip an
+    INITIATE brings and gives the gossip a reply carries; without one, none is exchanged.
+    """
+
+    def __init__(
+        self, peer: SyncPeer, *, key: SigningKey, clock: Clock, witness: Witness | None = None,
+        budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.peer, self.budget, self.limits = peer, budget, limits
+        self.key, self.clock, self.witness = key, clock, witness
 
-    def receive(self, data: bytes) -> bytes:
+    def receive(self, data: bytes, *, initiator: bytes | None = None) -> bytes:
         """The reply to one message; `ProtocolError` when it breaks the grammar."""
-        return self.answer(wire.decode(data, self.limits))
+        return self.answer(wire.decode(data, self.limits), initiator=initiator)
 
-    def answer(self, message: Message) -> bytes:
-        """The reply to a message already decoded (a server reads it first, to check access)."""
+    def answer(self, message: Message, *, initiator: bytes | None = None) -> bytes:
+        """The reply to a message already decoded (a server reads it first, to check access).
+
+        `initiator` is the sender's key when the transport knows it: its own statements are
+        not gossiped back to it.
+        """
         if message.kind is Kind.REPLY:
             raise ProtocolError("a responder was sent a reply", reason="kind")
         left = [self.budget]
-        sections = tuple(self._section(message, s, left) for s in message.sections)
+        sections = tuple(self._section(message, s, left, initiator) for s in message.sections)
         return wire.encode(Message(Kind.REPLY, message.salt, sections))
 
-    def _section(self, message: Message, s: Section, left: list[int]) -> Section:
+    def _section(self, message: Message, s: Section, left: list[int], initiator: bytes | None) -> Section:
         report: tuple[Reported, ...] | None = None
         adopted: list[Key] = []
         if s.base is not None or s.records:
             outcome = reconcile.take_in(self.peer, s)  # the base's entry first, then one per record
             report, adopted = outcome.report, outcome.adopted
+        # the clock first, then the set: the statement describes a state no older than its time
+        now = self.clock()
         keys = self.peer.keys(s.conv)
+        heads = self.peer.heads(s.conv) if len(keys) else []
         count, strong = reconcile.summary(keys)
+        statement = sign_statement(self.key, s.conv, count, heads, now, stored=_stored(report or ()))
         if message.kind is Kind.INITIATE:
             step = self._first(s, keys, message.salt)
         else:
@@ -68,8 +99,21 @@ class Responder:
             s.conv, count, strong,
             tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
             ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
-            gone=tuple(gone), report=report, base=base,
+            gone=tuple(gone), report=report, base=base, statement=statement.data,
+            gossip=self._gossip(s, initiator) if message.kind is Kind.INITIATE else (),
         )
+
+    def _gossip(self, s: Section, initiator: bytes | None) -> tuple[bytes, ...]:
+        """Take in what the INITIATE gossiped about `s.conv`; what we gossip back (§5)."""
+        if self.witness is None:
+            return ()
+        taken = [g for g in (_statement(data) for data in s.gossip)
+                 if g is not None and g.conv == s.conv and g.key != self.key.public]
+        if taken:
+            self.witness.observe_gossip(s.conv, taken)
+        exclude = {self.key.public} | ({initiator} if initiator is not None else set())
+        out = [g.data for g in self.witness.gossip_for(s.conv, exclude) if g.key not in exclude]
+        return tuple(out[:MAX_GOSSIP])
 
     def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:
         """The opening answer: nothing, the peer's missing tail, or the part past a shared prefix."""
@@ -124,6 +168,24 @@ class Responder:
         if base is not None:  # the base carries its checkpoint
             records = [r for r in records if r != base.checkpoint]
         return records, gone, base
+
+
+def _stored(report: Iterable[Reported]) -> list[CID]:
+    """The records a report gives as stored: a digest's first entry decides, since a second
+    copy of a rejected or waiting record in one message is reported DUPLICATE."""
+    first: dict[bytes, Fate] = {}
+    for e in report:
+        if e.fate is not Fate.REJECTED_AT:
+            first.setdefault(e.digest, e.fate)
+    return [cid_of(d) for d, fate in first.items() if fate in _STORED]
+
+
+def _statement(data: bytes) -> Statement | None:
+    """A gossiped statement, or None when it does not verify: gossip never refuses a sync."""
+    try:
+        return decode_statement(data)
+    except StatementError:
+        return None
 
 
 def _after(previous: Key | None, key: Key) -> Bound:

@@ -15,6 +15,7 @@ from enum import IntEnum
 from typing import Final, NoReturn
 
 from convgraph.errors import ProtocolError
+from convgraph.integrity.statement import MAX_STATEMENT_BYTES
 from convgraph.sync.keyset import (
     DIGEST_LEN,
     HASH_LEN,
@@ -27,8 +28,9 @@ from convgraph.sync.keyset import (
 )
 from convgraph.sync.varint import uvarint
 
-VERSION: Final = 2  # 2: the report names every pushed record's fate
+VERSION: Final = 3  # 2: the report names every pushed record's fate; 3: signed statements, gossip
 SALT_LEN: Final = 8
+MAX_GOSSIP: Final = 16  # statements by other keys in one section (docs/integrity.md §5)
 
 
 class Kind(IntEnum):
@@ -130,6 +132,10 @@ class Section:
     gone: tuple[bytes, ...] = ()  # digests asked for that the sender can no longer serve
     report: tuple[Reported, ...] | None = None  # REPLY: the fate of the records it answers
     base: Base | None = None  # sent instead of `gone` for records the sender holds as headers
+    # REPLY: the responder's signed statement of this conversation after this message
+    # (docs/integrity.md §2), a receipt when the report names records stored; bytes as signed
+    statement: bytes | None = None
+    gossip: tuple[bytes, ...] = ()  # statements by other keys about this conversation (§5)
 
 
 @dataclass(frozen=True)
@@ -139,15 +145,14 @@ class Message:
     sections: tuple[Section, ...] = field(default=())
 
 
-_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT, _F_BASE = (
-    1 << i for i in range(9)
-)
-_ALL: Final = (1 << 9) - 1
+(_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT, _F_BASE,
+ _F_STATEMENT, _F_GOSSIP) = (1 << i for i in range(11))
+_ALL: Final = (1 << 11) - 1
 _STEP = _F_RANGES | _F_WANTS | _F_RECORDS
 # (parts a section of this kind may carry, parts it must carry); `docs/sync.md`, *Parts*
 _PARTS: Final = {
-    Kind.INITIATE: (_F_SUMMARY | _F_TIP | _F_PROBES, _F_SUMMARY),
-    Kind.REPLY: (_ALL & ~_F_PROBES, _F_SUMMARY),
+    Kind.INITIATE: (_F_SUMMARY | _F_TIP | _F_PROBES | _F_GOSSIP, _F_SUMMARY),
+    Kind.REPLY: (_ALL & ~_F_PROBES, _F_SUMMARY | _F_STATEMENT),
     Kind.CONTINUE: (_STEP | _F_BASE, 0),
 }
 MAX_PARENTS: Final = 1024  # parents named by one QUARANTINED entry (a record's own bound)
@@ -169,7 +174,8 @@ def _section(out: bytearray, s: Section) -> None:
         | (_F_PROBES if s.probes else 0) | (_F_RANGES if s.ranges is not None else 0)
         | (_F_WANTS if s.wants else 0) | (_F_RECORDS if s.records else 0)
         | (_F_GONE if s.gone else 0) | (_F_REPORT if s.report is not None else 0)
-        | (_F_BASE if s.base is not None else 0)
+        | (_F_BASE if s.base is not None else 0) | (_F_STATEMENT if s.statement is not None else 0)
+        | (_F_GOSSIP if s.gossip else 0)
     )
     name = s.conv.encode()
     out += uvarint(len(name)) + name
@@ -212,6 +218,12 @@ def _section(out: bytearray, s: Section) -> None:
             _entry(out, e)
     if s.base is not None:
         for part in (s.base.checkpoint, s.base.snapshot, s.base.cover):
+            out += uvarint(len(part)) + part
+    if s.statement is not None:
+        out += uvarint(len(s.statement)) + s.statement
+    if s.gossip:
+        out += uvarint(len(s.gossip))
+        for part in s.gossip:
             out += uvarint(len(part)) + part
 
 
@@ -391,7 +403,16 @@ class _Reader:
         if flags & _F_BASE:
             parts = [self.take(self.count(self.limits.max_message, "base bytes", least=1)) for _ in range(3)]
             out["base"] = Base(*parts)
+        if flags & _F_STATEMENT:
+            out["statement"] = self.statement()
+        if flags & _F_GOSSIP:
+            n = self.count(MAX_GOSSIP, "gossiped statements", least=1)
+            out["gossip"] = tuple(self.statement() for _ in range(n))
         return Section(conv, **out)  # type: ignore[arg-type]
+
+    def statement(self) -> bytes:
+        # only its size here: a statement is checked (decoded, verified) by whoever uses it
+        return self.take(self.count(MAX_STATEMENT_BYTES, "statement bytes", least=1))
 
     def probes(self) -> tuple[tuple[Bound, bytes], ...]:
         n = self.count(64, "probes", least=1)

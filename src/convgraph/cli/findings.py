@@ -1,0 +1,81 @@
+"""`convgraph findings`: the proofs this replica holds that a peer or an author lied.
+
+Lists each finding (docs/integrity.md §6) with its kind, conversation, id and summary; with
+`--save DIR` it also writes each bundle to `DIR/<id>.cgev`, which `convgraph verify-evidence`
+checks anywhere, with nothing else. Exits 0 whatever it lists. Registered by `register`.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import click
+
+from convgraph.cli import safe_text
+from convgraph.errors import ConvgraphError
+from convgraph.integrity.findings import Finding
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """A finding as JSON: its fields, CIDs as text, and the bundle in base64."""
+    return {
+        "id": str(f.id), "kind": f.kind, "conv": f.conv, "summary": f.summary, "found_ms": f.found_ms,
+        "cites": [str(c) for c in f.cites], "statements": [str(s.cid) for s in f.statements],
+        "bundle": base64.b64encode(f.bundle).decode(),
+    }
+
+
+def finding_line(f: Finding) -> str:
+    """One line naming a finding, for listings (foreign text made safe)."""
+    return safe_text.line(f"{f.kind:20} {f.conv[:48]} {str(f.id)[-12:]}  {f.summary}")
+
+
+def save_bundles(found: list[Finding], where: Path) -> list[Path]:
+    """Write each finding's bundle to `where/<id>.cgev`; returns the paths written."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for f in found:
+            path = where / f"{f.id}.cgev"
+            path.write_bytes(f.bundle)
+            paths.append(path)
+    except OSError as exc:
+        raise ConvgraphError(f"cannot write the bundles to {where}: {exc}") from exc
+    return paths
+
+
+def register(cli: click.Group) -> None:
+    """Add `findings` to `cli`."""
+    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        conversation,
+        json_option,
+        out,
+    )
+
+    @cli.command("findings")
+    @conv_option
+    @click.option("--save", "save", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Also write each bundle to DIR/<id>.cgev (for `convgraph verify-evidence`).")
+    @json_option
+    @click.pass_context
+    @_errors
+    def findings(ctx: click.Context, conv: str | None, save: Path | None, as_json: bool) -> None:
+        """The findings this replica holds (of one conversation with --conv): rollbacks,
+        deletions, withholding, split views and record equivocations, each with its proof."""
+        target = None if conv is None else conversation(ctx, conv)
+        with _replica(ctx) as r:
+            found = r.findings(target)
+        saved = save_bundles(found, save) if save is not None else []
+        if as_json:
+            _emit({"findings": [finding_json(f) for f in found]})
+            return
+        for f in found:
+            out.print(finding_line(f))
+        out.print(f"{len(found)} finding(s)" + (f", bundles written to {safe_text.line(str(save))}"
+                                                 if saved else ""))

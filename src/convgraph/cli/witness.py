@@ -1,0 +1,168 @@
+"""`convgraph witness add/list/policy` and `convgraph checkpoint [--compact] | status | export`.
+
+The witness policy (docs/integrity.md §7.4) lives in the replica's home (`witnesses.json`).
+`checkpoint --compact` with a policy writes the checkpoint, has each witness cosign it (after
+syncing the conversation to it), writes the cosignatures as attestation records, and
+compacts only when k witnesses cosigned; otherwise it keeps every record, says so and exits
+1. `checkpoint export CID --note` prints the C2SP signed note (§8). Registered by `register`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from convgraph import checkpointing, witness_client, witness_policy
+from convgraph.cli import safe_text
+from convgraph.core.cid import CID
+from convgraph.errors import ConvgraphError
+from convgraph.integrity import note
+from convgraph.replica import Replica
+
+
+def register(cli: click.Group) -> None:
+    """Add `witness` and `checkpoint` to the main command group."""
+    _witness_commands(cli)
+    _checkpoint_commands(cli)
+
+
+def _witness_commands(cli: click.Group) -> None:
+    from convgraph.cli.main import TEXT, _emit, _errors, json_option, out  # noqa: PLC0415 - cycle
+
+    @cli.group()
+    def witness() -> None:
+        """The witnesses that cosign this replica's checkpoints, and how many must (k)."""
+
+    @witness.command("add")
+    @click.argument("name", type=TEXT)
+    @click.argument("key", type=TEXT)
+    @click.argument("url", type=TEXT)
+    @click.pass_context
+    @_errors
+    def add(ctx: click.Context, name: str, key: str, url: str) -> None:
+        """Trust witness NAME (its C2SP key name) with public KEY (hex), served at URL."""
+        home = Path(ctx.obj["home"])
+        policy = witness_policy.load(home).add(witness_policy.witness(name, key, url))
+        witness_policy.save(home, policy)
+        out.print(f"{safe_text.line(name)} added: {len(policy.witnesses)} witness(es), k = {policy.k}")
+
+    @witness.command("list")
+    @json_option
+    @click.pass_context
+    @_errors
+    def list_(ctx: click.Context, as_json: bool) -> None:
+        """The configured witnesses and the threshold k."""
+        policy = witness_policy.load(Path(ctx.obj["home"]))
+        listed = [{"name": w.name, "key": w.key.hex(), "url": w.url} for w in policy.witnesses]
+        if as_json:
+            _emit({"k": policy.k, "witnesses": listed})
+            return
+        for w in listed:
+            out.print(safe_text.line(f"{w['name']}  {w['key']}  {w['url']}"))
+        out.print(f"k = {policy.k} of {len(policy.witnesses)}")
+
+    @witness.command("policy")
+    @click.argument("k", type=click.IntRange(min=0))
+    @click.pass_context
+    @_errors
+    def policy_cmd(ctx: click.Context, k: int) -> None:
+        """Require K configured witnesses to cosign a checkpoint before compacting behind it."""
+        home = Path(ctx.obj["home"])
+        policy = witness_policy.load(home).with_k(k)
+        witness_policy.save(home, policy)
+        out.print(f"k = {policy.k} of {len(policy.witnesses)}")
+
+
+
+def _checkpoint_commands(cli: click.Group) -> None:
+    from convgraph.cli.main import (  # noqa: PLC0415 - cycle
+        _emit,
+        _errors,
+        conv_option,
+        err,
+        json_option,
+        out,
+        record_json,
+        writing,
+    )
+
+    @cli.group(invoke_without_command=True)
+    @click.option("--compact", is_flag=True,
+                  help="Also drop the raw records the checkpoint covers (once witnessed, with a policy).")
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
+                  show_default=True, metavar="SECONDS", help="Per witness: sync and cosign within this.")
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def checkpoint(
+        ctx: click.Context, compact: bool, timeout_s: float, conv: str | None, as_json: bool
+    ) -> None:
+        """Sign a checkpoint of the conversation's folded state (and compact behind it)."""
+        if ctx.invoked_subcommand is not None:
+            return
+        policy = witness_policy.load(Path(ctx.obj["home"]))
+        with Replica.open(ctx.obj["home"]) as r:
+            with writing(ctx, r, conv) as target:
+                rec = r.checkpoint(target, compact=compact and policy.k == 0)
+            body: dict[str, Any] = {"cid": str(rec.cid), "count": rec.payload["count"],
+                                    "snapshot": str(rec.payload["snapshot"])}
+            if compact and policy.k > 0:
+                outcome = witness_client.witness_checkpoint(r, rec, policy, timeout_s=timeout_s)
+                if outcome.witnessed:
+                    witness_client.compact_witnessed(r, rec, policy)
+                body |= {"k": policy.k, "witnessed_by": sorted(outcome.witnesses),
+                         "compacted": outcome.witnessed, "refused": outcome.refused}
+        if as_json:
+            _emit(body)
+        else:
+            out.print(f"{body['cid']}  ({body['count']} records)")
+            for name, why in body.get("refused", {}).items():
+                err.print(safe_text.line(f"witness {name} did not cosign: {why}"))
+        if "k" in body and not body["compacted"]:
+            err.print(f"unwitnessed: cosigned by {len(body['witnessed_by'])} of the {body['k']} witnesses "
+                      "the policy asks for; every record is kept")
+            sys.exit(1)
+
+    @checkpoint.command("status")
+    @click.argument("cid")
+    @json_option
+    @click.pass_context
+    @_errors
+    def status(ctx: click.Context, cid: str, as_json: bool) -> None:
+        """Check checkpoint CID against the records held (docs/integrity.md §7.2)."""
+        with Replica.open(ctx.obj["home"]) as r:
+            result = r.checkpoint_status(CID.parse(cid))
+            witnessed = r.witnessed(CID.parse(cid))
+        body = {"cid": cid, "status": result.status.value, "check": result.check, "detail": result.detail,
+                "witnessed": witnessed}
+        if as_json:
+            _emit(body)
+        else:
+            which = f" ({result.check})" if result.check else ""
+            detail = f": {result.detail}" if result.detail else ""
+            out.print(safe_text.line(f"{result.status.value}{which}{detail}"))
+
+    @checkpoint.command("export")
+    @click.argument("cid")
+    @click.option("--note", "as_note", is_flag=True, help="As a C2SP signed note (docs/integrity.md §8).")
+    @click.pass_context
+    @_errors
+    def export(ctx: click.Context, cid: str, as_note: bool) -> None:
+        """Print checkpoint CID: as a C2SP signed note with --note, else as JSON."""
+        with Replica.open(ctx.obj["home"]) as r:
+            rec = r.get(CID.parse(cid))
+            if rec.kind != "checkpoint":
+                raise ConvgraphError(f"record {cid} is a {rec.kind}, not a checkpoint")
+            if not as_note:
+                _emit(record_json(rec))
+                return
+            body = note.checkpoint_body(rec).text
+            author = note.sign(r.key, note.actor_key_name(r.actor), body) if rec.actor == r.actor else None
+            view = checkpointing.ConvView(r.store, rec.conv)
+            held = checkpointing.cosignatures_of(view, r.state(rec.conv).entries.values(), rec.cid)
+            signed = note.export_note(body, author, [c.line() for _, c in held])
+        click.echo(signed.text, nl=False)

@@ -1,0 +1,295 @@
+"""The remembered-heads checks of docs/integrity.md §4, on values: every branch of steps 1-5,
+pending checks kept and later proven or settled, and what is remembered and closed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.keys import SigningKey
+from convgraph.errors import ProtocolError, StaleStatementError
+from convgraph.integrity.remembered import (
+    MAX_PENDING,
+    Claim,
+    Memory,
+    Outcome,
+    Session,
+    Undecided,
+    check_session,
+)
+from convgraph.integrity.statement import FRESHNESS_MS, ORDER_SLACK_MS, Statement, sign_statement
+
+KEY = SigningKey(bytes(range(32)))
+OTHER = SigningKey(bytes(range(1, 33)))
+PEER = KEY.public
+CONV = "c1"
+T = 1_700_000_000_000
+LATER = ORDER_SLACK_MS + 1
+
+
+class Dag:
+    """Records as the checker holds them: name -> CID, CID -> (hlc, parents)."""
+
+    def __init__(self) -> None:
+        self.cids: dict[str, CID] = {}
+        self.held: dict[CID, tuple[Hlc, tuple[CID, ...]]] = {}
+
+    def add(self, name: str, *parents: str, wall: int, hold: bool = True) -> CID:
+        cid = CID.of_record(name.encode())
+        self.cids[name] = cid
+        if hold:
+            self.held[cid] = (Hlc(wall, 0), tuple(self.cids[p] for p in parents))
+        return cid
+
+    def hold(self, name: str, *parents: str, wall: int) -> None:
+        self.held[self.cids[name]] = (Hlc(wall, 0), tuple(self.cids[p] for p in parents))
+
+    def __call__(self, cid: CID) -> tuple[Hlc, tuple[CID, ...]] | None:
+        return self.held.get(cid)
+
+    def __getitem__(self, name: str) -> CID:
+        return self.cids[name]
+
+
+@pytest.fixture
+def dag() -> Dag:
+    """a1 <- a2 <- a3 <- a4, and a fork b3 off a2."""
+    d = Dag()
+    d.add("a1", wall=1)
+    d.add("a2", "a1", wall=2)
+    d.add("a3", "a2", wall=3)
+    d.add("a4", "a3", wall=4)
+    d.add("b3", "a2", wall=3)
+    return d
+
+
+def st(dag: Dag, heads: Iterable[str], count: int, time: int, *, stored: Iterable[str] = (),
+       key: SigningKey = KEY, conv: str = CONV) -> Statement:
+    return sign_statement(key, conv, count, [dag[h] for h in heads], time, stored=[dag[s] for s in stored])
+
+
+def session(*statements: Statement, own: tuple[int, Iterable[CID]] | None = None, matched: bool = True,
+            started: int | None = None, received: int | None = None) -> Session:
+    last = statements[-1] if statements else None
+    count, heads = own if own is not None else ((last.count, last.heads) if last else (0, ()))
+    now = last.time_ms if last else T
+    return Session(tuple(statements), now if started is None else started, now if received is None else received,
+                   count, tuple(heads), matched)
+
+
+def run(dag: Dag, memory: Memory, s: Session) -> Outcome:
+    return check_session(PEER, CONV, memory, s, dag)
+
+
+# ---------------------------------------------------------------- step 1: fresh
+
+
+@pytest.mark.parametrize("offset", [-FRESHNESS_MS, 0, FRESHNESS_MS])
+def test_a_statement_within_the_freshness_window_is_checked(dag: Dag, offset: int) -> None:
+    s = st(dag, ["a2"], 2, T + offset)
+    out = run(dag, Memory(), session(s, started=T, received=T))
+    assert out.advance and out.latest == s and out.converged
+
+
+@pytest.mark.parametrize(("offset", "started", "received"), [
+    (-FRESHNESS_MS - 1, T, T), (FRESHNESS_MS + 1, T, T), (-1, T + FRESHNESS_MS, T + FRESHNESS_MS + 5),
+])
+def test_a_stale_or_future_statement_is_refused(dag: Dag, offset: int, started: int, received: int) -> None:
+    s = st(dag, ["a2"], 2, T + offset)
+    with pytest.raises(StaleStatementError) as info:
+        run(dag, Memory(), session(s, started=started, received=received))
+    assert info.value.conv == CONV and info.value.time_ms == s.time_ms
+    assert info.value.earliest_ms == started - FRESHNESS_MS and info.value.latest_ms == received + FRESHNESS_MS
+
+
+def test_only_the_last_statement_must_be_fresh(dag: Dag) -> None:
+    old = st(dag, ["a1"], 1, T - 10 * FRESHNESS_MS)
+    s = st(dag, ["a2"], 2, T)
+    assert run(dag, Memory(), session(old, s, started=T, received=T)).latest == s
+
+
+def test_no_statement_or_another_keys_is_a_protocol_error(dag: Dag) -> None:
+    with pytest.raises(ProtocolError):
+        run(dag, Memory(), session())
+    with pytest.raises(ProtocolError):
+        run(dag, Memory(), session(st(dag, ["a2"], 2, T, key=OTHER)))
+    with pytest.raises(ProtocolError):
+        run(dag, Memory(), session(st(dag, ["a2"], 2, T, conv="c2")))
+
+
+# ---------------------------------------------------------------- step 2: receipts self-consistent
+
+
+def test_a_receipt_its_heads_do_not_cover_is_withholding(dag: Dag) -> None:
+    liar = st(dag, ["a2"], 2, T, stored=["a3"])
+    out = run(dag, Memory(), session(liar))
+    assert out.claims == (Claim("withholding", liar, liar),)
+    assert out.open == (liar,)
+
+
+def test_a_receipt_undecided_is_kept_then_decided(dag: Dag) -> None:
+    dag.add("x", "a2", wall=5, hold=False)
+    r = st(dag, ["a3"], 3, T, stored=["x"])
+    first = run(dag, Memory(), session(r))
+    assert first.claims == () and first.pending == (Undecided("withholding", (r,)),)
+    dag.hold("x", "a2", wall=5)  # a sibling of a3: the receipt's heads never covered it
+    s = st(dag, ["a3", "x"], 4, T + LATER)
+    second = run(dag, Memory(r, (r,), first.pending), session(s))
+    assert Claim("withholding", r, r) in second.claims and second.pending == ()
+
+
+def test_an_honest_receipt_is_opened_and_closed_by_its_own_session(dag: Dag) -> None:
+    r = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["a4"], 4, T + 5)
+    out = run(dag, Memory(), session(r, s))
+    assert out.claims == () and out.pending == () and out.open == (r,) and out.close == (r.cid,)
+
+
+# ---------------------------------------------------------------- step 3: extends the remembered
+
+
+def test_a_statement_that_extends_is_remembered_and_closes_what_it_covers(dag: Dag) -> None:
+    remembered = st(dag, ["a2"], 2, T)
+    receipt = st(dag, ["a3"], 3, T + 10, stored=["a3"])
+    s = st(dag, ["a4"], 4, T + 20)  # within the slack: extending needs no order
+    out = run(dag, Memory(remembered, (receipt,)), session(s))
+    assert out.advance and out.latest == s and out.claims == () and out.pending == ()
+    assert out.close == (receipt.cid,) and out.open == ()
+
+
+def test_a_later_statement_that_does_not_extend_is_a_rollback(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    s = st(dag, ["a2"], 2, T + LATER)
+    out = run(dag, Memory(remembered), session(s))
+    assert out.claims == (Claim("rollback", remembered, s),) and out.advance
+
+
+def test_a_smaller_count_alone_is_a_rollback(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 5, T)
+    s = st(dag, ["a3"], 3, T + LATER)
+    assert run(dag, Memory(remembered), session(s)).claims == (Claim("rollback", remembered, s),)
+
+
+def test_a_fork_that_drops_a_receipted_record_is_a_deletion(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["b3"], 4, T + LATER)
+    out = run(dag, Memory(remembered), session(s))
+    assert out.claims == (Claim("deletion", remembered, s),)
+
+
+def test_a_record_an_open_receipt_named_makes_it_a_deletion_once(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    remembered = st(dag, ["a3"], 3, T + 100)
+    s = st(dag, ["b3"], 5, T + 100 + LATER)
+    out = run(dag, Memory(remembered, (receipt,)), session(s))
+    assert out.claims == (Claim("deletion", receipt, s),)  # not a rollback besides
+    ahead = st(dag, ["a4"], 4, T + 100)  # it lacks a4 too, which no receipt named: a rollback as well
+    out = run(dag, Memory(ahead, (receipt,)), session(s))
+    assert out.claims == (Claim("deletion", receipt, s), Claim("rollback", ahead, s))
+
+
+def test_a_rollback_within_the_slack_is_pending_then_proven(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    s1 = st(dag, ["a2"], 2, T + ORDER_SLACK_MS)
+    first = run(dag, Memory(remembered), session(s1))
+    assert first.claims == () and first.pending == (Undecided("rollback", (remembered, s1)),)
+    assert not first.advance and first.close == ()
+    s2 = st(dag, ["a2"], 2, T + LATER)
+    second = run(dag, Memory(remembered, (), first.pending), session(s2))
+    assert second.claims == (Claim("rollback", remembered, s2),) and second.pending == ()
+
+
+def test_a_pending_rollback_an_honest_later_statement_settles(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    s1 = st(dag, ["b3"], 4, T + 10)  # neither extends the other, but within the slack
+    first = run(dag, Memory(remembered), session(s1))
+    assert first.pending == (Undecided("rollback", (remembered, s1)),)
+    s2 = st(dag, ["a3", "b3"], 5, T + 10 + LATER)  # both states are in it
+    second = run(dag, Memory(remembered, (), first.pending), session(s2))
+    assert second.claims == () and second.pending == () and second.advance
+
+
+def test_an_older_state_signed_later_is_caught_either_way_round(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T + LATER)
+    s = st(dag, ["b3"], 4, T)  # dated more than the slack before the remembered one
+    out = run(dag, Memory(remembered), session(s, started=T, received=T + LATER))
+    assert out.claims == (Claim("rollback", s, remembered),)
+
+
+def test_an_older_state_the_remembered_one_extends_is_not_remembered(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T + LATER)
+    s = st(dag, ["a2"], 2, T)
+    out = run(dag, Memory(remembered), session(s, started=T, received=T + LATER))
+    assert out.claims == () and not out.advance
+
+
+def test_undecided_is_kept_then_decided(dag: Dag) -> None:
+    dag.add("c", "a2", wall=9, hold=False)  # the peer's head: a record we do not hold yet
+    remembered = st(dag, ["a3"], 3, T)
+    s = st(dag, ["c"], 3, T + LATER)
+    first = run(dag, Memory(remembered), session(s))
+    assert first.claims == () and first.pending == (Undecided("rollback", (remembered, s)),)
+    assert not first.advance
+    dag.hold("c", "a2", wall=9)  # now held: c does not descend from a3
+    s2 = st(dag, ["a4", "c"], 5, T + 2 * LATER)
+    second = run(dag, Memory(remembered, (), first.pending), session(s2))
+    assert Claim("rollback", remembered, s) in second.claims and second.pending == ()
+
+
+def test_pending_is_bounded(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    kept = tuple(Undecided("rollback", (remembered, st(dag, ["b3"], 4, T + i))) for i in range(MAX_PENDING + 5))
+    s = st(dag, ["b3"], 4, T + 500)
+    out = run(dag, Memory(remembered, (), kept), session(s))
+    assert len(out.pending) == MAX_PENDING and out.pending[-1] == Undecided("rollback", (remembered, s))
+
+
+# ---------------------------------------------------------------- step 4: open receipts covered
+
+
+def test_an_open_receipt_left_uncovered_later_is_a_deletion(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["b3"], 3, T + LATER)
+    out = run(dag, Memory(None, (receipt,)), session(s))
+    assert out.claims == (Claim("deletion", receipt, s),) and receipt.cid not in out.close
+
+
+def test_an_open_receipt_uncovered_within_the_slack_is_pending(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["b3"], 3, T + 5)
+    out = run(dag, Memory(None, (receipt,)), session(s))
+    assert out.claims == () and out.pending == (Undecided("deletion", (receipt, s)),)
+    assert out.close == ()
+
+
+def test_an_open_receipt_not_decided_stays_open(dag: Dag) -> None:
+    dag.add("d", "a3", wall=8, hold=False)
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["d"], 4, T + LATER)
+    out = run(dag, Memory(None, (receipt,)), session(s))
+    assert out.claims == () and out.close == () and out.advance
+
+
+# ---------------------------------------------------------------- step 5: convergence is signed
+
+
+def test_converged_only_when_the_statement_is_our_state(dag: Dag) -> None:
+    s = st(dag, ["a3"], 3, T)
+    assert run(dag, Memory(), session(s, own=(3, [dag["a3"]]))).converged
+    out = run(dag, Memory(), session(s, own=(3, [dag["a3"]]), matched=False))
+    assert not out.converged and out.reasons == ()
+    out = run(dag, Memory(), session(s, own=(4, [dag["a4"]])))
+    assert not out.converged and out.reasons == ("statement",) and out.claims == ()
+
+
+def test_claiming_sync_while_lacking_a_receipted_record_is_withholding(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["b3"], 3, T + LATER)
+    out = run(dag, Memory(None, (receipt,)), session(s, own=(5, [dag["a3"], dag["b3"]])))
+    assert out.claims == (Claim("withholding", receipt, s),)
+    assert not out.converged and out.reasons == ("statement",)
+    unmatched = run(dag, Memory(None, (receipt,)), session(s, own=(5, [dag["a3"], dag["b3"]]), matched=False))
+    assert unmatched.claims == (Claim("deletion", receipt, s),)
