@@ -19,8 +19,8 @@ def test_all_is_sorted_and_importable() -> None:
 
 def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(convgraph) if not n.startswith("_")}
-    modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "migration", "projections", "replica",
-               "server", "store", "sync"}
+    modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "integrity", "migration", "projections",
+               "replica", "server", "store", "sync"}
     assert public - modules == set(convgraph.__all__)
 
 

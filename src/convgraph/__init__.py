@@ -43,9 +43,11 @@ from convgraph.errors import (
     CoverConflictError,
     CoverError,
     DecodeError,
+    EvidenceError,
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    IntegrityError,
     InvalidTextError,
     KeyFileError,
     LegacyConversationError,
@@ -67,6 +69,7 @@ from convgraph.errors import (
     SizeLimitError,
     SlowTransferError,
     SnapshotError,
+    StatementError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
@@ -88,6 +91,10 @@ from convgraph.graph import (
     missing_ancestors,
 )
 from convgraph.ingest import IngestReport, Rejection
+from convgraph.integrity.consistency import Verdict
+from convgraph.integrity.evidence import Proof, verify_bundle
+from convgraph.integrity.findings import FINDING_KINDS, Finding
+from convgraph.integrity.statement import Statement, decode_statement, sign_statement
 from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
@@ -136,7 +143,10 @@ __all__ = [
     "Deadline",
     "DecodeError",
     "Draft",
+    "EvidenceError",
+    "FINDING_KINDS",
     "Fate",
+    "Finding",
     "ForbiddenError",
     "GenesisError",
     "Hlc",
@@ -144,6 +154,7 @@ __all__ = [
     "HttpRemote",
     "IngestReport",
     "Initiator",
+    "IntegrityError",
     "InvalidTextError",
     "KINDS",
     "KeyFileError",
@@ -166,6 +177,7 @@ __all__ = [
     "PeerMisbehavedError",
     "Pending",
     "ProjectionError",
+    "Proof",
     "ProtocolError",
     "QuarantineBounds",
     "Record",
@@ -191,6 +203,8 @@ __all__ = [
     "SlowTransferError",
     "SnapshotError",
     "SqliteStore",
+    "Statement",
+    "StatementError",
     "Store",
     "StoreBusyError",
     "StoreCorruptError",
@@ -207,6 +221,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownKindError",
     "UntrustedCheckpointError",
+    "Verdict",
     "VerificationError",
     "VerifyReport",
     "WireLimits",
@@ -221,6 +236,7 @@ __all__ = [
     "conv_id",
     "decode",
     "decode_record",
+    "decode_statement",
     "encode",
     "extends",
     "fingerprint",
@@ -237,6 +253,7 @@ __all__ = [
     "resume",
     "save_key",
     "sign_record",
+    "sign_statement",
     "signing_bytes",
     "snapshot",
     "sync_replicas",
@@ -249,5 +266,6 @@ __all__ = [
     "trusting",
     "turn_of",
     "verify",
+    "verify_bundle",
     "write_car",
 ]
