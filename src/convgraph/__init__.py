@@ -43,9 +43,11 @@ from convgraph.errors import (
     CoverConflictError,
     CoverError,
     DecodeError,
+    EvidenceError,
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    IntegrityError,
     InvalidTextError,
     KeyFileError,
     LegacyConversationError,
@@ -68,6 +70,7 @@ from convgraph.errors import (
     SlowTransferError,
     SnapshotError,
     StaleStatementError,
+    StatementError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
@@ -89,6 +92,10 @@ from convgraph.graph import (
     missing_ancestors,
 )
 from convgraph.ingest import IngestReport, Rejection
+from convgraph.integrity.consistency import Verdict
+from convgraph.integrity.evidence import Proof, verify_bundle
+from convgraph.integrity.findings import FINDING_KINDS, Finding
+from convgraph.integrity.statement import Statement, decode_statement, sign_statement
 from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
@@ -138,7 +145,10 @@ __all__ = [
     "Deadline",
     "DecodeError",
     "Draft",
+    "EvidenceError",
+    "FINDING_KINDS",
     "Fate",
+    "Finding",
     "ForbiddenError",
     "GenesisError",
     "Hlc",
@@ -146,6 +156,7 @@ __all__ = [
     "HttpRemote",
     "IngestReport",
     "Initiator",
+    "IntegrityError",
     "InvalidTextError",
     "KINDS",
     "KeyFileError",
@@ -168,6 +179,7 @@ __all__ = [
     "PeerMisbehavedError",
     "Pending",
     "ProjectionError",
+    "Proof",
     "ProtocolError",
     "QuarantineBounds",
     "Record",
@@ -195,6 +207,8 @@ __all__ = [
     "SnapshotError",
     "SqliteStore",
     "StaleStatementError",
+    "Statement",
+    "StatementError",
     "Store",
     "StoreBusyError",
     "StoreCorruptError",
@@ -211,6 +225,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownKindError",
     "UntrustedCheckpointError",
+    "Verdict",
     "VerificationError",
     "VerifyReport",
     "WireLimits",
@@ -225,6 +240,7 @@ __all__ = [
     "conv_id",
     "decode",
     "decode_record",
+    "decode_statement",
     "encode",
     "extends",
     "fingerprint",
@@ -241,6 +257,7 @@ __all__ = [
     "resume",
     "save_key",
     "sign_record",
+    "sign_statement",
     "signing_bytes",
     "snapshot",
     "sync_replicas",
@@ -253,5 +270,6 @@ __all__ = [
     "trusting",
     "turn_of",
     "verify",
+    "verify_bundle",
     "write_car",
 ]

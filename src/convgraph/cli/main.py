@@ -318,6 +318,7 @@ def _register() -> None:
         authority,
         car,
         conversation,
+        evidence,
         findings,
         rooted,
         sync,
@@ -328,6 +329,7 @@ def _register() -> None:
     conversation.register(cli)
     rooted.register(cli)
     car.register(cli)
+    evidence.register(cli)
     sync.register(cli)
 
 

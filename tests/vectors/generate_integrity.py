@@ -1,0 +1,234 @@
+"""Generate the witnessed-history vectors (`integrity.json`): statements, refusals and bundles.
+
+Run by hand from the repository root after a deliberate change to docs/integrity.md or
+docs/format.md §16:
+
+    .venv/bin/python tests/vectors/generate_integrity.py           # rewrite integrity.json
+    .venv/bin/python tests/vectors/generate_integrity.py --check   # exit 1 if it would change
+
+Every input is fixed (keys from fixed seeds, Ed25519 signatures are deterministic), so the
+output is byte-identical unless the formats changed. `tests/integrity/test_integrity_vectors.py`
+checks each vector against the decoder and the verifier. `DESCRIPTION` says what each part
+means, so an implementation in another language can be tested against the file alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from convgraph.core import codec
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.keys import SigningKey
+from convgraph.core.record import SIGNING_DOMAIN, Record, sign_record
+from convgraph.integrity.evidence import encode_bundle
+from convgraph.integrity.statement import STATEMENT_DOMAIN, Statement, sign_statement
+
+HERE = Path(__file__).resolve().parent
+INTEGRITY_FILE = HERE / "integrity.json"
+SERVER = SigningKey(bytes(range(32)))
+ALICE = SigningKey(bytes([7]) * 32)
+BOB = SigningKey(bytes([9]) * 32)
+CONV = "c"
+T = 1_700_000_000_000
+
+DESCRIPTION = [
+    "Witnessed-history vectors for docs/integrity.md (statements, §2) and evidence bundles",
+    "(docs/format.md §16, docs/integrity.md §6). Binary values are lower-case hex; CIDs are text.",
+    "keys: the Ed25519 seeds of the signers (the statement signer is `server`).",
+    "records[]: {name, cid, hex}: valid records of conversation \"c\" used by the statements and bundles.",
+    "  a1 <- b1 <- a2 <- b2 <- a3 is a chain (a* by alice, b* by bob); f (bob, seq 2, like b2) is a",
+    "  child of a2: a fork of the chain and a record equivocation with b2.",
+    "statements[]: {name, note, statement, hex, cid, heads_digest}: decoding `hex` gives `statement`",
+    "  (key and sig in hex, heads and stored as CID text, `stored` only when present), and signing",
+    "  `statement` without its sig with the seed of `server` gives `hex` exactly.",
+    "statement_refusals[]: {name, note, hex, reason}: decoding refuses with StatementError `reason`",
+    "  (decode, schema or signature).",
+    "bundles[]: {name, note, kind, hex, id, result}: `result` is `proves` (verify-evidence exits 0),",
+    "  `does_not_prove` (exits 1) or `not_a_bundle` (exits 2); `id` is the CID of `hex` (the finding id)",
+    "  when the bytes are a bundle.",
+]
+
+
+def _record(key: SigningKey, seq: int, wall: int, *parents: Record) -> Record:
+    return sign_record(key, conv=CONV, seq=seq, hlc=Hlc(wall, 0), parents=[p.cid for p in parents],
+                       kind="user_message", payload={"content": f"turn {seq} at {wall}"})
+
+
+def _records() -> dict[str, Record]:
+    a1 = _record(ALICE, 1, T + 1)
+    b1 = _record(BOB, 1, T + 2, a1)
+    a2 = _record(ALICE, 2, T + 3, b1)
+    b2 = _record(BOB, 2, T + 4, a2)
+    a3 = _record(ALICE, 3, T + 5, b2)
+    f = _record(BOB, 2, T + 6, a2)
+    return {"a1": a1, "b1": b1, "a2": a2, "b2": b2, "a3": a3, "f": f}
+
+
+def _state(members: list[Record], time_ms: int, stored: list[Record] | None = None) -> Statement:
+    named = {p for r in members for p in r.parents}
+    return sign_statement(SERVER, CONV, len(members), [r.cid for r in members if r.cid not in named], time_ms,
+                          stored=[r.cid for r in stored or []])
+
+
+def statement_json(s: Statement) -> dict[str, Any]:
+    out: dict[str, Any] = {"v": 1, "conv": s.conv, "count": s.count, "heads": [str(c) for c in s.heads],
+                           "key": s.key.hex(), "time": s.time_ms}
+    if s.stored:
+        out["stored"] = [str(c) for c in s.stored]
+    out["sig"] = s.sig.hex()
+    return out
+
+
+def _statements(r: dict[str, Record]) -> list[tuple[str, str, Statement]]:
+    chain = [r["a1"], r["b1"], r["a2"], r["b2"]]
+    return [
+        ("empty", "count 0: no heads", sign_statement(SERVER, CONV, 0, [], T)),
+        ("one_head", "a state of four records with one head", _state(chain, T)),
+        ("two_heads", "a state with the fork: heads b2 and f, sorted by CID bytes",
+         _state([*chain, r["f"]], T)),
+        ("receipt", "a receipt: `stored` names the records this reply stored", _state(chain, T, [r["a2"], r["b2"]])),
+        ("time_bounds", "time 0 and count 2^53 - 1 are in range", sign_statement(SERVER, CONV, 2**53 - 1,
+                                                                                  [r["a1"].cid], 0)),
+        ("long_conv", "a conversation name of 256 UTF-8 bytes (128 two-byte characters)",
+         sign_statement(SERVER, "é" * 128, 1, [r["a1"].cid], T)),
+    ]
+
+
+def _sign_map(m: dict[str, Any], domain: bytes = STATEMENT_DOMAIN) -> bytes:
+    unsigned = {k: v for k, v in m.items() if k != "sig"}
+    return codec.encode({**unsigned, "sig": SERVER.sign(domain + codec.encode(unsigned))})
+
+
+def _refusals(r: dict[str, Record]) -> list[tuple[str, str, bytes, str]]:
+    good = _state([r["a1"], r["b1"], r["a2"], r["b2"]], T, [r["b2"]])
+    base = codec.decode(good.data)
+    heads2 = sorted([r["b2"].cid, r["f"].cid])
+    flipped = bytearray(good.data)
+    flipped[-1] ^= 1
+    return [
+        ("not_cbor", "trailing bytes after the map", good.data + b"\x00", "decode"),
+        ("non_canonical", "count 4 encoded in two bytes", good.data.replace(b"ecount\x04", b"ecount\x18\x04"),
+         "decode"),
+        ("not_a_map", "a list", codec.encode([1]), "schema"),
+        ("extra_key", "a key §2.1 does not list", _sign_map({**base, "note": "hi"}), "schema"),
+        ("missing_time", "`time` is required", _sign_map({k: v for k, v in base.items() if k != "time"}), "schema"),
+        ("version_2", "v must be 1", _sign_map({**base, "v": 2}), "schema"),
+        ("count_too_big", "count must be below 2^53", _sign_map({**base, "count": 2**53}), "schema"),
+        ("empty_conv", "conv must be 1 to 256 bytes", _sign_map({**base, "conv": ""}), "schema"),
+        ("heads_without_count", "heads must be empty exactly when count is 0", _sign_map({**base, "count": 0}),
+         "schema"),
+        ("unsorted_heads", "heads sorted by CID bytes", _sign_map({**base, "heads": heads2[::-1]}), "schema"),
+        ("duplicate_heads", "no head twice", _sign_map({**base, "heads": [heads2[0], heads2[0]]}), "schema"),
+        ("empty_stored", "`stored` is absent when there are none", _sign_map({**base, "stored": []}), "schema"),
+        ("raw_link", "heads are dag-cbor CIDs", _sign_map({**base, "heads": [CID.of_raw(b"x")]}), "schema"),
+        ("short_key", "key is 32 bytes", _sign_map({**base, "key": bytes(31)}), "schema"),
+        ("bad_signature", "the last signature byte flipped", bytes(flipped), "signature"),
+        ("record_domain", "signed under the record domain, not the statement one",
+         _sign_map(base, SIGNING_DOMAIN), "signature"),
+    ]
+
+
+def _bundle(kind: str, statements: list[Statement], records: list[Record], claim: dict[str, Any]) -> bytes:
+    return encode_bundle(kind, CONV, [s.data for s in statements], [x.data for x in records], claim)
+
+
+def _bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
+    chain = [r["a1"], r["b1"], r["a2"], r["b2"]]
+    fork = [r["a1"], r["b1"], r["a2"], r["f"]]
+    pair = {"earlier": 0, "later": 1}
+    later = T + 5_000
+    walk = [r["a2"], r["b2"], r["f"]]  # from f down to b2's hlc: a2 is reached and stops the walk
+    receipt = _state(chain, T, [r["b2"]])
+    proving = [
+        ("rollback_count", "the later statement holds fewer records: no record is needed", "rollback",
+         _bundle("rollback", [_state(chain, T), _state(chain[:2], later)], [], pair)),
+        ("rollback_fork", "same count, but the later heads do not cover b2", "rollback",
+         _bundle("rollback", [_state(chain, T), _state(fork, later)], walk, pair)),
+        ("deletion", "b2 was receipted, the later state lacks it", "deletion",
+         _bundle("deletion", [receipt, _state(fork, later)], walk, pair)),
+        ("withholding_pair", "as deletion (§4 step 5 after a receipt)", "withholding",
+         _bundle("withholding", [receipt, _state(fork, later)], walk, pair)),
+        ("withholding_self", "a receipt names f, which its own heads (b2) do not cover", "withholding",
+         _bundle("withholding", [_state(chain, T, [r["f"]])], [r["a2"], r["b2"], r["f"]],
+                 {"earlier": 0, "later": 0})),
+        ("server_equivocation", "two statements 500 ms apart, neither extends the other", "server_equivocation",
+         _bundle("server_equivocation", [_state(chain, T), _state(fork, T + 500)], walk, pair)),
+        ("record_equivocation", "bob signed b2 and f, both at seq 2", "record_equivocation",
+         _bundle("record_equivocation", [], [r["b2"], r["f"]], {})),
+    ]
+    tampered_statement = codec.decode(proving[1][3])
+    tampered_statement["statements"][1] = tampered_statement["statements"][1][:-1] + b"\x00"
+    tampered_record = codec.decode(proving[1][3])
+    tampered_record["records"][0] = tampered_record["records"][0].replace(b"turn", b"tUrn")
+    not_proving = [
+        ("rollback_within_slack", "the later statement is exactly ORDER_SLACK_MS after: not later", "rollback",
+         _bundle("rollback", [_state(chain, T), _state(chain[:2], T + 1_000)], [], pair)),
+        ("rollback_missing_walk_record", "a2, which the walk reaches, is not in the bundle: undecided",
+         "rollback", _bundle("rollback", [_state(chain, T), _state(fork, later)], [r["b2"], r["f"]], pair)),
+        ("deletion_without_receipt", "b2 is missing later but no statement named it as stored", "deletion",
+         _bundle("deletion", [_state(chain, T), _state(fork, later)], walk, pair)),
+        ("honest_successor", "the later statement extends the earlier one", "server_equivocation",
+         _bundle("server_equivocation", [receipt, _state([*chain, r["a3"]], later)], [], pair)),
+        ("tampered_statement", "the later statement's signature altered", "rollback",
+         codec.encode(tampered_statement)),
+        ("tampered_record", "a record's payload altered: its signature fails", "rollback",
+         codec.encode(tampered_record)),
+        ("two_keys", "the statements are by two keys", "rollback",
+         _bundle("rollback", [_state(chain, T), sign_statement(ALICE, CONV, 1, [r["a1"].cid], later)], [], pair)),
+    ]
+    good = codec.decode(proving[0][3])
+    not_bundles = [
+        ("wrong_type", "type must be convgraph/evidence", "", codec.encode({**good, "type": "evidence"})),
+        ("unknown_kind", "kind not one of §6.1", "", codec.encode({**good, "kind": "lie"})),
+        ("claim_shape", "a rollback claim needs earlier and later", "", codec.encode({**good, "claim": {}})),
+        ("extra_key", "a key §16 does not list", "", codec.encode({**good, "note": ""})),
+        ("trailing_byte", "one byte after the map", "", proving[0][3] + b"\x00"),
+    ]
+    return ([(n, note, kind, data, "proves") for n, note, kind, data in proving]
+            + [(n, note, kind, data, "does_not_prove") for n, note, kind, data in not_proving]
+            + [(n, note, kind, data, "not_a_bundle") for n, note, kind, data in not_bundles])
+
+
+def build() -> dict[str, Any]:
+    r = _records()
+    return {
+        "description": DESCRIPTION,
+        "keys": {"server": SERVER.seed.hex(), "alice": ALICE.seed.hex(), "bob": BOB.seed.hex()},
+        "records": [{"name": n, "cid": str(x.cid), "hex": x.data.hex()} for n, x in r.items()],
+        "statements": [{"name": n, "note": note, "statement": statement_json(s), "hex": s.data.hex(),
+                        "cid": str(s.cid), "heads_digest": s.heads_digest.hex()}
+                       for n, note, s in _statements(r)],
+        "statement_refusals": [{"name": n, "note": note, "hex": data.hex(), "reason": reason}
+                               for n, note, data, reason in _refusals(r)],
+        "bundles": [{"name": n, "note": note, "kind": kind, "hex": data.hex(),
+                     "id": "" if result == "not_a_bundle" else str(CID.of_record(data)), "result": result}
+                    for n, note, kind, data, result in _bundles(r)],
+    }
+
+
+def render(obj: Any) -> str:
+    return json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="compare with the committed file")
+    args = parser.parse_args(argv)
+    text = render(build())
+    if args.check:
+        if not INTEGRITY_FILE.exists() or INTEGRITY_FILE.read_text("utf-8") != text:
+            print(f"{INTEGRITY_FILE.name} differs from what generate_integrity.py produces", file=sys.stderr)
+            return 1
+        return 0
+    INTEGRITY_FILE.write_text(text, "utf-8")
+    print(f"wrote {INTEGRITY_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
