@@ -232,3 +232,12 @@ def test_a_claim_whose_records_were_compacted_stays_pending(client: Client, hist
     verdict = client.session(said([history["r2"]], 4, T + LATER), matched=False)
     assert verdict.findings == [] and len(verdict.pending) == 1 and "rollback" in verdict.pending[0]
     assert client.replica.store.remembered(SERVER.public, CONV) == first.data
+
+
+def test_an_equivocation_with_a_record_compacted_before_it_has_no_bundle_but_is_named(
+    client: Client, history: dict[str, Record]
+) -> None:
+    client.replica.checkpoint(CONV, compact=True)  # r3's bytes are gone before its twin arrives
+    report = client.replica.ingest([history["twin"].data])
+    assert report.equivocations and client.replica.findings() == []
+    assert client.replica.store.equivocations(CONV) == [tuple(sorted([history["r3"].cid, history["twin"].cid]))]

@@ -43,9 +43,11 @@ from convgraph.errors import (
     CoverConflictError,
     CoverError,
     DecodeError,
+    EvidenceError,
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    IntegrityError,
     InvalidTextError,
     KeyFileError,
     LegacyConversationError,
@@ -69,6 +71,7 @@ from convgraph.errors import (
     SlowTransferError,
     SnapshotError,
     StaleStatementError,
+    StatementError,
     StoreBusyError,
     StoreCorruptError,
     StoreError,
@@ -93,6 +96,10 @@ from convgraph.graph import (
     missing_ancestors,
 )
 from convgraph.ingest import IngestReport, Rejection
+from convgraph.integrity.consistency import Verdict
+from convgraph.integrity.evidence import Proof, verify_bundle
+from convgraph.integrity.findings import FINDING_KINDS, Finding
+from convgraph.integrity.statement import Statement, decode_statement, sign_statement
 from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
@@ -144,7 +151,10 @@ __all__ = [
     "Deadline",
     "DecodeError",
     "Draft",
+    "EvidenceError",
+    "FINDING_KINDS",
     "Fate",
+    "Finding",
     "ForbiddenError",
     "GenesisError",
     "Hlc",
@@ -152,6 +162,7 @@ __all__ = [
     "HttpRemote",
     "IngestReport",
     "Initiator",
+    "IntegrityError",
     "InvalidTextError",
     "KINDS",
     "KeyFileError",
@@ -175,6 +186,7 @@ __all__ = [
     "PeerMisbehavedError",
     "Pending",
     "ProjectionError",
+    "Proof",
     "ProtocolError",
     "QuarantineBounds",
     "Record",
@@ -202,6 +214,8 @@ __all__ = [
     "SnapshotError",
     "SqliteStore",
     "StaleStatementError",
+    "Statement",
+    "StatementError",
     "Store",
     "StoreBusyError",
     "StoreCorruptError",
@@ -219,6 +233,7 @@ __all__ = [
     "UnknownKindError",
     "UntrustedCheckpointError",
     "UnwitnessedError",
+    "Verdict",
     "VerificationError",
     "VerifyReport",
     "WireLimits",
@@ -237,6 +252,7 @@ __all__ = [
     "conv_id",
     "decode",
     "decode_record",
+    "decode_statement",
     "encode",
     "extends",
     "fingerprint",
@@ -253,6 +269,7 @@ __all__ = [
     "resume",
     "save_key",
     "sign_record",
+    "sign_statement",
     "signing_bytes",
     "snapshot",
     "sync_replicas",
@@ -265,5 +282,6 @@ __all__ = [
     "trusting",
     "turn_of",
     "verify",
+    "verify_bundle",
     "write_car",
 ]

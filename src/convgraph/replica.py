@@ -527,8 +527,9 @@ class Replica:
         self, peer: bytes, conv: str, statements: Sequence[Statement], *, started_ms: int, received_ms: int,
         fingerprints_matched: bool,
     ) -> SessionVerdict:
-        """Check what `peer` signed about `conv` in one session against what it signed before
-        (docs/integrity.md §4); raises `StaleStatementError` for a stale statement."""
+        """Check what `peer` signed about `conv` in one session (`statements`, in order) against
+        what it signed before (docs/integrity.md §4). Raises `StaleStatementError` for a stale
+        last statement, `ProtocolError` for none or one by another key or about another conv."""
         return witnessing.observe_session(self.store, peer, conv, statements, started_ms=started_ms,
                                           received_ms=received_ms, fingerprints_matched=fingerprints_matched,
                                           now_ms=self.clock())

@@ -22,6 +22,7 @@ from convgraph.errors import IntegrityError
 from convgraph.integrity.consistency import (
     Lookup,
     Verdict,
+    _verdicts,
     covered,
     extends,
     inconsistent,
@@ -240,3 +241,67 @@ def test_statements_of_different_keys_or_conversations_are_refused() -> None:
         extends(a, sign_statement(OTHER, CONV, 0, [], 0), lambda _c: None)
     with pytest.raises(IntegrityError):
         inconsistent(a, sign_statement(KEY, "d", 0, [], 0), lambda _c: None)
+
+
+@st.composite
+def wild_dags(draw: st.DrawFn, max_nodes: int = 14) -> Dag:
+    """A DAG whose hlcs are arbitrary: records breaking docs/format.md §11.2, as a bundle may hold."""
+    n = draw(st.integers(1, max_nodes))
+    cids = [CID.of_record(b"wild %d" % i) for i in range(n)]
+    dag = Dag(cids, {}, {})
+    for i, cid in enumerate(cids):
+        chosen = draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else []
+        dag.parents[cid] = tuple(sorted(cids[j] for j in chosen))
+        dag.hlc[cid] = Hlc(draw(st.integers(0, 6)), 0)
+    return dag
+
+
+@given(st.data())
+def test_one_walk_for_many_targets_decides_each_as_its_own_walk_would(data: st.DataObject) -> None:
+    dag = data.draw(wild_dags())
+    heads = data.draw(st.sets(st.sampled_from(dag.cids), max_size=3))
+    xs = data.draw(st.sets(st.sampled_from(dag.cids), min_size=1, max_size=5))
+    hidden = data.draw(st.sets(st.sampled_from(dag.cids), max_size=2))
+    lookup = dag.lookup(hidden)
+    together = _verdicts(heads, xs, lookup)
+    for x in xs:
+        assert together[x] is covered(x, heads, lookup) is _one_walk(x, heads, lookup)
+
+
+def _one_walk(x: CID, heads: Iterable[CID], lookup: Lookup) -> Verdict:
+    """docs/integrity.md §2.4 steps 1-4, literally, for one target."""
+    heads = set(heads)
+    if x in heads:
+        return Verdict.YES
+    mine = lookup(x)
+    if mine is None:
+        return Verdict.UNDECIDED
+    reached, gap, stack, expanded = set(heads), False, list(heads), set()
+    while stack:
+        cid = stack.pop()
+        meta = lookup(cid)
+        if meta is None:
+            gap = True
+            continue
+        if cid in expanded or meta[0] <= mine[0]:
+            continue
+        expanded.add(cid)
+        for p in meta[1]:
+            parent = lookup(p)
+            gap |= parent is not None and parent[0] >= meta[0]
+            reached.add(p)
+            stack.append(p)
+    if x in reached:
+        return Verdict.YES
+    return Verdict.UNDECIDED if gap else Verdict.NO
+
+
+def test_a_broken_hlc_order_elsewhere_does_not_make_a_target_found() -> None:
+    # h(10) -> r2(3) -> r(7) -> x(5): x's own walk stops at r2 (3 <= 5) and x is not covered;
+    # a walk expanding down to y(1) reaches x only through r2, so x must still be not covered
+    h, r2, r, x, y = (CID.of_record(b"b%d" % i) for i in range(5))
+    dag = Dag([y, x, r, r2, h], {y: (), x: (), r: (x,), r2: (r,), h: (r2,)},
+              {y: Hlc(1, 0), x: Hlc(5, 0), r: Hlc(7, 0), r2: Hlc(3, 0), h: Hlc(10, 0)})
+    lookup = dag.lookup()
+    assert covered(x, [h], lookup) is Verdict.NO
+    assert _verdicts([h], {x, y}, lookup) == {x: Verdict.NO, y: Verdict.UNDECIDED}

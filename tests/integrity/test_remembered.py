@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st_
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -293,3 +295,75 @@ def test_claiming_sync_while_lacking_a_receipted_record_is_withholding(dag: Dag)
     assert not out.converged and out.reasons == ("statement",)
     unmatched = run(dag, Memory(None, (receipt,)), session(s, own=(5, [dag["a3"], dag["b3"]]), matched=False))
     assert unmatched.claims == (Claim("deletion", receipt, s),)
+
+
+# ---------------------------------------------------------------- properties
+
+
+def _apply(memory: Memory, out: Outcome) -> Memory:
+    """What witnessing.py stores after a session (every claim proven)."""
+    settled = {c.earlier.cid for c in out.claims}
+    receipts = [r for r in _dedup([*memory.receipts, *out.open]) if r.cid not in {*out.close, *settled}]
+    return Memory(out.latest if out.advance else memory.remembered, tuple(receipts), out.pending)
+
+
+def _dedup(items: list[Statement]) -> list[Statement]:
+    return list(dict.fromkeys(items))
+
+
+@st_.composite
+def _histories(draw: st_.DrawFn) -> tuple[Dag, list[str], list[tuple[int, int, bool]]]:
+    """A random DAG in topological order, and sessions: (records held, ms since the last, receipt?)."""
+    n = draw(st_.integers(2, 12))
+    dag = Dag()
+    names = [f"n{i}" for i in range(n)]
+    for i, name in enumerate(names):
+        parents = draw(st_.lists(st_.sampled_from(names[:i]), max_size=2, unique=True)) if i else []
+        dag.add(name, *parents, wall=i + 1)
+    sessions = draw(st_.lists(st_.tuples(st_.integers(1, n), st_.integers(0, 3 * ORDER_SLACK_MS), st_.booleans()),
+                              min_size=1, max_size=6))
+    return dag, names, sessions
+
+
+def _state(dag: Dag, names: list[str], k: int) -> tuple[list[str], int]:
+    held = names[:k]
+    named = {p for n in held for p in dag.held[dag[n]][1]}
+    return [n for n in held if dag[n] not in named], k
+
+
+@given(_histories(), st_.data())
+def test_an_honest_peer_is_never_found_lying(
+    history: tuple[Dag, list[str], list[tuple[int, int, bool]]], data: st_.DataObject
+) -> None:
+    dag, names, sessions = history
+    memory, k, time = Memory(), 0, T
+    for held, gap, receipt in sessions:
+        k, time = max(k, held), time + gap  # an honest state only grows
+        # read the clock, then the state: the time may lag the state by less than the slack
+        lag = data.draw(st_.integers(0, ORDER_SLACK_MS - 1))
+        heads, count = _state(dag, names, k)
+        s = st(dag, heads, count, time - lag, stored=[names[k - 1]] if receipt else [])
+        out = run(dag, memory, session(s))
+        assert out.claims == (), out.claims
+        memory = _apply(memory, out)
+    assert memory.pending == ()
+
+
+@given(_histories(), st_.integers(0, 2 * ORDER_SLACK_MS))
+def test_a_smaller_state_later_than_the_slack_is_always_found(
+    history: tuple[Dag, list[str], list[tuple[int, int, bool]]], extra: int
+) -> None:
+    dag, names, sessions = history
+    memory, time = Memory(), T
+    for held, gap, receipt in sessions:
+        time += gap
+        heads, count = _state(dag, names, held)
+        s = st(dag, heads, count, time, stored=[names[held - 1]] if receipt else [])
+        memory = _apply(memory, run(dag, memory, session(s)))
+    top = memory.remembered
+    if top is None or top.count < 2:
+        return
+    heads, count = _state(dag, names, top.count - 1)
+    smaller = st(dag, heads, count, top.time_ms + LATER + extra)
+    out = run(dag, memory, session(smaller))
+    assert {c.later for c in out.claims} == {smaller} and out.claims

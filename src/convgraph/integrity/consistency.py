@@ -9,8 +9,10 @@ bytes per CID); only `UNDECIDED` can change as more records become known.
 from __future__ import annotations
 
 import enum
+import heapq
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -35,52 +37,58 @@ class Verdict(enum.Enum):
         return Verdict.NO if self is Verdict.YES else Verdict.YES
 
 
+_TOP: Final = Hlc(1 << 64, 0)  # above every record's hlc: the level of a head
+
+
 @dataclass(frozen=True, slots=True)
 class _Walk:
-    """One covered-walk from a set of heads towards targets; see `_walk`."""
+    """The covered-walks from a set of heads towards several targets at once; see `_walk`.
 
-    found: frozenset[CID]
-    # For each CID the walk reached but could not use (not held, or an hlc not below its
-    # child's), the highest hlc of a record that named it; None = it is a head itself.
-    blocked: dict[CID, Hlc | None]
-    visited: frozenset[CID]
+    `level[c]` is the greatest L such that `c` is reached in the walk of every target whose
+    hlc is below L; `gap` the greatest such level of a gap (None: no gap met).
+    """
+
+    level: dict[CID, Hlc]
+    gap: Hlc | None
 
 
-def _walk(heads: Iterable[CID], floor: Hlc, targets: Collection[CID], lookup: Lookup) -> _Walk:
-    # The covered-walk of §2.4 for every target at once: a record is expanded to its
-    # parents only while its hlc is above `floor` (the least target hlc), and a record
-    # reached from a child at hlc h lies in target x's own walk iff h > x's hlc, because
-    # hlcs fall strictly along every parent link. So per-target answers follow from one walk.
-    found: set[CID] = set()
-    blocked: dict[CID, Hlc | None] = {}
-    visited: set[CID] = set()
-    stack: list[tuple[CID, Hlc | None]] = [(h, None) for h in heads]
-    while stack:
-        cid, via = stack.pop()
-        if cid in targets:
-            found.add(cid)
-        meta = lookup(cid)
-        if meta is None or (via is not None and meta[0] >= via):
-            _block(blocked, cid, via)
-            if meta is None:
-                continue
-        if cid in visited:
+def _walk(heads: Iterable[CID], floor: Hlc, lookup: Lookup) -> _Walk:
+    # The walk of one target x (§2.4) expands exactly the reached records with hlc > x's.
+    # So a CID is reached in x's walk iff some path to it from a head has all its expanded
+    # records above x's hlc: a widest-path problem over "level" = the least hlc along the
+    # path, solved best-first (a max-heap on level). With honest data the level of a parent
+    # is simply its child's hlc; computing it in general keeps a bundle of records that
+    # break docs/format.md §11.2 decided exactly as the one-target walk of the spec decides it.
+    level: dict[CID, Hlc] = {}
+    meta_of: dict[CID, tuple[Hlc, tuple[CID, ...]] | None] = {}
+    gap: Hlc | None = None
+    heap: list[tuple[int, int, bytes, CID]] = []
+    for h in set(heads):
+        level[h] = _TOP
+        heapq.heappush(heap, (-_TOP.wall_ms, -_TOP.counter, bytes(h), h))
+    done: set[CID] = set()
+    while heap:
+        _w, _c, _raw, cid = heapq.heappop(heap)
+        if cid in done:
             continue
-        visited.add(cid)
+        done.add(cid)
+        at = level[cid]
+        meta = meta_of[cid] if cid in meta_of else meta_of.setdefault(cid, lookup(cid))
+        if meta is None:
+            gap = at if gap is None else max(gap, at)
+            continue
         hlc, parents = meta
-        if hlc <= floor:
+        below = min(at, hlc)  # the level every parent is reached at through this record
+        if below <= floor:
             continue  # no target is an ancestor of a record whose hlc is at most every target's
-        stack.extend((p, hlc) for p in parents)
-    return _Walk(frozenset(found), blocked, frozenset(visited))
-
-
-def _block(blocked: dict[CID, Hlc | None], cid: CID, via: Hlc | None) -> None:
-    if cid not in blocked:
-        blocked[cid] = via
-        return
-    known = blocked[cid]
-    if known is not None and (via is None or via > known):
-        blocked[cid] = via
+        for p in parents:
+            parent = meta_of[p] if p in meta_of else meta_of.setdefault(p, lookup(p))
+            if parent is not None and parent[0] >= hlc:
+                gap = below if gap is None else max(gap, below)  # the hlc order is broken here
+            if p not in done and (p not in level or level[p] < below):
+                level[p] = below
+                heapq.heappush(heap, (-below.wall_ms, -below.counter, bytes(p), p))
+    return _Walk(level, gap)
 
 
 def _verdicts(heads: Iterable[CID], xs: Collection[CID], lookup: Lookup) -> dict[CID, Verdict]:
@@ -98,11 +106,11 @@ def _verdicts(heads: Iterable[CID], xs: Collection[CID], lookup: Lookup) -> dict
             stamps[x] = meta[0]
     if not stamps:
         return result
-    walk = _walk(heads, min(stamps.values()), stamps.keys(), lookup)
+    walk = _walk(heads, min(stamps.values()), lookup)
     for x, stamp in stamps.items():
-        if x in walk.found:
-            result[x] = Verdict.YES  # reached through signed parent links: ancestry is a fact
-        elif any(via is None or via > stamp for via in walk.blocked.values()):
+        if x in walk.level and walk.level[x] > stamp:
+            result[x] = Verdict.YES
+        elif walk.gap is not None and walk.gap > stamp:
             result[x] = Verdict.UNDECIDED
         else:
             result[x] = Verdict.NO
@@ -129,8 +137,7 @@ def region(heads: Iterable[CID], x_set: Iterable[CID], lookup: Lookup) -> set[CI
     stamps = [m[0] for m in map(lookup, xs - heads) if m is not None]
     if not stamps:
         return heads | xs  # no walk runs: each x is a head or undecided
-    walk = _walk(heads, min(stamps), xs, lookup)
-    return set(walk.visited) | set(walk.blocked) | xs
+    return set(_walk(heads, min(stamps), lookup).level) | xs
 
 
 def _check_pair(a: Statement, b: Statement) -> None:

@@ -1,10 +1,13 @@
-"""The `Store` protocol: records and indexes only, every derived view rebuildable from them.
+"""The `Store` protocol: records and their indexes, every derived view rebuildable from them.
 
 A store holds verified records (with their header indexed), the heads of each
 conversation, the quarantine of records that wait for parents or for our clock, and the
-equivocation pairs seen. All writes go through `commit(WriteSet)`, which is atomic;
-`transaction()` holds the write lock across reads and a commit, so a read-then-write
-(the next seq, the current heads) cannot race another writer, in this process or another.
+equivocation pairs seen; beside them, what the replica remembers of its peers' signed
+statements and the findings it made (docs/integrity.md §4-§6), which no record rebuilds.
+Record writes go through `commit(WriteSet)`, which is atomic; the witnessed-history writes
+through their own methods, each joining an open transaction. `transaction()` holds the
+write lock across reads and writes, so a read-then-write (the next seq, the current heads)
+cannot race another writer, in this process or another.
 """
 
 from __future__ import annotations
