@@ -59,10 +59,12 @@ def findings_of(replica: Replica, conv: str | None = None) -> list[Finding]:
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
-    """A finding as the HTTP API and `--json` show it: its bundle in base64 (docs/sync.md)."""
+    """A finding as `GET /v1/findings` shows it, as `convgraph findings --json` does: its
+    bundle in base64 (docs/sync.md)."""
     return {
         "id": str(finding.id), "kind": finding.kind, "conv": finding.conv, "summary": finding.summary,
         "found_ms": finding.found_ms, "cites": [str(c) for c in finding.cites],
+        "statements": [str(s.cid) for s in finding.statements],
         "bundle": base64.b64encode(finding.bundle).decode(),
     }
 
