@@ -7,6 +7,7 @@ push; `/v1/findings` answers only keys that may read the conversation asked abou
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,11 @@ import httpx
 import pytest
 
 from convgraph import Replica, SigningKey
+from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
+from convgraph.core.record import sign_record
 from convgraph.errors import ForbiddenError
+from convgraph.integrity.evidence import verify_bundle
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync.http import HttpRemote
@@ -61,3 +65,16 @@ def test_findings_are_answered_only_to_keys_that_may_read(served: tuple[Replica,
     with HttpRemote(url, STRANGER) as remote, pytest.raises(ForbiddenError):
         remote.findings("c")
     assert httpx.get(url + "/v1/findings").status_code == 401
+
+
+def test_a_finding_the_server_holds_is_served_with_its_bundle(served: tuple[Replica, str]) -> None:
+    server, url = served
+    twice = [sign_record(WRITER, conv="c", seq=1, hlc=Hlc(1_700_000_000_000, 0), parents=[],
+                         kind="user_message", payload={"content": text}).data for text in ("one", "two")]
+    server.ingest(twice)  # one author, one seq, two records: a record equivocation
+    [held] = server.findings("c")
+    with HttpRemote(url, WRITER) as remote:
+        [served_one] = remote.findings("c")
+        assert remote.findings() == [served_one]
+    assert served_one["id"] == str(held.id) and served_one["kind"] == "record_equivocation"
+    assert base64.b64decode(served_one["bundle"]) == held.bundle and verify_bundle(held.bundle).ok

@@ -283,3 +283,23 @@ def test_sync_replicas_signs_with_the_remote_key_and_converges_in_one_round_trip
     again = sync_replicas(a, b, ["c"], salts=salts)
     assert again.converged and again.round_trips == 1 and again.peer_key == b.actor
     assert again.bytes_received < 600  # the summary, the tip and one statement with one head
+
+
+def test_the_responder_gossips_what_it_held_before_never_the_initiators_own_gossip_back() -> None:
+    other = SigningKey(bytes(range(6, 38)))
+    held = sign_statement(other, "c", 0, [], T0)
+    sent = sign_statement(other, "c", 0, [], T0 + 1)  # newer: the memory's latest once taken in
+
+    class Remembering(_Memory):
+        def observe_gossip(self, conv: str, statements: Sequence[Statement]) -> list[Any]:
+            self.held = [*statements, *self.held]
+            return super().observe_gossip(conv, statements)
+
+        def gossip_for(self, conv: str, exclude: Collection[bytes]) -> list[Statement]:
+            return super().gossip_for(conv, exclude)[:1]  # the latest per key only
+
+    memory = Remembering(held=[held])
+    first = wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8, (
+        wire.Section("c", 0, KeySet([]).fingerprint(0, 0, 16), gossip=(sent.data,)),)))
+    [section] = wire.decode(responder(FakePeer(), witness=memory).receive(first)).sections
+    assert section.gossip == (held.data,) and memory.held[0] == sent

@@ -26,6 +26,7 @@ from rich.text import Text
 from convgraph.cli import safe_text
 from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
 from convgraph.errors import ConvgraphError
+from convgraph.integrity.findings import Finding
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
@@ -300,6 +301,6 @@ def _summary(report: SyncReport, target: str) -> dict[str, Any]:
             "conversations": convs, "findings": findings, "ok": ok}
 
 
-def _finding(f: Any) -> dict[str, Any]:
+def _finding(f: Finding) -> dict[str, Any]:
     """A new finding as the summary shows it; the bundle itself: `convgraph findings`."""
     return {"id": str(f.id), "kind": f.kind, "conv": f.conv, "summary": f.summary}

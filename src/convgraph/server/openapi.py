@@ -87,6 +87,7 @@ _FINDING: Final = _object(
     summary={"type": "string", "description": "one line for people"},
     found_ms={"type": "integer"},
     cites={**_TEXTS, "description": "the records the finding cites (never compacted away)"},
+    statements={**_TEXTS, "description": "the CIDs of the statements in the bundle"},
     bundle={"type": "string", "contentEncoding": "base64",
             "description": "the evidence bundle (docs/integrity.md §6.2), for `convgraph verify-evidence`"},
 )

@@ -24,7 +24,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
@@ -36,6 +36,7 @@ from convgraph.errors import (
     TransportError,
     UnconfirmedStoreError,
 )
+from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement, decode_statement
 from convgraph.sync import reconcile, wire
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
@@ -96,7 +97,7 @@ class ConvReport:
     unconfirmed: dict[bytes, UnconfirmedStoreError] = field(default_factory=dict)  # by digest
     statements: int = 0  # statements the peer signed about this conversation (one per reply section)
     gossip_dropped: int = 0  # gossiped statements that did not verify or were about another conversation
-    findings: list[Any] = field(default_factory=list)  # new findings (docs/integrity.md §6), this run
+    findings: list[Finding] = field(default_factory=list)  # new findings (docs/integrity.md §6), this run
     pending: list[str] = field(default_factory=list)  # failures no bundle can prove yet (§4)
     signed: list[str] = field(default_factory=list)  # why the peer's statements deny convergence (§4)
     converged: bool = False
@@ -400,7 +401,7 @@ class SyncReport:
     peer_key: bytes | None = None  # the key that signed the peer's statements
 
     @property
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """The findings this run raised (new ones only), over every conversation."""
         return [f for r in self.convs.values() for f in r.findings]
 

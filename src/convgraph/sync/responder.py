@@ -107,12 +107,15 @@ class Responder:
         """Take in what the INITIATE gossiped about `s.conv`; what we gossip back (§5)."""
         if self.witness is None:
             return ()
+        # what we held before this message: taken after, our latest of a key could be the
+        # very statement the initiator just sent, and it would learn nothing from us
+        exclude = {self.key.public} | ({initiator} if initiator is not None else set())
+        out = [g.data for g in self.witness.gossip_for(s.conv, exclude)
+               if g.key not in exclude and g.data not in s.gossip]
         taken = [g for g in (_statement(data) for data in s.gossip)
                  if g is not None and g.conv == s.conv and g.key != self.key.public]
         if taken:
             self.witness.observe_gossip(s.conv, taken)
-        exclude = {self.key.public} | ({initiator} if initiator is not None else set())
-        out = [g.data for g in self.witness.gossip_for(s.conv, exclude) if g.key not in exclude]
         return tuple(out[:MAX_GOSSIP])
 
     def _first(self, s: Section, keys: KeySet, salt: bytes) -> Step:

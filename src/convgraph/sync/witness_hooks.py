@@ -1,10 +1,10 @@
 """What sync asks of a replica's witnessed-history memory (docs/integrity.md §4, §5).
 
 The state machines only carry statements; judging them (remembered heads, receipts,
-gossip, findings) is the replica's, behind the `Witness` protocol below. `witness_of`
-gives a replica's, or None while the replica cannot judge (then statements are still
-signed, sent and checked for authenticity, but nothing is remembered). Invariant: every
-call into the replica's memory from sync goes through this module.
+gossip, findings) is the replica's (`witnessing.py`), behind the `Witness` protocol below,
+which `Replica` implements. Without a witness, statements are still signed, sent and
+checked for authenticity, but nothing is remembered or gossiped. Invariant: every call
+from sync into the replica's memory goes through this protocol.
 """
 
 from __future__ import annotations
@@ -13,27 +13,16 @@ import base64
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
+from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
-
-
-class FindingLike(Protocol):
-    """The parts of a finding (docs/integrity.md §6) that a sync report shows."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def conv(self) -> str: ...
-
-    @property
-    def summary(self) -> str: ...
+from convgraph.replica import Replica
 
 
 class VerdictLike(Protocol):
     """What a replica concluded from one session's statements of one conversation (§4)."""
 
     @property
-    def findings(self) -> Sequence[Any]: ...
+    def findings(self) -> Sequence[Finding]: ...
 
     @property
     def pending(self) -> Sequence[str]: ...
@@ -55,7 +44,7 @@ class Witness(Protocol):
         """§4 checks 1-5 on every statement `peer` sent about `conv` in one session."""
         ...
 
-    def observe_gossip(self, conv: str, statements: Sequence[Statement]) -> Sequence[Any]:
+    def observe_gossip(self, conv: str, statements: Sequence[Statement]) -> Sequence[Finding]:
         """§5: keep gossiped statements and check each pair; the new findings."""
         ...
 
@@ -64,25 +53,22 @@ class Witness(Protocol):
         ...
 
 
-def findings_of(replica: object, conv: str | None = None) -> list[Any]:
-    """The findings the replica holds (docs/integrity.md §6), of `conv` or of all; none while
-    it keeps none."""
-    found = getattr(replica, "findings", None)
-    return list(found(conv)) if callable(found) else []
+def findings_of(replica: Replica, conv: str | None = None) -> list[Finding]:
+    """The findings the replica holds (docs/integrity.md §6), of `conv` or of all."""
+    return replica.findings(conv)
 
 
-def finding_json(finding: Any) -> dict[str, Any]:
-    """A finding as the HTTP API and `--json` show it: its bundle in base64 (docs/sync.md)."""
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """A finding as `GET /v1/findings` shows it, as `convgraph findings --json` does: its
+    bundle in base64 (docs/sync.md)."""
     return {
         "id": str(finding.id), "kind": finding.kind, "conv": finding.conv, "summary": finding.summary,
         "found_ms": finding.found_ms, "cites": [str(c) for c in finding.cites],
+        "statements": [str(s.cid) for s in finding.statements],
         "bundle": base64.b64encode(finding.bundle).decode(),
     }
 
 
-def witness_of(replica: object) -> Witness | None:
-    """The replica's memory of statements, or None when it has none to offer yet."""
-    needed = ("observe_session", "observe_gossip", "gossip_for")
-    if all(callable(getattr(replica, name, None)) for name in needed):
-        return replica  # type: ignore[return-value]
-    return None
+def witness_of(replica: Replica) -> Witness:
+    """The replica's memory of statements, as sync asks it."""
+    return replica
