@@ -50,7 +50,8 @@ case and protocol), in-process over a transport that counts every message's byte
 way and the round trips, with full verification (`Replica.ingest`) of the records that
 move:
 
-* **ours**: `synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server), key=…, clock=…).receive, [conv])`.
+* **ours**: `synchronize(ReplicaPeer(client), Responder(ReplicaPeer(server), key=…,
+  clock=…).receive, [conv])`.
 * **naive heads walk**: the client sends its heads (CIDs), the server replies with its
   own and asks for the client's heads it lacks; then each side asks for the CIDs it lacks,
   one DAG level per round trip (the parents of what just arrived that it still lacks),

@@ -123,8 +123,10 @@ def _write(rng: random.Random, replica: Replica) -> None:
 
 def _sync(client: Replica, url: str, transport: httpx.BaseTransport) -> Any:
     with httpx.Client(transport=transport, timeout=10) as http, HttpRemote(url, client.key, client=http) as remote:
+        # the client judges every statement the servers sign (docs/integrity.md §4, §5): faults,
+        # two instances over one database and their restarts must raise no finding
         return synchronize(ReplicaPeer(client), remote.exchange, CONVS, salts=lambda: os.urandom(8),
-                           retries=1)
+                           retries=1, witness=client)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -153,6 +155,8 @@ def test_replicas_converge_after_faults_heal(tmp_path: Path, seed: int, backend:
                 for j, server in enumerate(servers):
                     _sync(client, server.url, links[i][j])
         _assert_converged([*clients, *servers_r], seed)
+        # the judging really ran: every client remembers a signed statement of every conversation
+        assert all(c.store.remembered_in(conv) for c in clients for conv in CONVS)
         assert sum(sum(link.faults.values()) for row in links for link in row) > 0
     finally:
         for server in servers:
@@ -170,3 +174,4 @@ def _assert_converged(replicas: list[Replica], seed: int) -> None:
         transcripts = {transcript_bytes(r.transcript(conv)) for r in replicas}
         assert len(transcripts) == 1, f"seed {seed}: transcripts of {conv!r} differ"
     assert all(r.verify().ok for r in replicas)
+    assert [f for r in replicas for f in r.findings()] == [], f"seed {seed}: an honest run raised a finding"
