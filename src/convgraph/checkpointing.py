@@ -21,9 +21,9 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, load_trusted
 from convgraph.errors import IntegrityError, NoteError, NotFoundError
 from convgraph.integrity import cosignature as cosignature_
+from convgraph.integrity.builders import divergent_fork_finding, unverifiable_checkpoint_finding
 from convgraph.integrity.checkpoints import Checkpoint, CheckResult, Status, causal_past, check, divergent
 from convgraph.integrity.consistency import Verdict
-from convgraph.integrity.evidence import divergent_fork_finding, unverifiable_checkpoint_finding
 from convgraph.integrity.findings import Finding
 from convgraph.projections import state as state_
 from convgraph.projections.state import ConvState, Entry

@@ -17,12 +17,12 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.errors import StatementError
 from convgraph.integrity import gossip as gossip_
-from convgraph.integrity.consistency import Lookup
-from convgraph.integrity.evidence import (
+from convgraph.integrity.builders import (
     record_equivocation_finding,
     self_inconsistent_finding,
     statements_finding,
 )
+from convgraph.integrity.consistency import Lookup
 from convgraph.integrity.findings import SERVER_EQUIVOCATION, Finding
 from convgraph.integrity.remembered import Claim, Memory, Session, Undecided, check_session
 from convgraph.integrity.statement import Statement, decode_statement

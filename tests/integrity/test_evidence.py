@@ -21,14 +21,12 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, sign_record
 from convgraph.errors import EvidenceError, IntegrityError
-from convgraph.integrity.evidence import (
-    decode_bundle,
-    encode_bundle,
+from convgraph.integrity.builders import (
     record_equivocation_finding,
     self_inconsistent_finding,
     statements_finding,
-    verify_bundle,
 )
+from convgraph.integrity.evidence import decode_bundle, encode_bundle, verify_bundle
 from convgraph.integrity.findings import FINDING_KINDS, STATEMENT_KINDS, Finding
 from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
 
