@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 from test_cli import run
 
-from convgraph import Config, Replica, is_rooted
+from convgraph import Config, Replica, decode_record, is_rooted
 from convgraph.cli import aliases
 from convgraph.cli.main import cli
 
@@ -150,3 +150,14 @@ def test_the_alias_command_lists_points_and_forgets(tmp_path: Path) -> None:
     assert "no alias 'demo'" in cg(tmp_path, "alias", "demo", "--remove", code=2).stderr
     assert cg(tmp_path, "alias", "demo", code=2).exit_code == 2  # neither CONV nor --remove
     assert aliases.load(tmp_path) == {"d": conv}
+
+
+def test_conversations_reads_the_genesis_row_and_the_snapshot_once_compacted(tmp_path: Path) -> None:
+    conv = json.loads(cg(tmp_path, "new", "kept title", "--json").stdout)["conv"]
+    cg(tmp_path, "say", "a point", "--conv", conv)
+    assert listed(tmp_path)[conv]["title"] == "kept title"  # from the genesis's own row
+    with Replica.open(tmp_path) as replica:
+        replica.checkpoint(conv, compact=True)  # the genesis keeps only its header and snapshot entry
+        first = replica.store.first(conv)
+        assert first is not None and decode_record(first[1]).kind == "checkpoint"
+    assert listed(tmp_path)[conv]["title"] == "kept title"  # from the fold of the snapshot

@@ -464,6 +464,8 @@ def test_records_in_canonical_order_with_every_tail(store: Store) -> None:
     for n in range(len(want) + 3):
         assert store.records("c1", last=n) == want[len(want) - min(n, len(want)) :]
     assert store.records("c1", last=0) == []
+    assert store.first("c1") == want[0] and store.first("c2") == (late.cid, late.data)
+    assert store.first("c3") is None
     assert store.records("c2") == [(late.cid, late.data)]
     assert store.conversations() == ["c1", "c2"]
     assert store.count() == 6 and store.count("c1") == 5 and store.count("c3") == 0
@@ -907,6 +909,7 @@ def test_compact_drops_the_bytes_and_keeps_every_header(store: Store) -> None:
     for n in range(len(full) + 2):
         want[f"records c1 last={n}"] = full[len(full) - min(n, len(full)) :]
     assert observe(store, universe) == want  # metas, heads, at_seq, last_own, count, has: all unchanged
+    assert store.first("c1") == full[0] != (c1[0].cid, c1[0].data)  # the first held with bytes
     assert store.since(0, "c1")[0] == full and store.since(0, "c2")[0] == pairs(*c2)
     assert store.snapshot("c1") == (CHECKPOINTS[0], b"snap-1") and store.snapshot("c2") is None
     commit(store, c1[0])  # a compacted record offered again is a duplicate, not a resurrection

@@ -17,10 +17,11 @@ from rich.text import Text
 
 from convgraph.cli import aliases, safe_text
 from convgraph.core.keys import fingerprint
+from convgraph.core.record import load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
 from convgraph.migration import migrate
-from convgraph.projections.state import ConvState, Entry
+from convgraph.projections.state import ConvState, Entry, entry_of
 from convgraph.replica import Replica
 
 
@@ -57,9 +58,21 @@ def listing(replica: Replica, table: dict[str, str]) -> list[Listed]:
     convs = sorted({*replica.conversations(), *table.values()}, key=lambda c: (not is_rooted(c), c))
     return [
         Listed(c, aliases.names_of(table, c), replica.store.count(c),
-               genesis(replica.state(c)) if is_rooted(c) else None)
+               _genesis_of(replica, c) if is_rooted(c) else None)
         for c in convs
     ]
+
+
+def _genesis_of(replica: Replica, conv: str) -> Entry | None:
+    # every record of a rooted conversation descends from its genesis (docs/format.md §15),
+    # so the genesis comes first in canonical order: one row, not a fold of the history.
+    # Only when compaction dropped its bytes is the fold (from the snapshot) needed.
+    first = replica.store.first(conv)
+    if first is not None:
+        record = load_trusted(first[1], first[0])
+        if record.kind == "genesis":
+            return entry_of(record)
+    return genesis(replica.state(conv))
 
 
 def point(ctx: click.Context, name: str, conv: str) -> None:

@@ -266,6 +266,11 @@ class MemoryStore:
                 chosen = chosen[max(0, len(chosen) - last) :]
             return [(cid, self._data[cid]) for _, cid in chosen if self._data[cid]]
 
+    def first(self, conv: str) -> tuple[CID, bytes] | None:
+        with self._lock:
+            cid = next((c for _, c in self._order.get(conv, []) if self._data[c]), None)
+            return None if cid is None else (cid, self._data[cid])
+
     def conversations(self) -> list[str]:
         with self._lock:
             return sorted(c for c, order in self._order.items() if order)

@@ -371,6 +371,14 @@ class SqliteStore:
             rows.reverse()
         return [(CID._trusted(c), d) for c, d in rows]
 
+    def first(self, conv: str) -> tuple[CID, bytes] | None:
+        rows = self._query(
+            "SELECT cid, data FROM records WHERE conv = ? AND length(data) > 0"
+            " ORDER BY wall, counter, actor, cid LIMIT 1",
+            (conv,),
+        )
+        return (CID._trusted(rows[0][0]), rows[0][1]) if rows else None
+
     def conversations(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT conv FROM heads ORDER BY conv")]
 
