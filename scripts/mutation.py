@@ -68,6 +68,19 @@ MODULES: dict[str, tuple[str, ...]] = {
     "projections/authority/rules.py": _AUTHORITY,
     "projections/authority/needs.py": _AUTHORITY,
     "projections/authority/state.py": _AUTHORITY,
+    # witnessed history (issue 11): the pure core, directly, through the vectors and through the
+    # replica-level checks that stand on it
+    "integrity/statement.py": (
+        "tests/integrity/test_integrity_vectors.py", "tests/integrity/test_evidence.py",
+        "tests/sync/test_statements.py",
+    ),
+    "integrity/consistency.py": ("tests/integrity/test_consistency.py", "tests/integrity/test_evidence.py"),
+    "integrity/remembered.py": ("tests/integrity/test_remembered.py", "tests/test_witnessing.py"),
+    "integrity/evidence.py": ("tests/integrity/test_evidence.py", "tests/integrity/test_integrity_vectors.py",
+                              "tests/test_checkpointing.py"),
+    "integrity/note.py": ("tests/integrity/test_note.py",),
+    "integrity/checkpoints.py": ("tests/integrity/test_checkpoints.py", "tests/test_checkpointing.py"),
+    "projections/validity.py": ("tests/projections/test_validity.py", "tests/projections/test_resume.py"),
 }
 KILLED = {"killed", "timeout", "segfault"}
 
