@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpoint_world import true_payload
-from server.live import LiveServer
 
+from checkpoint_world import true_payload
 from convgraph import Replica, SigningKey
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text
@@ -48,6 +47,7 @@ from convgraph.sync import wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer
+from server.live import LiveServer
 
 CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "300"}
@@ -296,3 +296,90 @@ def test_a_server_that_receipts_a_push_while_signing_that_it_holds_nothing_is_wi
     caught(proc, "withholding")
     assert "converged" not in proc.stdout.replace("not converged", "")
     assert_proves(saved(writer, tmp_path / "proofs")["withholding"], tmp_path, "withholding")
+
+
+# ------------------------------------------------------------ d. a split view
+
+
+def test_two_clients_shown_two_histories_find_server_equivocation_when_they_meet(
+    tmp_path: Path, servers: list[LiveServer]
+) -> None:
+    # one server key over two databases, each client sent to one of them: each alone sees
+    # an honest server. (Two listeners stand for a server that answers by who asks: a
+    # client knows the server by its key, not by its address.)
+    clock, c2, c3 = Skew(), tmp_path / "c2", tmp_path / "c3"
+    actors = [client(c2, "what c2 wrote"), client(c3, "what c3 wrote")]
+    (tmp_path / "view3").mkdir()
+    with Replica.open(tmp_path / "view2"):
+        pass
+    shutil.copy2(tmp_path / "view2" / KEY_FILE, tmp_path / "view3" / KEY_FILE)
+    servers.append(shown_c2 := serving(tmp_path / "view2", clock, actors))
+    servers.append(shown_c3 := serving(tmp_path / "view3", clock, actors))
+    assert cli_sync(c2, shown_c2.url).returncode == 0
+    alone = http_sync(c3, shown_c3.url)
+    assert alone.converged and not alone.findings
+    met = run(c3, "sync", str(c2), "--conv", CONV, ok=False)  # honest replicas meet, and gossip
+    caught(met, "server_equivocation")
+    assert_proves(saved(c3, tmp_path / "proofs")["server_equivocation"], tmp_path, "server_equivocation")
+
+
+# ------------------------------------------------------------ e. a false checkpoint
+
+
+@pytest.mark.parametrize("check", ["count", "heads"])
+def test_a_checkpoint_served_with_a_false_count_or_false_heads_is_unverifiable(
+    tmp_path: Path, servers: list[LiveServer], check: str
+) -> None:
+    clock, home, writer, reader = Skew(), tmp_path / "server", tmp_path / "writer", tmp_path / "reader"
+    actors = [client(writer, "one", "two", "three"), client(reader)]
+    servers.append(live := serving(home, clock, actors))
+    assert cli_sync(writer, live.url).returncode == 0
+    live.close()
+    with Replica.open(home, clock=clock) as server:  # the operator signs a checkpoint that lies
+        turns = server.records(CONV)
+        if check == "count":
+            payload = true_payload(server, [turns[-1].cid])
+            payload["count"] += 1
+        else:  # a head that is an ancestor of another head
+            payload = true_payload(server, [turns[0].cid, turns[-1].cid])
+        false = server.write(CONV, "checkpoint", payload)
+    clock.step()
+    servers.append(live := serving(home, clock, actors))
+    proc = cli_sync(reader, live.url)
+    caught(proc, "unverifiable_checkpoint")
+    bundle = saved(reader, tmp_path / "proofs")["unverifiable_checkpoint"]
+    form = decode_bundle(bundle.read_bytes())
+    assert form.claim == {"checkpoint": false.cid, "check": check}
+    assert_proves(bundle, tmp_path, "unverifiable_checkpoint")
+
+
+# ------------------------------------------------------------ g. a record equivocation hidden
+
+
+AUTHOR = SigningKey(bytes([7]) * 32)
+
+
+def _turn(seq: int, *parents: Record, text: str) -> Record:
+    return sign_record(AUTHOR, conv=CONV, seq=seq, hlc=Hlc(1_000 + seq, 0), parents=[p.cid for p in parents],
+                       kind="user_message", payload={"content": text})
+
+
+def test_a_server_that_drops_one_of_two_equivocating_records_is_caught_when_clients_meet(
+    tmp_path: Path, servers: list[LiveServer]
+) -> None:
+    # the author signed two records at seq 2; the server keeps one and serves only that, so
+    # its own clients never see the pair. A client that got the other elsewhere meets one.
+    first = _turn(1, text="do we ship?")
+    yes, no = _turn(2, first, text="I said yes"), _turn(2, first, text="I said no")
+    clock, home, c2, c3 = Skew(), tmp_path / "server", tmp_path / "c2", tmp_path / "c3"
+    with Replica.open(home) as server:
+        server.ingest([first.data, yes.data])
+    with Replica.open(c2) as other:
+        other.ingest([first.data, no.data])
+    servers.append(live := serving(home, clock, [client(c3)]))
+    assert cli_sync(c3, live.url).returncode == 0  # it sees one consistent history
+    met = run(c3, "sync", str(c2), "--conv", CONV, ok=False)
+    caught(met, "record_equivocation")
+    bundle = saved(c3, tmp_path / "proofs")["record_equivocation"]
+    assert {decode_record(r).cid for r in decode_bundle(bundle.read_bytes()).records} == {yes.cid, no.cid}
+    assert_proves(bundle, tmp_path, "record_equivocation")
