@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -26,11 +27,12 @@ import pytest
 from convgraph import Config, Replica, SigningKey
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
-from convgraph.integrity.statement import decode_statement, sign_statement
+from convgraph.integrity.statement import ORDER_SLACK_MS, decode_statement, sign_statement
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync import wire
 from server.live import LiveServer
+from server.process import ServeProcess
 
 CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "200"}
@@ -345,3 +347,34 @@ def test_sync_prints_a_new_finding_and_exits_3(tmp_path: Path) -> None:
     assert summary["findings"] == [] and summary["ok"] is False
     listed = json.loads(run(a, "findings", "--json").stdout)
     assert [f["kind"] for f in listed["findings"]] == ["withholding"], listed
+
+
+def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
+    """The README's "Catching a lying server", as processes: a server put back from its own
+    backup is caught by the next `convgraph sync` (exit 3), with a bundle that proves it anywhere."""
+    laptop, home, backup, proofs = (tmp_path / n for n in ("laptop", "server", "backup", "proofs"))
+    conv = json.loads(run(laptop, "new", "team plan", "--alias", "team", "--json").stdout)["conv"]
+    allow = ("--allow", f"{actor(laptop)}={conv}")
+    run(laptop, "say", "--conv", "team", "Kick-off at 10.")
+    with ServeProcess(home, *allow) as server:
+        run(laptop, "sync", server.url, "--conv", "team")
+    shutil.copytree(home, backup)  # the operator's backup
+    with ServeProcess(home, *allow) as server:
+        run(laptop, "say", "--conv", "team", "Moved to 11.")
+        run(laptop, "sync", server.url, "--conv", "team")  # the server receipts the new turn
+    # statements less than ORDER_SLACK_MS apart are not ordered (docs/integrity.md §2.3): the
+    # restored server must answer later than that, which waiting guarantees whatever the load
+    time.sleep(ORDER_SLACK_MS / 1000 + 0.1)
+    shutil.rmtree(home)
+    shutil.copytree(backup, home)  # restored from the backup: the receipted turn is gone
+    with ServeProcess(home, *allow) as server:
+        caught = run(laptop, "sync", server.url, "--conv", "team", ok=False)
+    assert caught.returncode == 3, caught.stdout + caught.stderr
+    assert f"FINDING deletion in {conv}:" in one_line(caught.stdout), caught.stdout
+    run(laptop, "findings", "--save", str(proofs))
+    [bundle] = proofs.iterdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proved = subprocess.run([*CLI, "--home", str(elsewhere / "home"), "verify-evidence", str(bundle)],
+                            cwd=elsewhere, capture_output=True, text=True, env=ENV, timeout=60, check=False)
+    assert proved.returncode == 0, proved.stdout + proved.stderr

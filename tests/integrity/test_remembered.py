@@ -193,6 +193,43 @@ def test_a_record_an_open_receipt_named_makes_it_a_deletion_once(dag: Dag) -> No
     assert out.claims == (Claim("deletion", receipt, s), Claim("rollback", ahead, s))
 
 
+
+def test_a_rollback_the_session_then_refills_is_found_in_its_first_statement(dag: Dag) -> None:
+    # a server restored from a backup: its first reply signs the old state, then the client
+    # pushes the lost records back and the last statement extends the remembered one again
+    remembered = st(dag, ["a4"], 4, T)
+    restored = st(dag, ["a2"], 2, T + LATER)
+    refilled = st(dag, ["a4"], 4, T + LATER + 10, stored=["a3", "a4"])
+    out = run(dag, Memory(remembered), session(restored, refilled))
+    assert out.claims == (Claim("rollback", remembered, restored),)
+    assert out.advance and out.latest == refilled and out.pending == ()
+
+
+def test_a_receipted_record_the_session_then_refills_is_a_deletion_in_its_first_statement(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    remembered = st(dag, ["a3"], 3, T + 10)
+    restored = st(dag, ["a2"], 2, T + 10 + LATER)
+    refilled = st(dag, ["a3"], 3, T + 20 + LATER, stored=["a3"])
+    out = run(dag, Memory(remembered, (receipt,)), session(restored, refilled))
+    assert out.claims == (Claim("deletion", receipt, restored),)  # not a rollback besides
+    assert out.advance and out.latest == refilled
+
+
+def test_each_statement_is_checked_against_the_one_before_not_only_the_remembered_one(dag: Dag) -> None:
+    remembered = st(dag, ["a2"], 2, T)
+    ahead = st(dag, ["a4"], 4, T + LATER)
+    back = st(dag, ["a3"], 3, T + 2 * LATER)  # extends the remembered one, not the session's first
+    out = run(dag, Memory(remembered), session(ahead, back))
+    assert out.claims == (Claim("rollback", ahead, back),)
+
+
+def test_an_earlier_statement_within_the_slack_proves_nothing_and_is_skipped(dag: Dag) -> None:
+    remembered = st(dag, ["a4"], 4, T)
+    quick = st(dag, ["a2"], 2, T + 10)  # within the slack of the remembered one: not ordered
+    honest = st(dag, ["a4"], 4, T + 20)
+    out = run(dag, Memory(remembered), session(quick, honest))
+    assert out.claims == () and out.pending == () and out.advance and out.latest == honest
+
 def test_a_rollback_within_the_slack_is_pending_then_proven(dag: Dag) -> None:
     remembered = st(dag, ["a3"], 3, T)
     s1 = st(dag, ["a2"], 2, T + ORDER_SLACK_MS)

@@ -203,6 +203,9 @@ class _Memory:
         self.asked.append((conv, set(exclude)))
         return [s for s in self.held if s.conv == conv]
 
+    def findings(self, conv: str | None = None) -> list[Any]:
+        return []
+
 
 @dataclass
 class _Verdict:

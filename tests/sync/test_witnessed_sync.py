@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
+from pathlib import Path
 from typing import Any
 
 from convgraph import ManualClock, Replica, SigningKey
@@ -99,3 +101,37 @@ def test_a_split_view_reaches_a_third_replica_as_gossip_and_is_caught_there() ->
     assert finding.kind == "server_equivocation" and verify_bundle(finding.bundle).ok
     assert {s.key for s in finding.statements} == {key.public}
     assert [f.id for f in c3.findings("c")] == [finding.id]
+
+
+def test_a_server_restored_from_a_backup_is_caught_in_the_sync_that_pushes_the_lost_records_back(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(T0)
+    server = Replica.open(tmp_path / "server", clock=clock)
+    writer = Replica.in_memory(SigningKey(bytes([2]) * 32), clock=clock)  # holds receipts for what it wrote
+    reader = Replica.in_memory(SigningKey(bytes([3]) * 32), clock=clock)  # saw it only in statements
+    writer.say("c", "user", "before the backup")
+    assert sync_replicas(writer, server, ["c"], salts=salts).converged
+    server.close()
+    shutil.copytree(tmp_path / "server", tmp_path / "backup")
+    server = Replica.open(tmp_path / "server", clock=clock)
+    clock.advance(5_000)
+    writer.say("c", "user", "after the backup")
+    writer.say("c", "user", "and again")
+    assert sync_replicas(writer, server, ["c"], salts=salts).converged
+    clock.advance(5_000)
+    assert sync_replicas(reader, server, ["c"], salts=salts).converged
+    for client, kind in ((reader, "rollback"), (writer, "deletion")):
+        server.close()
+        shutil.rmtree(tmp_path / "server")
+        shutil.copytree(tmp_path / "backup", tmp_path / "server")  # restored, then restarted
+        server = Replica.open(tmp_path / "server", clock=clock)
+        clock.advance(5_000)
+        report = sync_replicas(client, server, ["c"], salts=salts)
+        # the final statement looks fine (the client pushed the lost records back); the first
+        # reply's smaller signed state is the proof
+        assert report.converged and server.store.count("c") == 3
+        assert [f.kind for f in report.findings] == [kind], report.findings
+        assert verify_bundle(report.findings[0].bundle).ok
+        assert not sync_replicas(client, server, ["c"], salts=salts).findings  # reported once
+    server.close()

@@ -93,7 +93,9 @@ _PENDING: Final = _Pending()
 
 
 def check_session(peer: bytes, conv: str, memory: Memory, session: Session, lookup: Lookup) -> Outcome:
-    """Run §4 checks 1-5 on the session's last statement; raises `StaleStatementError` (1)."""
+    """Run §4 checks 1-5: 1, 4 and 5 on the session's last statement, 2 on each receipt, 3 on
+    each statement in order against the one before it (the remembered one first); raises
+    `StaleStatementError` (1)."""
     statements = session.statements
     if not statements:
         raise ProtocolError(f"the peer sent no statement about {conv[:64]!r}", reason="peer")
@@ -114,8 +116,13 @@ def check_session(peer: bytes, conv: str, memory: Memory, session: Session, look
             pending.append(Undecided(WITHHOLDING, (r,)))
     deleted: set[CID] = set()
     close: list[CID] = []
+    early = _early_deletions(memory.receipts, statements[:-1], lookup)  # 4 along the session
+    claims += early
+    early_receipts = {c.earlier for c in early}
+    for c in early:
+        deleted |= _uncovered(c.earlier.stored, c.later, lookup)[0]
     for o in _unique([*memory.receipts, *receipts]):  # 4, first: 3 defers to its deletions
-        if o == latest:
+        if o == latest or o in early_receipts:
             continue
         uncovered, decided = _uncovered(o.stored, latest, lookup)
         if uncovered and latest.is_later_than(o):
@@ -125,17 +132,9 @@ def check_session(peer: bytes, conv: str, memory: Memory, session: Session, look
             pending.append(Undecided(DELETION, (o, latest)))
         elif decided:
             close.append(o.cid)
-    advance = True
-    remembered = memory.remembered
-    if remembered is not None and remembered != latest:  # 3
-        step3 = _compare(remembered, latest, lookup)
-        if isinstance(step3, _Pending):
-            pending.append(Undecided(ROLLBACK, (remembered, latest)))
-            advance = False
-        elif step3 is not None:
-            gone, _ = missing(step3.earlier, step3.later, lookup)
-            if step3.kind == DELETION or not gone & deleted:  # else step 4 reported it as a deletion
-                claims.append(step3)
+    step3, advance = _along(memory.remembered, statements, lookup, deleted)  # 3
+    claims += [c for c in step3 if isinstance(c, Claim)]
+    pending += [u for u in step3 if isinstance(u, Undecided)]
     retried, kept = _retry(memory.pending, latest, lookup)
     claims += retried
     pending = [*kept, *pending]
@@ -150,6 +149,51 @@ def check_session(peer: bytes, conv: str, memory: Memory, session: Session, look
         advance=advance, open=tuple(receipts), close=tuple(close) if advance else (),
         converged=session.fingerprints_matched and matches, reasons=tuple(reasons),
     )
+
+
+def _early_deletions(
+    receipts: Iterable[Statement], earlier: Sequence[Statement], lookup: Lookup
+) -> list[Claim]:
+    """Step 4 on the session's statements before its last: the first that is later than an open
+    receipt and lacks a record it named proves the deletion (a restored server re-fed by this
+    very session covers the record again by its last statement)."""
+    claims: list[Claim] = []
+    for o in receipts:
+        for s in earlier:
+            uncovered, _ = _uncovered(o.stored, s, lookup)
+            if uncovered and s.is_later_than(o):
+                claims.append(Claim(DELETION, o, s))
+                break
+    return claims
+
+
+def _along(
+    remembered: Statement | None, statements: Sequence[Statement], lookup: Lookup, deleted: set[CID]
+) -> tuple[list[Claim | Undecided], bool]:
+    """Step 3 on each statement in order, against the last one it was checked against (the
+    remembered statement first): what it found, and whether the last statement may be remembered.
+
+    Only the last statement's undecided check is kept pending (and holds the remembered one);
+    an earlier one that proves nothing yet is skipped, the next is checked against the same one.
+    """
+    latest = statements[-1]
+    found: list[Claim | Undecided] = []
+    reference = remembered
+    for s in _unique(statements):
+        if reference is None or reference == s:
+            reference = s
+            continue
+        step3 = _compare(reference, s, lookup)
+        if isinstance(step3, _Pending):
+            if s == latest:
+                return [*found, Undecided(ROLLBACK, (reference, latest))], False
+            continue
+        if step3 is not None:
+            gone, _ = missing(step3.earlier, step3.later, lookup)
+            if step3.kind == DELETION or not gone & deleted:  # else step 4 reported it as a deletion
+                found.append(step3)
+        reference = s
+    return found, True
 
 
 def _check_fresh(s: Statement, session: Session) -> None:

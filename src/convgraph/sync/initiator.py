@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
 from convgraph.errors import (
@@ -465,6 +466,7 @@ def synchronize(
     report, refused, deferred = SyncReport(), set[bytes](), set[bytes]()
     names = sorted(set(convs))
     failures = used = 0
+    seen = _held_findings(witness, names)
     for _ in range(max_sessions + retries):
         if report.sessions >= max_sessions:
             break
@@ -491,6 +493,7 @@ def synchronize(
         peer_key = report.peer_key = session.peer_key
         if witness is not None:
             _observe(witness, session, started_ms=started_ms, received_ms=clock())
+            _landed(witness, session, seen)
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there or r.released_there or r.adopted
                     for r in session.reports.values())
@@ -531,6 +534,23 @@ def _observe(witness: Witness, session: Initiator, *, started_ms: int, received_
         r.pending = list(verdict.pending)
         r.signed += verdict.reasons
         r.converged = r.converged and verdict.converged
+
+
+def _held_findings(witness: Witness | None, names: list[str]) -> set[CID]:
+    """The ids of the findings held before the run: only later ones are this run's."""
+    return set() if witness is None else {f.id for name in names for f in witness.findings(name)}
+
+
+def _landed(witness: Witness, session: Initiator, seen: set[CID]) -> None:
+    """Add to each conversation's report the findings the session's ingest raised (a record
+    equivocation, a false checkpoint, a divergent fork: docs/integrity.md §6.1), which no
+    statement check returns; `seen` grows by every finding reported."""
+    for name, r in session.reports.items():
+        seen |= {f.id for f in r.findings}
+        for f in witness.findings(name):
+            if f.id not in seen:
+                seen.add(f.id)
+                r.findings.append(f)
 
 
 def _check_budget(done: int, limit: int) -> None:

@@ -52,6 +52,11 @@ class Witness(Protocol):
         """The statements to gossip about `conv`: latest per key not in `exclude`, newest first."""
         ...
 
+    def findings(self, conv: str | None = None) -> Sequence[Finding]:
+        """Every finding held (of `conv`), however raised: sync reports those its ingest raised
+        (a record equivocation, a false checkpoint, a fork) with the ones its statements did."""
+        ...
+
 
 def findings_of(replica: Replica, conv: str | None = None) -> list[Finding]:
     """The findings the replica holds (docs/integrity.md §6), of `conv` or of all."""
