@@ -19,16 +19,14 @@ by `convgraph sync` exiting 3 (tests/cli/test_sync_cli.py
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -43,10 +41,10 @@ from convgraph.integrity.statement import Statement, decode_statement, sign_stat
 from convgraph.replica import KEY_FILE
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.sync import wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer
+from liars import Lie, Resigning
 from server.live import LiveServer
 
 CLI = [sys.executable, "-m", "convgraph.cli"]
@@ -85,7 +83,6 @@ def client(home: Path, *texts: str) -> bytes:
         return r.actor
 
 
-Lie = Callable[[SigningKey, Statement], bytes]
 
 
 def serving(home: Path, clock: Skew, actors: list[bytes], lie: Lie | None = None) -> LiveServer:
@@ -95,7 +92,7 @@ def serving(home: Path, clock: Skew, actors: list[bytes], lie: Lie | None = None
     app = create_app(replica, ServerConfig(access=Access.from_rules([f"{actor_text(a)}={CONV}" for a in actors])),
                      clock=clock)
     if lie is not None:
-        app.add_middleware(_Resigning, key=replica.key, lie=lie)
+        app.add_middleware(Resigning, key=replica.key, lie=lie)
     live = LiveServer(app)
     live_close = live.close
 
@@ -105,41 +102,6 @@ def serving(home: Path, clock: Skew, actors: list[bytes], lie: Lie | None = None
 
     live.close = close  # type: ignore[method-assign]
     return live
-
-
-class _Resigning:
-    """ASGI middleware over the real server: the statements of each sync reply re-signed."""
-
-    def __init__(self, app: Any, key: SigningKey, lie: Lie) -> None:
-        self.app, self.key, self.lie = app, key, lie
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != "/v1/sync":
-            await self.app(scope, receive, send)
-            return
-        start: dict[str, Any] = {}
-        body = bytearray()
-
-        async def rewrite(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                start.update(message)
-                return
-            body.extend(message.get("body", b""))
-            if message.get("more_body"):
-                return
-            data = self._rewrite(bytes(body)) if start["status"] == 200 else bytes(body)
-            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-            await send({**start, "headers": [*headers, (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body", "body": data})
-
-        await self.app(scope, receive, rewrite)
-
-    def _rewrite(self, data: bytes) -> bytes:
-        reply = wire.decode(data)
-        sections = tuple(
-            dataclasses.replace(s, statement=self.lie(self.key, decode_statement(s.statement)))
-            if s.statement is not None else s for s in reply.sections)
-        return wire.encode(wire.Message(reply.kind, reply.salt, sections))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ rooted ones, and sync treats both alike.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -19,7 +18,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,10 +25,10 @@ import pytest
 from convgraph import Config, Replica, SigningKey
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
-from convgraph.integrity.statement import ORDER_SLACK_MS, decode_statement, sign_statement
+from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.sync import wire
+from liars import Resigning
 from server.live import LiveServer
 from server.process import ServeProcess
 
@@ -285,42 +283,6 @@ def test_serve_announces_the_key_it_signs_statements_with(tmp_path: Path) -> Non
     assert lines[0].startswith("serving ") and one_line(lines[1]) == expected, lines
 
 
-class _SigningAway:
-    """ASGI middleware over the real server: each sync reply's statements re-signed with the
-    server's key, naming only the conversation's first record, 2 s later than the truth."""
-
-    def __init__(self, app: Any, key: SigningKey, first: CID) -> None:
-        self.app, self.key, self.first = app, key, first
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != "/v1/sync":
-            await self.app(scope, receive, send)
-            return
-        start: dict[str, Any] = {}
-        body = bytearray()
-
-        async def rewrite(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                start.update(message)
-                return
-            body.extend(message.get("body", b""))
-            if message.get("more_body"):
-                return
-            data = self._lie(bytes(body)) if start["status"] == 200 else bytes(body)
-            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-            await send({**start, "headers": [*headers, (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body", "body": data})
-
-        await self.app(scope, receive, rewrite)
-
-    def _lie(self, data: bytes) -> bytes:
-        reply = wire.decode(data)
-        sections = tuple(dataclasses.replace(s, statement=sign_statement(
-            self.key, s.conv, 1, [self.first], decode_statement(s.statement).time_ms + 2_000).data)
-            for s in reply.sections if s.statement is not None)
-        return wire.encode(wire.Message(reply.kind, reply.salt, sections))
-
-
 def test_sync_prints_a_new_finding_and_exits_3(tmp_path: Path) -> None:
     a = tmp_path / "a"
     first = legacy_say(a, "c", "first")
@@ -333,7 +295,11 @@ def test_sync_prints_a_new_finding_and_exits_3(tmp_path: Path) -> None:
     finally:
         honest.close()
     lying = create_app(server, ServerConfig(access=Access.from_rules([f"{actor(a)}=c"])))
-    lying.add_middleware(_SigningAway, key=server.key, first=CID.parse(first))
+    # each reply's statement re-signed with the server's key, naming only the first record, 2 s later
+    def away(key: SigningKey, true: Statement) -> bytes:
+        return sign_statement(key, true.conv, 1, [CID.parse(first)], true.time_ms + 2_000).data
+
+    lying.add_middleware(Resigning, key=server.key, lie=away)
     with LiveServer(lying) as live:
         pinned = json.loads((a / "remotes.json").read_text())["pins"]
         (a / "remotes.json").write_text(json.dumps({"pins": {live.url: pinned[honest.url]}}))
