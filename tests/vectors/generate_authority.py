@@ -15,8 +15,6 @@ docs/authority.md section 11 and in `DESCRIPTION`.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -31,6 +29,9 @@ from convgraph.core.rooted import conv_id
 from convgraph.core.validation import check_causality
 from convgraph.errors import CausalityError, ConvgraphError, ParentRejectedError
 from convgraph.projections import authority as au
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import writer
 
 HERE = Path(__file__).resolve().parent
 AUTHORITY_FILE = HERE / "authority.json"
@@ -873,23 +874,11 @@ def build() -> dict[str, Any]:
     }
 
 
-def render(obj: Any) -> str:
-    return json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
+render = writer.render  # the tests compare render(build()) with the committed file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the committed file")
-    args = parser.parse_args(argv)
-    text = render(build())
-    if args.check:
-        if not AUTHORITY_FILE.exists() or AUTHORITY_FILE.read_text("utf-8") != text:
-            print(f"{AUTHORITY_FILE.name} differs from what generate_authority.py produces", file=sys.stderr)
-            return 1
-        return 0
-    AUTHORITY_FILE.write_text(text, "utf-8")
-    print(f"wrote {AUTHORITY_FILE}")
-    return 0
+    return writer.main(__doc__, build, AUTHORITY_FILE, "generate_authority.py", argv)
 
 
 if __name__ == "__main__":

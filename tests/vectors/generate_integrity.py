@@ -14,8 +14,6 @@ means, so an implementation in another language can be tested against the file a
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,9 @@ from convgraph.core.keys import SigningKey
 from convgraph.core.record import SIGNING_DOMAIN, Record, sign_record
 from convgraph.integrity.evidence import encode_bundle
 from convgraph.integrity.statement import STATEMENT_DOMAIN, Statement, sign_statement
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import writer
 
 HERE = Path(__file__).resolve().parent
 INTEGRITY_FILE = HERE / "integrity.json"
@@ -211,23 +212,11 @@ def build() -> dict[str, Any]:
     }
 
 
-def render(obj: Any) -> str:
-    return json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
+render = writer.render  # the tests compare render(build()) with the committed file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the committed file")
-    args = parser.parse_args(argv)
-    text = render(build())
-    if args.check:
-        if not INTEGRITY_FILE.exists() or INTEGRITY_FILE.read_text("utf-8") != text:
-            print(f"{INTEGRITY_FILE.name} differs from what generate_integrity.py produces", file=sys.stderr)
-            return 1
-        return 0
-    INTEGRITY_FILE.write_text(text, "utf-8")
-    print(f"wrote {INTEGRITY_FILE}")
-    return 0
+    return writer.main(__doc__, build, INTEGRITY_FILE, "generate_integrity.py", argv)
 
 
 if __name__ == "__main__":

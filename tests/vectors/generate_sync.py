@@ -14,9 +14,7 @@ implementation in another language can be tested against it without convgraph.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,9 @@ from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, f
 from convgraph.sync.reconcile import cid_of
 from convgraph.sync.varint import uvarint
 from convgraph.sync.wire import Base, Fate, Kind, Message, Mode, Range, Reported, Section, Want, encode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import writer
 
 HERE = Path(__file__).resolve().parent
 SYNC_FILE = HERE / "sync.json"
@@ -286,23 +287,11 @@ def build() -> dict[str, Any]:
     }
 
 
-def render(obj: Any) -> str:
-    return json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
+render = writer.render  # the tests compare render(build()) with the committed file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the committed file")
-    args = parser.parse_args(argv)
-    text = render(build())
-    if args.check:
-        if not SYNC_FILE.exists() or SYNC_FILE.read_text("utf-8") != text:
-            print(f"{SYNC_FILE.name} differs from what generate_sync.py produces", file=sys.stderr)
-            return 1
-        return 0
-    SYNC_FILE.write_text(text, "utf-8")
-    print(f"wrote {SYNC_FILE}")
-    return 0
+    return writer.main(__doc__, build, SYNC_FILE, "generate_sync.py", argv)
 
 
 if __name__ == "__main__":
