@@ -71,8 +71,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     # witnessed history (issue 11): the pure core, directly, through the vectors and through the
     # replica-level checks that stand on it
     "integrity/statement.py": (
-        "tests/integrity/test_integrity_vectors.py", "tests/integrity/test_evidence.py",
-        "tests/sync/test_statements.py",
+        "tests/integrity/test_statement.py", "tests/integrity/test_integrity_vectors.py",
+        "tests/integrity/test_evidence.py", "tests/sync/test_statements.py",
     ),
     "integrity/consistency.py": ("tests/integrity/test_consistency.py", "tests/integrity/test_evidence.py"),
     "integrity/remembered.py": ("tests/integrity/test_remembered.py", "tests/test_witnessing.py"),
