@@ -305,3 +305,19 @@ def test_a_broken_hlc_order_elsewhere_does_not_make_a_target_found() -> None:
     lookup = dag.lookup()
     assert covered(x, [h], lookup) is Verdict.NO
     assert _verdicts([h], {x, y}, lookup) == {x: Verdict.NO, y: Verdict.UNDECIDED}
+
+
+def test_self_consistency_is_no_when_decided_and_undecided_when_a_stored_record_is_unknown() -> None:
+    key = SigningKey(bytes(32))
+    root, child, stranger = (CID.of_record(x) for x in (b"root", b"child", b"stranger"))
+    held = {root: (Hlc(1, 0), ()), child: (Hlc(2, 0), (root,))}
+    s = sign_statement(key, "c", 2, [child], 10, stored=[root])
+    assert self_inconsistent(s, held.get) is Verdict.NO
+    unknown = sign_statement(key, "c", 2, [child], 10, stored=[stranger])
+    assert self_inconsistent(unknown, held.get) is Verdict.UNDECIDED
+    # no walk runs when every target is a head or unknown: the region is the heads and targets
+    assert region([child], [child, stranger], held.get) == {child, stranger}
+    other = sign_statement(SigningKey(bytes([1]) * 32), "c", 2, [child], 10)
+    with pytest.raises(IntegrityError) as caught:
+        missing(s, other, held.get)
+    assert str(caught.value) == "statements by different keys or about different conversations are not comparable"
