@@ -7,24 +7,13 @@ checks anywhere, with nothing else. Exits 0 whatever it lists. Registered by `re
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
-from typing import Any
 
 import click
 
 from convgraph.cli import safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding
-
-
-def finding_json(f: Finding) -> dict[str, Any]:
-    """A finding as JSON: its fields, CIDs as text, and the bundle in base64."""
-    return {
-        "id": str(f.id), "kind": f.kind, "conv": f.conv, "summary": f.summary, "found_ms": f.found_ms,
-        "cites": [str(c) for c in f.cites], "statements": [str(s.cid) for s in f.statements],
-        "bundle": base64.b64encode(f.bundle).decode(),
-    }
 
 
 def finding_line(f: Finding) -> str:
@@ -73,7 +62,7 @@ def register(cli: click.Group) -> None:
             found = r.findings(target)
         saved = save_bundles(found, save) if save is not None else []
         if as_json:
-            _emit({"findings": [finding_json(f) for f in found]})
+            _emit({"findings": [f.to_json() for f in found]})
             return
         for f in found:
             out.print(finding_line(f))

@@ -268,7 +268,7 @@ def show(ctx: click.Context, cid: str, as_json: bool) -> None:
 def verify(ctx: click.Context, as_json: bool) -> None:
     """Re-hash and re-verify every stored record, and list the findings held; exits 1 on any
     failure or when two records by one author share a seq (a record equivocation)."""
-    from convgraph.cli.findings import finding_json, finding_line  # noqa: PLC0415 - it imports this module
+    from convgraph.cli.findings import finding_line  # noqa: PLC0415 - it imports this module
 
     with _replica(ctx) as r:
         report = r.verify()
@@ -277,7 +277,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     failures = [{"cid": str(c), "rule": e.rule, "error": str(e)} for c, e in report.failures]
     if as_json:
         _emit({"checked": report.checked, "ok": report.ok and not pairs, "failures": failures,
-               "headers_only": report.headers_only, "findings": [finding_json(f) for f in found],
+               "headers_only": report.headers_only, "findings": [f.to_json() for f in found],
                "equivocations": [[str(a), str(b)] for a, b in pairs]})
     else:
         for f in failures:

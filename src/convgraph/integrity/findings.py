@@ -6,8 +6,9 @@ and its `id` is the CID of that bundle, so one piece of evidence found twice is 
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.integrity.statement import Statement
@@ -46,3 +47,13 @@ class Finding:
     statements: tuple[Statement, ...]
     summary: str
     found_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as `convgraph findings --json` and `GET /v1/findings` show it: CIDs as
+        text, the bundle in base64 (docs/sync.md)."""
+        return {
+            "id": str(self.id), "kind": self.kind, "conv": self.conv, "summary": self.summary,
+            "found_ms": self.found_ms, "cites": [str(c) for c in self.cites],
+            "statements": [str(s.cid) for s in self.statements],
+            "bundle": base64.b64encode(self.bundle).decode(),
+        }

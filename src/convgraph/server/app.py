@@ -67,7 +67,7 @@ from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base
-from convgraph.sync.witness_hooks import finding_json, findings_of, witness_of
+from convgraph.sync.witness_hooks import findings_of, witness_of
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -351,7 +351,7 @@ class _Server:
             convs = {f.conv for f in found}
             readable = {c: await run_in_threadpool(self.gate.can_read, actor, c) for c in convs}
             found = [f for f in found if readable[f.conv]]
-        return JSONResponse({"findings": [finding_json(f) for f in found]})
+        return JSONResponse({"findings": [f.to_json() for f in found]})
 
     async def cosign(self, request: Request, actor: bytes, body: bytes) -> Response:
         """docs/integrity.md §7.4: cosign a checkpoint that extends the last one cosigned."""

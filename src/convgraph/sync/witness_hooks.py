@@ -9,9 +9,8 @@ from sync into the replica's memory goes through this protocol.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
@@ -61,17 +60,6 @@ class Witness(Protocol):
 def findings_of(replica: Replica, conv: str | None = None) -> list[Finding]:
     """The findings the replica holds (docs/integrity.md §6), of `conv` or of all."""
     return replica.findings(conv)
-
-
-def finding_json(finding: Finding) -> dict[str, Any]:
-    """A finding as `GET /v1/findings` shows it, as `convgraph findings --json` does: its
-    bundle in base64 (docs/sync.md)."""
-    return {
-        "id": str(finding.id), "kind": finding.kind, "conv": finding.conv, "summary": finding.summary,
-        "found_ms": finding.found_ms, "cites": [str(c) for c in finding.cites],
-        "statements": [str(s.cid) for s in finding.statements],
-        "bundle": base64.b64encode(finding.bundle).decode(),
-    }
 
 
 def witness_of(replica: Replica) -> Witness:
