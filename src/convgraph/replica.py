@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from convgraph import checkpointing, witness_policy, witnessing
+from convgraph import checkpointing, collector, witness_policy, witnessing
 from convgraph.adoption import plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
@@ -199,7 +199,7 @@ class Replica:
                 conv=conv,
             )
         out: list[Record] = []
-        with self.store.transaction():
+        with collector.paused(), self.store.transaction():
             token, tips = self._tips
             if token != self.store.change_token():
                 tips = {}
@@ -243,7 +243,7 @@ class Replica:
 
         With `conversations`, records of other conversations are rejected, not stored.
         """
-        with self.store.transaction():
+        with collector.paused(), self.store.transaction():
             now = self.clock()
             states: dict[str, AuthorityState | None] = {}
 
