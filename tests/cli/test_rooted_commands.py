@@ -77,6 +77,27 @@ def test_a_failed_first_write_leaves_no_default_conversation(tmp_path: Path) -> 
     assert aliases.load(tmp_path) == {} and listed(tmp_path) == {}
 
 
+def test_a_default_alias_lost_after_its_genesis_names_the_same_conversation_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(path: Path, body: bytes) -> None:  # the genesis is durable, the alias file is not
+        raise OSError("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(aliases, "_replace", crash)
+        CliRunner().invoke(cli, ["--home", str(tmp_path), "say", "hello"], obj={})
+    assert aliases.load(tmp_path) == {}
+    [conv] = listed(tmp_path)
+    with Replica.open(tmp_path / "stranger") as stranger:  # a foreign "default" is not ours to take
+        foreign = stranger.create("default")
+        with Replica.open(tmp_path) as replica:
+            replica.ingest([data for _, data in stranger.store.iter_all()])
+    again = cg(tmp_path, "say", "again")
+    assert f"alias 'default' names {conv} again" in again.stderr and "created" not in again.stderr
+    assert aliases.load(tmp_path) == {"default": conv}
+    assert texts(tmp_path) == ["hello", "again"] and set(listed(tmp_path)) == {conv, foreign}
+
+
 def test_an_older_replica_keeps_reading_its_legacy_default(tmp_path: Path) -> None:
     legacy(tmp_path, "default", "written before rooted ids")
     assert texts(tmp_path) == ["written before rooted ids"]  # no alias yet: the legacy name

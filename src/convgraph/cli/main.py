@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
@@ -30,9 +30,11 @@ from rich.text import Text
 from convgraph.cli import aliases, graph_view, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
+from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import KINDS
-from convgraph.core.record import Record
+from convgraph.core.record import Record, load_trusted
+from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import ConvgraphError, InvalidTextError
 from convgraph.replica import Replica
@@ -87,13 +89,35 @@ def writing(ctx: click.Context, replica: Replica, name: str | None) -> Iterator[
         if aliases.DEFAULT in table:  # another process made it while we waited for the lock
             yield table[aliases.DEFAULT]
             return
+        orphan = _unaliased_default(replica, table)
+        if orphan is not None:  # a crash came between its genesis and the alias file
+            table[aliases.DEFAULT] = orphan
+            err.print(f"alias {aliases.DEFAULT!r} names {orphan} again (it was lost before it was saved)")
+            yield orphan
+            return
         with replica.store.transaction():
-            conv = table[aliases.DEFAULT] = replica.create()
+            conv = table[aliases.DEFAULT] = replica.create(aliases.DEFAULT)
             yield conv
     err.print(f"created conversation {conv}, alias {aliases.DEFAULT!r}")
     if replica.heads(aliases.DEFAULT):
         err.print(f"the legacy conversation {aliases.DEFAULT!r} is left as it was: "
                   f"`convgraph migrate {aliases.DEFAULT}` copies it into a rooted one")
+
+
+def _unaliased_default(replica: Replica, table: Mapping[str, str]) -> str | None:
+    """The conversation `writing` rooted for the alias `default` whose alias was never saved:
+    owned by this key, titled `default`, named by no alias (the earliest, if several)."""
+    named = set(table.values())
+    found: list[tuple[Hlc, str]] = []
+    for conv in replica.store.conversations():
+        first = replica.store.first(conv) if is_rooted(conv) and conv not in named else None
+        if first is None:
+            continue
+        genesis = load_trusted(first[1], first[0])
+        if (genesis.kind == "genesis" and genesis.actor == replica.actor
+                and genesis.payload.get("title") == aliases.DEFAULT):
+            found.append((genesis.hlc, conv))
+    return min(found)[1] if found else None
 
 
 def record_json(r: Record) -> dict[str, Any]:
