@@ -542,10 +542,20 @@ class Replica:
         """The statements to gossip about `conv`: each other key's latest, newest first, at most 16."""
         return witnessing.gossip_for(self.store, conv, exclude)
 
-    def iter_records(self) -> Iterator[Record]:
-        """Every stored record, streamed (no whole-store load)."""
-        for cid, data in self.store.iter_all():
-            yield load_trusted(data, cid)
+    def iter_records(self, conv: str | None = None, *, page: int = 500) -> Iterator[Record]:
+        """Every stored record in arrival order or, given `conv`, that conversation's records in
+        canonical order, read `page` at a time: memory is bounded by the page, not the history
+        (records landing meanwhile may or may not show)."""
+        if conv is None:
+            for cid, data in self.store.iter_all():
+                yield load_trusted(data, cid)
+            return
+        check_text(conv, "conv")
+        after = None
+        while rows := self.store.records_after(conv, after, page):
+            records = [load_trusted(d, c) for c, d in rows]
+            yield from records
+            after = records[-1].order_key
 
     def close(self) -> None:
         """Release the store."""

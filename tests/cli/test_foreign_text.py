@@ -128,7 +128,7 @@ def test_a_newline_in_a_transcript_cannot_forge_a_turn(home: Path) -> None:
     lines = invoke(home, "transcript", "--conv", "forged").splitlines()
     check("\n".join(lines))
     ops = {str(c)[-10:] for _, c in data}
-    starts = [line[1:11] for line in lines[1:-1]]  # between the header and the count
+    starts = [line[:10] for line in lines[1:-1]]  # between the header and the count
     assert all(s in ops or not s.strip() for s in starts), lines  # a row starts with a real op, or blank
     assert sum(s.strip() == str(real.cid)[-10:] for s in starts) == 1
     assert "key\\r" in "".join(lines)  # shown, on a continuation line of the real turn

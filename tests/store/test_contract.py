@@ -28,7 +28,7 @@ from convgraph import graph
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.keys import SigningKey
-from convgraph.core.record import Record, sign_record
+from convgraph.core.record import Record, decode_record, sign_record
 from convgraph.errors import StoreError
 from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
 from convgraph.store.memory import MemoryStore
@@ -337,6 +337,7 @@ def check_against_records(store: Store, stored: list[Record]) -> None:
         assert store.records(conv) == full
         for n in range(len(full) + 2):
             assert store.records(conv, last=n) == full[len(full) - min(n, len(full)) :]
+        assert paged(store, conv, 1) == paged(store, conv, 3) == full
         for key, actor in enumerate(ACTORS):
             own = [r for r in mine if r.actor == actor]
             for seq in range(max((r.seq for r in own), default=0) + 2):
@@ -349,6 +350,17 @@ def check_against_records(store: Store, stored: list[Record]) -> None:
                 assert last is not None and last.seq == top
                 assert last in [r.meta for r in own if r.seq == top]
     assert store.metas([*by_cid, *GHOSTS]) == {c: r.meta for c, r in by_cid.items()}
+
+
+def paged(store: Store, conv: str, size: int) -> list[tuple[CID, bytes]]:
+    """The conversation read page by page through `records_after`, as a stream reads it."""
+    out: list[tuple[CID, bytes]] = []
+    after = None
+    while page := store.records_after(conv, after, size):
+        assert len(page) <= size
+        out += page
+        after = decode_record(page[-1][1]).order_key
+    return out
 
 
 # ---------------------------------------------------------------- records, heads, indexes
@@ -464,6 +476,13 @@ def test_records_in_canonical_order_with_every_tail(store: Store) -> None:
     for n in range(len(want) + 3):
         assert store.records("c1", last=n) == want[len(want) - min(n, len(want)) :]
     assert store.records("c1", last=0) == []
+    for size in range(1, len(want) + 2):
+        assert paged(store, "c1", size) == want
+    keys = [decode_record(d).order_key for _, d in want]
+    assert store.records_after("c1", keys[1], 2) == want[2:4]  # strictly after, whatever the CID
+    assert store.records_after("c1", (T0 + 1, 0, b"", b""), 9) == want[1:]  # a key no record holds
+    assert store.records_after("c1", keys[-1], 5) == [] and store.records_after("c1", None, 0) == []
+    assert store.records_after("c3", None, 5) == []
     assert store.first("c1") == want[0] and store.first("c2") == (late.cid, late.data)
     assert store.first("c3") is None
     assert store.records("c2") == [(late.cid, late.data)]

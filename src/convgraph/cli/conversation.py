@@ -11,10 +11,8 @@ import json
 from typing import Any
 
 import click
-from rich.table import Table
-from rich.text import Text
 
-from convgraph.cli import safe_text
+from convgraph.cli import listing, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
@@ -35,6 +33,16 @@ def _turn_json(t: Turn) -> dict[str, Any]:
     if t.branch is not None:
         body["branch"] = t.branch
     return body
+
+
+_WIDTHS = (10, 8, 9)
+
+
+def _cells(t: Turn) -> tuple[str, str, str, str]:
+    """A turn's row; its content keeps its line breaks, which `listing.rows` indents."""
+    calls = "".join(f" → {safe_text.line(c.name)}({json.dumps(to_json(c.input))})" for c in t.tool_calls)
+    answer = f"[{safe_text.line(t.tool_use_id)}] " if t.tool_use_id else ""
+    return str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, answer + safe_text.block(t.text) + calls
 
 
 def _tool_call(text: str) -> ToolCall:
@@ -113,16 +121,10 @@ def register(cli: click.Group) -> None:
         if fmt == "json":
             _emit({"conv": target, "branch": branch, "turns": [_turn_json(t) for t in turns]})
             return
-        table = Table("op", "author", "role", "content", box=None)
-        for t in turns:
-            calls = "".join(f" → {safe_text.line(c.name)}({json.dumps(to_json(c.input))})"
-                            for c in t.tool_calls)
-            answer = f"[{safe_text.line(t.tool_use_id)}] " if t.tool_use_id else ""
-            # the content keeps its line breaks: in its own column they cannot pass for a new row
-            content = Text(answer + safe_text.block(t.text) + calls)
-            table.add_row(str(t.op)[-10:], fingerprint(t.author)[:8], t.role.value, content)
-        out.print(table)
-        out.print(f"{len(turns)} turns")
+        with listing.paged(ctx.obj["pager"]) as write:
+            for line in listing.rows([("op", "author", "role", "content"), *map(_cells, turns)], _WIDTHS):
+                write(line)
+            write(f"{len(turns)} turns")
 
     @cli.command()
     @click.argument("name", type=TEXT)

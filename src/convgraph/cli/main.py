@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
 from rich.highlighter import JSONHighlighter
-from rich.table import Table
 from rich.text import Text
 
-from convgraph.cli import aliases, graph_view, safe_text
+from convgraph.cli import aliases, graph_view, listing, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
@@ -157,17 +156,34 @@ def _emit(data: Any) -> None:
     click.echo(safe_text.json_text(data))
 
 
+def _emit_stream(head: dict[str, Any], name: str, items: Iterable[Any]) -> None:
+    """`_emit({**head, name: list(items)})` written item by item: the same JSON value, in
+    memory bounded by one item. `head` is not empty and `name` sorts after its keys."""
+    opening = safe_text.json_text(head)  # '{\n  "a": 1,\n  "b": 2\n}'
+    click.echo(f"{opening[:-2]},\n  {json.dumps(name)}: [", nl=False)
+    first = True
+    for item in items:
+        body = safe_text.json_text(item).replace("\n", "\n    ")
+        click.echo(("\n    " if first else ",\n    ") + body, nl=False)
+        first = False
+    click.echo("]\n}" if first else "\n  ]\n}")
+
+
 @click.group()
 @click.option(
     "--home", envvar="CONVGRAPH_HOME", default=".convgraph", show_default=True,
     type=click.Path(path_type=Path), help="Replica directory (env CONVGRAPH_HOME).",
 )
+@click.option("--no-pager", "pager", is_flag=True, flag_value=False, default=True,
+              help=f"Print long listings straight through (else paged on a terminal: ${listing.PAGER_ENV}, "
+                   "$PAGER or less).")
 @click.version_option(package_name="convgraph")
 @click.pass_context
-def cli(ctx: click.Context, home: Path) -> None:
+def cli(ctx: click.Context, home: Path, pager: bool) -> None:
     """convgraph: signed, content-addressed causal transcripts for agent conversations."""
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
+    ctx.obj["pager"] = pager
 
 
 class _Text(click.types.StringParamType):
@@ -240,26 +256,37 @@ def append(  # noqa: PLR0917 - click passes options positionally
 @click.pass_context
 @_errors
 def log(ctx: click.Context, conv: str | None, graph: bool, last: int | None, as_json: bool) -> None:
-    """The conversation's records in canonical order."""
+    """The conversation's records in canonical order, streamed (paged on a terminal)."""
     target = conversation(ctx, conv)
     with _replica(ctx) as r:
-        records = r.records(target, last=last)
         heads = r.heads(target)
-    if as_json:
-        _emit({"conv": target, "heads": [str(h) for h in heads],
-               "records": [record_json(x) for x in records]})
-    elif graph:
-        for line in graph_view.render(records, _label):
-            out.print(Text(line))
-    else:
-        table = Table("cid", "author", "seq", "hlc", "kind", "content", box=None)
-        for x in records:
-            table.add_row(
-                str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq),
-                f"{x.hlc.wall_ms}.{x.hlc.counter}", Text(_kind(x)), Text(summary(x)),
-            )
-        out.print(table)
-        out.print(f"{len(records)} records, {len(heads)} head(s)")
+        records = r.iter_records(target) if last is None else iter(r.records(target, last=last))
+        if as_json:
+            _emit_stream({"conv": target, "heads": [str(h) for h in heads]}, "records",
+                         (record_json(x) for x in records))
+            return
+        with listing.paged(ctx.obj["pager"]) as write:
+            if graph:
+                for line in graph_view.render(list(records), _label):
+                    write(line)
+                return
+            count = 0
+            write(_LOG_HEADER)
+            for line in listing.rows(_log_cells(records), _LOG_WIDTHS):
+                count += 1
+                write(line)
+            write(f"{count} records, {len(heads)} head(s)")
+
+
+_LOG_WIDTHS: Final = (10, 8, 6, 26, 16)
+_LOG_HEADER: Final = next(listing.rows([("cid", "author", "seq", "time (UTC)", "kind", "content")],
+                                       _LOG_WIDTHS))
+
+
+def _log_cells(records: Iterable[Record]) -> Iterator[tuple[str, ...]]:
+    for x in records:
+        yield (str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq), listing.utc(x.hlc), _kind(x),
+               summary(x))
 
 
 @cli.command()

@@ -24,6 +24,9 @@ from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreCorruptError
 from convgraph.integrity.statement import Statement
 
+OrderKey = tuple[int, int, bytes, bytes]
+"""The canonical order `(wall_ms, counter, actor, cid bytes)` (docs/conversation.md §2)."""
+
 PendingReason = Literal["parents", "clock"]
 
 
@@ -180,6 +183,12 @@ class Store(Protocol):
 
     def records(self, conv: str, last: int | None = None) -> list[tuple[CID, bytes]]:
         """The conversation's records in canonical order; with `last`, only the final ones."""
+        ...
+
+    def records_after(self, conv: str, after: OrderKey | None, limit: int) -> list[tuple[CID, bytes]]:
+        """Up to `limit` of the conversation's records held with bytes, in canonical order,
+        strictly after the one whose order key is `after` (from the start when None): a page of
+        a stream that never holds the whole conversation."""
         ...
 
     def first(self, conv: str) -> tuple[CID, bytes] | None:

@@ -23,6 +23,7 @@ from convgraph.integrity.statement import Statement
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
+    OrderKey,
     Pending,
     PendingCheck,
     QuarantineBounds,
@@ -32,7 +33,6 @@ from convgraph.store.base import (
     unique_checks,
 )
 
-_OrderKey = tuple[int, int, bytes, bytes]
 _Held = dict[CID, tuple[int, bytes]]  # statement CID -> (time, bytes)
 
 
@@ -47,7 +47,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._data: dict[CID, bytes] = {}
         self._meta: dict[CID, RecordMeta] = {}
-        self._order: dict[str, list[tuple[_OrderKey, CID]]] = defaultdict(list)
+        self._order: dict[str, list[tuple[OrderKey, CID]]] = defaultdict(list)
         self._heads: dict[str, set[CID]] = defaultdict(set)
         self._arrival: list[CID] = []
         self._snapshots: dict[str, tuple[CID, bytes]] = {}
@@ -265,6 +265,18 @@ class MemoryStore:
                 chosen = [s for s in order if self._data[s[1]]]
                 chosen = chosen[max(0, len(chosen) - last) :]
             return [(cid, self._data[cid]) for _, cid in chosen if self._data[cid]]
+
+    def records_after(self, conv: str, after: OrderKey | None, limit: int) -> list[tuple[CID, bytes]]:
+        with self._lock:
+            order = self._order.get(conv, [])
+            at = 0 if after is None else bisect.bisect_right(order, after, key=lambda slot: slot[0])
+            out: list[tuple[CID, bytes]] = []
+            for _, cid in order[at:]:
+                if len(out) >= limit:
+                    break
+                if self._data[cid]:
+                    out.append((cid, self._data[cid]))
+            return out
 
     def first(self, conv: str) -> tuple[CID, bytes] | None:
         with self._lock:

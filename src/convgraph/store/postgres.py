@@ -37,6 +37,7 @@ from convgraph.integrity.statement import Statement
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
+    OrderKey,
     Pending,
     PendingCheck,
     QuarantineBounds,
@@ -415,6 +416,14 @@ class PostgresStore:
             newest = "wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
             rows = self._query(select + newest, conv, max(0, last))
             rows.reverse()
+        return [(CID._trusted(c), d) for c, d in rows]
+
+    def records_after(self, conv: str, after: OrderKey | None, limit: int) -> list[tuple[CID, bytes]]:
+        where = "" if after is None else " AND (wall, counter, actor, cid) > (%s, %s, %s, %s)"
+        rows = self._query(
+            "SELECT cid, data FROM {s}.records WHERE conv = %s AND length(data) > 0" + where
+            + " ORDER BY wall, counter, actor, cid LIMIT %s", conv, *(after or ()), max(0, limit),
+        )
         return [(CID._trusted(c), d) for c, d in rows]
 
     def first(self, conv: str) -> tuple[CID, bytes] | None:

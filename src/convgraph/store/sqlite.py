@@ -34,6 +34,7 @@ from convgraph.integrity.statement import Statement
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
+    OrderKey,
     Pending,
     PendingCheck,
     QuarantineBounds,
@@ -369,6 +370,15 @@ class SqliteStore:
                 (conv, max(0, last)),
             )
             rows.reverse()
+        return [(CID._trusted(c), d) for c, d in rows]
+
+    def records_after(self, conv: str, after: OrderKey | None, limit: int) -> list[tuple[CID, bytes]]:
+        where = "" if after is None else " AND (wall, counter, actor, cid) > (?, ?, ?, ?)"
+        rows = self._query(
+            f"SELECT cid, data FROM records WHERE conv = ? AND length(data) > 0{where}"
+            " ORDER BY wall, counter, actor, cid LIMIT ?",
+            (conv, *(after or ()), max(0, limit)),
+        )
         return [(CID._trusted(c), d) for c, d in rows]
 
     def first(self, conv: str) -> tuple[CID, bytes] | None:
