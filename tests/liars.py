@@ -1,18 +1,49 @@
-"""A lying server for tests: ASGI middleware over convgraph's real app that re-signs the
-statement of every sync reply with the server's own key, as `lie` rewrites it."""
+"""A lying server for tests: the statements of every sync reply re-signed with the server's own
+key, as `lie` rewrites them, either as ASGI middleware over convgraph's real app (`Resigning`)
+or over the in-process transport (`lying_sync`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from convgraph import SigningKey
+from convgraph import Replica, SigningKey
 from convgraph.integrity.statement import Statement, decode_statement
 from convgraph.sync import wire
+from convgraph.sync.initiator import SyncReport, synchronize
+from convgraph.sync.peer import ReplicaPeer, trusting
+from convgraph.sync.responder import Responder
+from convgraph.sync.witness_hooks import witness_of
 
 Lie = Callable[[SigningKey, Statement], bytes]
 """The server's key and the true statement -> the bytes of the statement to send instead."""
+
+
+def resigned(data: bytes, key: SigningKey, lie: Lie) -> bytes:
+    """The encoded reply `data` with each section's statement replaced by what `lie` signs."""
+    reply = wire.decode(data)
+    sections = tuple(
+        dataclasses.replace(s, statement=lie(key, decode_statement(s.statement)))
+        if s.statement is not None else s for s in reply.sections)
+    return wire.encode(wire.Message(reply.kind, reply.salt, sections))
+
+
+def lying_sync(local: Replica, remote: Replica, convs: Iterable[str], lie: Lie) -> SyncReport:
+    """`sync_replicas(local, remote, convs)` with every statement `remote` replies re-signed by
+    `lie`: the same peers, responder and judging as the honest in-process transport."""
+    both = trusting([local.actor, remote.actor])
+    responder = Responder(ReplicaPeer(remote, adopt_from=both), key=remote.key, clock=remote.clock,
+                          witness=witness_of(remote))
+
+    def transport(data: bytes) -> bytes:
+        return resigned(responder.receive(data, initiator=local.actor), remote.key, lie)
+
+    return synchronize(ReplicaPeer(local, adopt_from=both), transport, sorted(set(convs)),
+                       salts=functools.partial(os.urandom, 8), witness=witness_of(local),
+                       peer_key=remote.actor, clock=local.clock)
 
 
 class Resigning:
@@ -35,16 +66,9 @@ class Resigning:
             body.extend(message.get("body", b""))
             if message.get("more_body"):
                 return
-            data = self._rewrite(bytes(body)) if start["status"] == 200 else bytes(body)
+            data = resigned(bytes(body), self.key, self.lie) if start["status"] == 200 else bytes(body)
             headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
             await send({**start, "headers": [*headers, (b"content-length", str(len(data)).encode())]})
             await send({"type": "http.response.body", "body": data})
 
         await self.app(scope, receive, rewrite)
-
-    def _rewrite(self, data: bytes) -> bytes:
-        reply = wire.decode(data)
-        sections = tuple(
-            dataclasses.replace(s, statement=self.lie(self.key, decode_statement(s.statement)))
-            if s.statement is not None else s for s in reply.sections)
-        return wire.encode(wire.Message(reply.kind, reply.salt, sections))

@@ -1,4 +1,5 @@
-"""tests/vectors/integrity.json: statements both ways, refusals, and each bundle's verdict.
+"""tests/vectors/integrity.json: statements both ways, refusals, the checkpoints and cosignatures
+as described, and each bundle's verdict (every finding kind proved and not).
 
 The verdict of every bundle is also checked through `convgraph verify-evidence` run in a
 fresh subprocess, in an empty directory with an empty home: the file alone decides it.
@@ -17,8 +18,14 @@ import pytest
 
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
+from convgraph.core.record import decode_record
 from convgraph.errors import EvidenceError, StatementError
+from convgraph.integrity.checkpoint_proofs import record_lookup
+from convgraph.integrity.checkpoints import Checkpoint, Status, check
+from convgraph.integrity.cosignature import cosign_checkpoint
 from convgraph.integrity.evidence import verify_bundle
+from convgraph.integrity.findings import FINDING_KINDS
+from convgraph.integrity.note import checkpoint_body, verify_cosignature
 from convgraph.integrity.statement import decode_statement, sign_statement
 from vectors.loader import generator
 
@@ -68,9 +75,38 @@ def test_bundle_verdict(v: dict[str, Any]) -> None:
     assert v["id"] == str(CID.of_record(data))
 
 
-def test_every_kind_with_a_statement_claim_has_a_proving_vector() -> None:
-    proving = {v["kind"] for v in VECTORS["bundles"] if v["result"] == "proves"}
-    assert proving == {"rollback", "deletion", "withholding", "server_equivocation", "record_equivocation"}
+def test_every_finding_kind_has_a_proving_vector_and_one_that_does_not_prove() -> None:
+    for result in ("proves", "does_not_prove"):
+        assert {v["kind"] for v in VECTORS["bundles"] if v["result"] == result} == set(FINDING_KINDS), result
+
+
+RECORDS = {v["name"]: decode_record(bytes.fromhex(v["hex"])) for v in VECTORS["records"]}
+FALSE_CHECK = {"cp_count": "count", "cp_heads": "heads", "cp_snapshot": "snapshot", "cp_heads_count": "heads"}
+
+
+@pytest.mark.parametrize("v", VECTORS["records"], ids=lambda v: v["name"])
+def test_record_decodes_to_its_cid(v: dict[str, Any]) -> None:
+    assert str(RECORDS[v["name"]].cid) == v["cid"]
+
+
+@pytest.mark.parametrize("name", [n for n in RECORDS if n.startswith("cp_")])
+def test_checkpoint_is_true_or_fails_the_check_its_description_says(name: str) -> None:
+    held = {r.cid: r for r in RECORDS.values()}
+    result = check(Checkpoint.of(RECORDS[name]), record_lookup(held), lambda c: held[c].data if c in held else None)
+    if name in FALSE_CHECK:
+        assert (result.status, result.check) == (Status.FALSE, FALSE_CHECK[name])
+    else:
+        assert result.status is Status.VERIFIED
+
+
+@pytest.mark.parametrize("v", VECTORS["cosignatures"], ids=lambda v: v["name"])
+def test_cosignature_signs_the_note_body_of_its_checkpoint(v: dict[str, Any]) -> None:
+    record = RECORDS[v["checkpoint"]]
+    assert checkpoint_body(record).text == v["body"]
+    made = cosign_checkpoint(SigningKey(bytes.fromhex(VECTORS["keys"]["witness"])), record, v["time"])
+    assert (made.name, made.key.hex(), made.sig.hex(), made.line().line) == (
+        v["witness_name"], v["key"], v["sig"], v["line"])
+    assert verify_cosignature(bytes.fromhex(v["key"]), v["body"], v["time"], bytes.fromhex(v["sig"]))
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

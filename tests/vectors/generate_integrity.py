@@ -1,4 +1,5 @@
-"""Generate the witnessed-history vectors (`integrity.json`): statements, refusals and bundles.
+"""Generate the witnessed-history vectors (`integrity.json`): statements, refusals, checkpoints,
+cosignatures and a bundle of every finding kind that proves and one that does not.
 
 Run by hand from the repository root after a deliberate change to docs/integrity.md or
 docs/format.md §16:
@@ -23,8 +24,14 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import SIGNING_DOMAIN, Record, sign_record
+from convgraph.integrity.builders import divergent_fork_finding, unverifiable_checkpoint_finding
+from convgraph.integrity.checkpoints import causal_past
+from convgraph.integrity.cosignature import Cosignature, cosign_checkpoint
 from convgraph.integrity.evidence import encode_bundle
+from convgraph.integrity.findings import Finding
+from convgraph.integrity.note import checkpoint_body
 from convgraph.integrity.statement import STATEMENT_DOMAIN, Statement, sign_statement
+from convgraph.projections import state as state_
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
 import writer
@@ -34,6 +41,7 @@ INTEGRITY_FILE = HERE / "integrity.json"
 SERVER = SigningKey(bytes(range(32)))
 ALICE = SigningKey(bytes([7]) * 32)
 BOB = SigningKey(bytes([9]) * 32)
+WITNESS = SigningKey(bytes([11]) * 32)
 CONV = "c"
 T = 1_700_000_000_000
 
@@ -44,6 +52,18 @@ DESCRIPTION = [
     "records[]: {name, cid, hex}: valid records of conversation \"c\" used by the statements and bundles.",
     "  a1 <- b1 <- a2 <- b2 <- a3 is a chain (a* by alice, b* by bob); f (bob, seq 2, like b2) is a",
     "  child of a2: a fork of the chain and a record equivocation with b2.",
+    "  cp_* are checkpoints (docs/integrity.md §7): cp_b2, cp_f, cp_a3, cp_count, cp_heads, cp_snapshot,",
+    "  cp_heads_count by `server`, in one chain of seq 1 to 7, each naming the one before as parent (cp_b2",
+    "  names a3 and f; cp_f and cp_a3 also name it as `previous`); cp_alice_f by alice at seq 4, parents",
+    "  a3 and f. cp_b2, cp_f, cp_a3 and cp_alice_f are true",
+    "  (heads [b2], [f], [a3], [f]); cp_count claims count 5 at [b2]; cp_heads has heads [a2, b2], a2 an",
+    "  ancestor of b2; cp_snapshot names the CID of a1 as snapshot at [b2]; cp_heads_count has heads",
+    "  [a2, b2] and count 7 (its heads fail first).",
+    "cosignatures[]: {name, checkpoint, body, witness_name, key, time, sig, line}: the `witness` seed's",
+    "  C2SP cosignature/v1 (docs/integrity.md §8) of checkpoint `checkpoint` (a record name): `body` is",
+    "  the note body it signs, `time` POSIX seconds, `sig` the 64-byte Ed25519 signature, `line` the",
+    "  signature line. The map form a divergent_fork bundle lists (§7.5) is {checkpoint, name, key,",
+    "  time, sig}, with `name` = witness_name.",
     "statements[]: {name, note, statement, hex, cid, heads_digest}: decoding `hex` gives `statement`",
     "  (key and sig in hex, heads and stored as CID text, `stored` only when present), and signing",
     "  `statement` without its sig with the seed of `server` gives `hex` exactly.",
@@ -51,7 +71,8 @@ DESCRIPTION = [
     "  (decode, schema or signature).",
     "bundles[]: {name, note, kind, hex, id, result}: `result` is `proves` (verify-evidence exits 0),",
     "  `does_not_prove` (exits 1) or `not_a_bundle` (exits 2); `id` is the CID of `hex` (the finding id)",
-    "  when the bytes are a bundle.",
+    "  when the bytes are a bundle. divergent_fork and unverifiable_checkpoint bundles name records by",
+    "  link (claim a, b or checkpoint); a divergent_fork by a witness carries `cosignatures`.",
 ]
 
 
@@ -67,7 +88,46 @@ def _records() -> dict[str, Record]:
     b2 = _record(BOB, 2, T + 4, a2)
     a3 = _record(ALICE, 3, T + 5, b2)
     f = _record(BOB, 2, T + 6, a2)
-    return {"a1": a1, "b1": b1, "a2": a2, "b2": b2, "a3": a3, "f": f}
+    turns = {"a1": a1, "b1": b1, "a2": a2, "b2": b2, "a3": a3, "f": f}
+    return {**turns, **_checkpoints(turns)}
+
+
+def _true(turns: dict[str, Record], *heads: str) -> dict[str, Any]:
+    """The payload of a true checkpoint at `heads`: its causal past's count and fold's snapshot."""
+    held = {x.cid: x for x in turns.values()}
+    past = causal_past([turns[h].cid for h in heads], lambda c: (held[c].hlc, held[c].parents) if c in held
+                       else None)[0]
+    folded = state_.ConvState()
+    for cid in sorted(past):
+        state_.apply(folded, state_.entry_from_bytes(cid, held[cid].data))
+    return {"heads": sorted(turns[h].cid for h in heads), "count": len(past),
+            "snapshot": state_.snapshot_cid(state_.snapshot(folded))}
+
+
+def _checkpoints(turns: dict[str, Record]) -> dict[str, Record]:
+    """The server's chain of seven checkpoints (the first three true, chained by `previous`),
+    and alice's true checkpoint of the fork."""
+    at_b2 = _true(turns, "b2")
+    payloads = [
+        ("cp_b2", at_b2),
+        ("cp_f", _true(turns, "f")),
+        ("cp_a3", _true(turns, "a3")),
+        ("cp_count", {**at_b2, "count": 5}),
+        ("cp_heads", {**at_b2, "heads": sorted([turns["a2"].cid, turns["b2"].cid])}),
+        ("cp_snapshot", {**at_b2, "snapshot": turns["a1"].cid}),
+        ("cp_heads_count", {**at_b2, "heads": sorted([turns["a2"].cid, turns["b2"].cid]), "count": 7}),
+    ]
+    tips = sorted([turns["a3"].cid, turns["f"].cid])
+    out: dict[str, Record] = {}
+    previous: Record | None = None
+    for seq, (name, claim) in enumerate(payloads, start=1):
+        chained = {**claim, "previous": previous.cid} if previous is not None and seq <= 3 else claim
+        previous = out[name] = sign_record(
+            SERVER, conv=CONV, seq=seq, hlc=Hlc(T + 10 + seq, 0), kind="checkpoint", payload=chained,
+            parents=[previous.cid] if previous is not None else tips)
+    out["cp_alice_f"] = sign_record(ALICE, conv=CONV, seq=4, hlc=Hlc(T + 20, 0), parents=tips, kind="checkpoint",
+                                    payload=_true(turns, "f"))
+    return out
 
 
 def _state(members: list[Record], time_ms: int, stored: list[Record] | None = None) -> Statement:
@@ -195,11 +255,130 @@ def _bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
             + [(n, note, kind, data, "not_a_bundle") for n, note, kind, data in not_bundles])
 
 
+def _cosignatures(r: dict[str, Record]) -> dict[str, Cosignature]:
+    return {f"witness_{n}": cosign_checkpoint(WITNESS, r[n], T // 1000 + i) for i, n in enumerate(["cp_b2",
+                                                                                                  "cp_alice_f"])}
+
+
+def _flip_last(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def _added_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
+    """The vectors of the two kinds of §7.5, and the two kinds whose claims had no vector that
+    does not prove; after the first ones, so that their positions stay."""
+    held = {x.cid: x.data for x in r.values()}
+
+    def built(finding: Finding | None) -> bytes:
+        assert finding is not None  # the builder proves what the store holds
+        return finding.bundle
+
+    def cp_bundle(kind: str, names: list[str], claim: dict[str, Any], **extra: Any) -> bytes:
+        return encode_bundle(kind, CONV, [], [r[n].data for n in names], claim, **extra)
+
+    def fork(a: str, b: str, cosigned: bool = False) -> bytes:
+        signed = list(_cosignatures(r).values()) if cosigned else []
+        return built(divergent_fork_finding(r[a].cid, r[b].cid, CONV, held.get, 0, cosignatures=signed))
+
+    def false(name: str) -> bytes:
+        return built(unverifiable_checkpoint_finding(r[name].cid, CONV, held.get, 0))
+
+    def links(a: str, b: str) -> dict[str, CID]:
+        first, second = sorted([r[a].cid, r[b].cid], key=bytes)
+        return {"a": first, "b": second}
+
+    past4 = ["a1", "b1", "a2", "b2"]
+    fork_records = ["cp_b2", "cp_f", "a2", "b2", "f"]  # the two walks reach a2 and stop there
+    cos = _cosignatures(r)
+    bad_sig = {**cos["witness_cp_b2"].to_map(), "sig": _flip_last(cos["witness_cp_b2"].sig)}
+    sig = r["cp_count"].sig  # flipped inside the record's bytes
+    bad_record = r["cp_count"].data.replace(sig, _flip_last(sig))
+    proving = [
+        ("divergent_fork", "server checkpoints cp_b2 and cp_f: neither covers the other's head", "divergent_fork",
+         fork("cp_b2", "cp_f")),
+        ("divergent_fork_witness", "cp_b2 (server) and cp_alice_f (alice), both cosigned by the witness",
+         "divergent_fork", fork("cp_b2", "cp_alice_f", cosigned=True)),
+        ("unverifiable_checkpoint_count", "cp_count: its heads cover 4 records, it claims 5",
+         "unverifiable_checkpoint", false("cp_count")),
+        ("unverifiable_checkpoint_heads", "cp_heads: head a2 is an ancestor of head b2", "unverifiable_checkpoint",
+         false("cp_heads")),
+        ("unverifiable_checkpoint_snapshot", "cp_snapshot: the fold of its 4 records is not snapshot a1",
+         "unverifiable_checkpoint", false("cp_snapshot")),
+        ("unverifiable_checkpoint_heads_first", "cp_heads_count fails heads and count: heads is the claim",
+         "unverifiable_checkpoint", false("cp_heads_count")),
+    ]
+    not_proving = [
+        ("divergent_fork_successor", "cp_a3 extends cp_b2 (count 5 >= 4, b2 covered by a3)", "divergent_fork",
+         cp_bundle("divergent_fork", ["cp_b2", "cp_a3", "b2", "a3"], links("cp_b2", "cp_a3"))),
+        ("divergent_fork_missing_walk_record", "a2, which the walk from f reaches, is not in the bundle",
+         "divergent_fork", cp_bundle("divergent_fork", [n for n in fork_records if n != "a2"],
+                                     links("cp_b2", "cp_f"))),
+        ("divergent_fork_one_checkpoint", "a and b name the same checkpoint", "divergent_fork",
+         cp_bundle("divergent_fork", fork_records, {"a": r["cp_b2"].cid, "b": r["cp_b2"].cid})),
+        ("divergent_fork_two_authors", "cp_b2 and cp_alice_f have two authors and no cosignatures",
+         "divergent_fork", cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"],
+                                     links("cp_b2", "cp_alice_f"))),
+        ("divergent_fork_one_cosignature", "the witness cosigned only cp_alice_f", "divergent_fork",
+         cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"], links("cp_b2", "cp_alice_f"),
+                   cosignatures=[cos["witness_cp_alice_f"].to_map()])),
+        ("divergent_fork_bad_cosignature", "the cosignature of cp_b2 has its last signature byte flipped",
+         "divergent_fork", cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"],
+                                     links("cp_b2", "cp_alice_f"),
+                                     cosignatures=[bad_sig, cos["witness_cp_alice_f"].to_map()])),
+        ("unverifiable_checkpoint_true", "cp_b2 is true: check count holds", "unverifiable_checkpoint",
+         cp_bundle("unverifiable_checkpoint", ["cp_b2", *past4], {"checkpoint": r["cp_b2"].cid, "check": "count"})),
+        ("unverifiable_checkpoint_not_first", "cp_heads_count fails count, but heads fails first",
+         "unverifiable_checkpoint", cp_bundle("unverifiable_checkpoint", ["cp_heads_count", *past4],
+                                              {"checkpoint": r["cp_heads_count"].cid, "check": "count"})),
+        ("unverifiable_checkpoint_wrong_check", "cp_count's heads are right: check heads holds",
+         "unverifiable_checkpoint", cp_bundle("unverifiable_checkpoint", ["cp_count", *past4],
+                                              {"checkpoint": r["cp_count"].cid, "check": "heads"})),
+        ("unverifiable_checkpoint_missing_record", "a1, in the causal past of cp_count's heads, is left out",
+         "unverifiable_checkpoint", cp_bundle("unverifiable_checkpoint", ["cp_count", *past4[1:]],
+                                              {"checkpoint": r["cp_count"].cid, "check": "count"})),
+        ("unverifiable_checkpoint_not_a_checkpoint", "the claim names b2, a user_message",
+         "unverifiable_checkpoint", cp_bundle("unverifiable_checkpoint", past4,
+                                              {"checkpoint": r["b2"].cid, "check": "count"})),
+        ("withholding_self_covered", "a receipt names b2, which its own heads hold", "withholding",
+         _bundle("withholding", [_state([r["a1"], r["b1"], r["a2"], r["b2"]], T, [r["b2"]])], [],
+                 {"earlier": 0, "later": 0})),
+        ("record_equivocation_two_seqs", "bob signed b1 and b2 at seqs 1 and 2: no equivocation",
+         "record_equivocation", _bundle("record_equivocation", [], [r["b1"], r["b2"]], {})),
+        ("unverifiable_checkpoint_tampered", "cp_count's signature altered: the record does not verify",
+         "unverifiable_checkpoint", encode_bundle("unverifiable_checkpoint", CONV, [],
+                                                  [bad_record, *(r[n].data for n in past4)],
+                                                  {"checkpoint": r["cp_count"].cid, "check": "count"})),
+    ]
+    count = codec.decode(proving[2][3])
+    fork_map = codec.decode(proving[0][3])
+    not_bundles = [
+        ("check_unknown", "check must be heads, count or snapshot", "",
+         codec.encode({**count, "claim": {**count["claim"], "check": "size"}})),
+        ("check_missing", "an unverifiable_checkpoint claim has the key check", "",
+         codec.encode({**count, "claim": {"checkpoint": count["claim"]["checkpoint"]}})),
+        ("cosignatures_wrong_kind", "cosignatures belong to divergent_fork only", "",
+         codec.encode({**count, "cosignatures": []})),
+        ("fork_claim_indices", "a divergent_fork claim holds links, not statement indices", "",
+         codec.encode({**fork_map, "claim": {"a": 0, "b": 1}})),
+    ]
+    return ([(n, note, kind, data, "proves") for n, note, kind, data in proving]
+            + [(n, note, kind, data, "does_not_prove") for n, note, kind, data in not_proving]
+            + [(n, note, kind, data, "not_a_bundle") for n, note, kind, data in not_bundles])
+
+
+def _cosignature_json(r: dict[str, Record]) -> list[dict[str, Any]]:
+    names = {x.cid: n for n, x in r.items()}
+    return [{"name": n, "checkpoint": names[c.checkpoint], "body": checkpoint_body(r[names[c.checkpoint]]).text,
+             "witness_name": c.name, "key": c.key.hex(), "time": c.time, "sig": c.sig.hex(),
+             "line": c.line().line} for n, c in _cosignatures(r).items()]
+
+
 def build() -> dict[str, Any]:
     r = _records()
     return {
         "description": DESCRIPTION,
-        "keys": {"server": SERVER.seed.hex(), "alice": ALICE.seed.hex(), "bob": BOB.seed.hex()},
+        "keys": {"server": SERVER.seed.hex(), "alice": ALICE.seed.hex(), "bob": BOB.seed.hex(),
+                 "witness": WITNESS.seed.hex()},
         "records": [{"name": n, "cid": str(x.cid), "hex": x.data.hex()} for n, x in r.items()],
         "statements": [{"name": n, "note": note, "statement": statement_json(s), "hex": s.data.hex(),
                         "cid": str(s.cid), "heads_digest": s.heads_digest.hex()}
@@ -208,7 +387,8 @@ def build() -> dict[str, Any]:
                                for n, note, data, reason in _refusals(r)],
         "bundles": [{"name": n, "note": note, "kind": kind, "hex": data.hex(),
                      "id": "" if result == "not_a_bundle" else str(CID.of_record(data)), "result": result}
-                    for n, note, kind, data, result in _bundles(r)],
+                    for n, note, kind, data, result in [*_bundles(r), *_added_bundles(r)]],
+        "cosignatures": _cosignature_json(r),
     }
 
 
