@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from convgraph.core.cid import CID
-from convgraph.core.hlc import Hlc
+from convgraph.core.hlc import Clock, Hlc
 from convgraph.core.record import Record, load_trusted
-from convgraph.errors import IntegrityError, NoteError, NotFoundError
+from convgraph.errors import ConvgraphError, IntegrityError, NoteError, NotFoundError
 from convgraph.integrity import cosignature as cosignature_
 from convgraph.integrity.builders import divergent_fork_finding, unverifiable_checkpoint_finding
 from convgraph.integrity.checkpoints import Checkpoint, CheckResult, Status, causal_past, check, divergent
@@ -176,6 +176,15 @@ def rescan(store: Store, watch: Watch, conv: str, entries: Iterable[Entry], *, n
         new += _forks(store, view, records, held, now_ms)  # every member fresh: every neighbour pair
     watch.scanned[conv] = store.change_token()
     return new
+
+
+def rescan_each(store: Store, watch: Watch, convs: Iterable[str], entries: Entries, clock: Clock) -> None:
+    """`rescan` each of `convs`, skipping one whose records cannot be read (`verify` reports those)."""
+    for conv in convs:
+        try:
+            rescan(store, watch, conv, entries(conv), now_ms=clock())
+        except ConvgraphError:
+            continue  # the findings stored already stand
 
 
 def cosignatures_of(view: ConvView, entries: Iterable[Entry], checkpoint: CID | None = None) -> Iterator[
