@@ -48,7 +48,7 @@ from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
 from convgraph.projections.transcript import Window, resume_window, transcript
 from convgraph.projections.turn import Role, ToolCall, Turn
-from convgraph.replica_checkpoints import claim
+from convgraph.replica_checkpoints import claim, refuse_unwritten, require_witnessed
 from convgraph.replica_drafts import Draft, genesis_payload, response_drafts, turn_draft
 from convgraph.replica_folds import Folds
 from convgraph.replica_intake import Intake
@@ -278,9 +278,14 @@ class Replica:
             observations = retention.keep(observations, Surface.REPLAY)
         return routing_stats(observations)
 
-    def checkpoint(self, conv: str, *, compact: bool = False) -> Record:
+    def checkpoint(self, conv: str, *, compact: bool = False, policy: WitnessPolicy | None = None) -> Record:
         """Sign a checkpoint of `conv` (heads, count, snapshot CID); with `compact`, drop the
-        raw records it covers and keep the snapshot, in one transaction."""
+        raw records it covers (not those a finding cites) and keep the snapshot, in one
+        transaction. With `compact` under a witness `policy` of k > 0 (default: the one
+        configured in this replica's home) nothing is written: `UnwitnessedError`, since
+        compaction waits for k cosignatures (docs/integrity.md §7.4; then `compact_behind`)."""
+        if compact:
+            refuse_unwritten(self._policy(policy))
         # the snapshot holds every surface whole (replay streams included), so compaction
         # trims no history: it only stops keeping the raw records beside their fold
         with self.store.transaction():
@@ -324,19 +329,23 @@ class Replica:
         unverified, or false with the check that failed (then recorded as a finding)."""
         return checkpointing.status(self.store, self._checkpoints, cid, now_ms=self.clock())
 
-    def compact_behind(self, checkpoint: CID) -> None:
+    def compact_behind(self, checkpoint: CID, policy: WitnessPolicy | None = None) -> None:
         """Drop the bytes of the records checkpoint `checkpoint` covers (docs/conversation.md §6),
-        keeping what findings cite; `IntegrityError` when its snapshot is not their fold."""
+        keeping what findings cite; `UnwitnessedError` unless k witnesses of `policy` (default:
+        the configured one) cosigned it, `IntegrityError` when its snapshot is not their fold."""
         conv = checkpointing.conv_of(self.store, checkpoint)
+        policy = self._policy(policy)
         with self.store.transaction():
+            require_witnessed(self.store, checkpoint, policy, self._entries)
             checkpointing.compact_behind(self.store, checkpoint, self.state(conv))
 
     def witnessed(self, cid: CID, policy: WitnessPolicy | None = None) -> bool:
         """Whether checkpoint `cid` holds valid cosignatures by at least k distinct witnesses of
         `policy` (default: the one configured in this replica's home; §7.4)."""
-        if policy is None:
-            policy = witness_policy.load(self.home) if self.home is not None else WitnessPolicy()
-        return witness_policy.witnessed(self.store, cid, policy, self._entries)
+        return witness_policy.witnessed(self.store, cid, self._policy(policy), self._entries)
+
+    def _policy(self, policy: WitnessPolicy | None) -> WitnessPolicy:
+        return witness_policy.configured(self.home) if policy is None else policy
 
     def _entries(self, conv: str) -> Iterable[state_.Entry]:
         return self.state(conv).entries.values()
