@@ -29,7 +29,7 @@ def say(r: Replica, n: int, conv: str = CONV) -> list[Record]:
 def true_payload(r: Replica, heads: Iterable[CID], conv: str = CONV) -> dict[str, Any]:
     """The payload of a checkpoint at `heads` that checks out over the records `r` holds."""
     heads = sorted(set(heads))
-    past = causal_past(heads, ConvView(r.store, conv).lookup)[0]
+    past = causal_past(heads, ConvView(r.store, conv).lookup).held
     folded = state_.ConvState()
     for cid in sorted(past):
         data = r.store.get(cid)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from checkpoint_world import CONV, checkpoint_at, copy, replica, say, true_payload
-from convgraph import Config, Replica
+from convgraph import Config, Replica, witness_policy
 from convgraph.checkpointing import ConvView
+from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.errors import EvidenceError, UnwitnessedError
 from convgraph.integrity.checkpoints import Status
@@ -159,6 +160,64 @@ def test_compaction_keeps_what_a_finding_cites_and_waits_for_witnesses(tmp_path:
     assert bad.cid in cited
     assert all(b.store.get(c) is not None for c in cited), "a cited record lost its bytes"
     assert verify_bundle(b.findings(CONV)[0].bundle).ok
+
+
+def _with_bytes(r: Replica) -> set[CID]:
+    """The records of CONV (compacted ones included) whose bytes `r` still holds."""
+    return {c for c in r.state(CONV).entries if r.store.get(c) is not None}
+
+
+def _policy(witness: SigningKey) -> WitnessPolicy:
+    return WitnessPolicy((Witness("w", witness.public, "http://127.0.0.1:1"),), 1)
+
+
+def _with_a_finding(b: Replica) -> set[CID]:
+    """Give `b` a finding (a false checkpoint by another author) and two turns of its own;
+    the records the finding cites."""
+    a = replica(1)
+    say(a, 3)
+    checkpoint_at(a, a.heads(CONV), count=1)
+    copy(a, b)
+    say(b, 2)
+    return set(b.findings(CONV)[0].cites)
+
+
+def test_checkpoint_compact_in_python_applies_the_configured_policy(tmp_path: Path) -> None:
+    b = _sqlite(tmp_path, "b")
+    cited = _with_a_finding(b)
+    witness = SigningKey(bytes([9]) * 32)
+    assert b.home is not None
+    witness_policy.save(b.home, _policy(witness))  # what `convgraph witness add/policy` writes
+    heads, held = b.heads(CONV), _with_bytes(b)
+    with pytest.raises(UnwitnessedError) as refused:
+        b.checkpoint(CONV, compact=True)
+    assert (refused.value.got, refused.value.k) == (0, 1)
+    assert b.heads(CONV) == heads, "a refused checkpoint was written"
+    assert _with_bytes(b) == held, "a refused compaction dropped records"
+    cp = b.checkpoint(CONV)
+    with pytest.raises(UnwitnessedError) as unwitnessed:
+        b.compact_behind(cp.cid)
+    assert (unwitnessed.value.cid, unwitnessed.value.got, unwitnessed.value.k) == (str(cp.cid), 0, 1)
+    assert _with_bytes(b) == held | {cp.cid}
+    b.write(CONV, "attestation", cosign_checkpoint(witness, cp, 1_700_000_000, "w").payload())
+    b.compact_behind(cp.cid)  # witnessed now
+    dropped = held - _with_bytes(b)
+    assert dropped, "nothing was compacted"
+    assert cited <= _with_bytes(b), "a cited record lost its bytes"
+    assert verify_bundle(b.findings(CONV)[0].bundle).ok
+
+
+def test_a_policy_passed_in_is_applied_and_without_one_compaction_keeps_what_findings_cite() -> None:
+    b = replica(2)  # in memory: no home, so no configured policy
+    cited = _with_a_finding(b)
+    held = _with_bytes(b)
+    with pytest.raises(UnwitnessedError):
+        b.checkpoint(CONV, compact=True, policy=_policy(SigningKey(bytes([9]) * 32)))
+    assert _with_bytes(b) == held
+    cp = b.checkpoint(CONV, compact=True)
+    assert held - _with_bytes(b), "nothing was compacted"
+    assert cited <= _with_bytes(b), "a cited record lost its bytes"
+    assert cp.cid in _with_bytes(b)
 
 
 def test_a_fork_hidden_among_a_long_chain_is_found_by_comparing_neighbours(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from convgraph.core.hlc import Hlc
 from convgraph.graph import (
     ancestors,
     canonical_order,
+    closure,
     extends,
     heads,
     is_ancestor,
@@ -143,6 +144,16 @@ def test_ancestors_matches_reference(dag: Dag, idx: list[int]) -> None:
 def test_missing_ancestors_matches_reference(dag: Dag, idx: list[int]) -> None:
     start = pick(dag, idx)
     assert missing_ancestors(start, dag.parents_of) == ref_missing(dag, start)
+
+
+@given(dags(), subsets)
+def test_closure_matches_reference(dag: Dag, idx: list[int]) -> None:
+    start = pick(dag, idx)
+    got = closure(start, dag.parents_of)
+    held = {s for s in start if s in dag.parents} | ref_ancestors(dag, start)
+    assert got.held == held
+    assert got.missing == ref_missing(dag, start)
+    assert got.parents == {p for c in held for p in dag.parents[c]}
 
 
 @given(dags(), subsets)

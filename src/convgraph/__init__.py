@@ -90,8 +90,10 @@ from convgraph.errors import (
     WitnessRefusedError,
 )
 from convgraph.graph import (
+    Closure,
     ancestors,
     canonical_order,
+    closure,
     extends,
     heads,
     is_ancestor,
@@ -141,6 +143,7 @@ __all__ = [
     "CausalityError",
     "CidMismatchError",
     "Clock",
+    "Closure",
     "CompactedError",
     "Compaction",
     "Config",
@@ -252,6 +255,7 @@ __all__ = [
     "canonical_order",
     "check_causality",
     "check_payload",
+    "closure",
     "compaction_of",
     "conv_id",
     "decode",

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from convgraph.core.cid import CID
-from convgraph.core.hlc import Hlc
+from convgraph.core.hlc import Clock, Hlc
 from convgraph.core.record import Record, load_trusted
-from convgraph.errors import IntegrityError, NoteError, NotFoundError
+from convgraph.errors import ConvgraphError, IntegrityError, NoteError, NotFoundError
 from convgraph.integrity import cosignature as cosignature_
 from convgraph.integrity.builders import divergent_fork_finding, unverifiable_checkpoint_finding
 from convgraph.integrity.checkpoints import Checkpoint, CheckResult, Status, causal_past, check, divergent
@@ -90,9 +90,9 @@ class ConvView:
 
     def prefetch_past(self, cp: Checkpoint) -> None:
         """Read the bytes of `cp`'s causal past in one look-up, when all of it is held."""
-        past, unknown, _ = causal_past(cp.heads, self.lookup)
-        if not unknown:
-            self.prefetch(past)
+        past = causal_past(cp.heads, self.lookup)
+        if not past.missing:
+            self.prefetch(past.held)
 
 
 def conv_of(store: Store, cid: CID) -> str:
@@ -122,18 +122,18 @@ def compact_behind(store: Store, cid: CID, folded: ConvState) -> None:
     cp = view.checkpoint(cid)
     if cp is None:
         raise NotFoundError(f"record {cid} is not a checkpoint held with its bytes", cid=cid)
-    past, unknown, _ = causal_past(cp.heads, view.lookup)
-    if unknown:
-        raise IntegrityError(f"{len(unknown)} records the checkpoint covers are not held", cid=cid)
+    past = causal_past(cp.heads, view.lookup)
+    if past.missing:
+        raise IntegrityError(f"{len(past.missing)} records the checkpoint covers are not held", cid=cid)
     covered = ConvState()
-    for c in sorted(past):  # as `checkpoints.check` folds them; entries of compacted records included
+    for c in sorted(past.held):  # as `checkpoints.check` folds them; entries of compacted records included
         if c not in folded.entries:
             raise IntegrityError(f"record {c} the checkpoint covers is not in the folded state", cid=cid)
         state_.apply(covered, folded.entries[c])
     data = state_.snapshot(covered)
     if state_.snapshot_cid(data) != cp.snapshot:
         raise IntegrityError("the checkpoint's snapshot is not the fold of the records it covers", cid=cid)
-    store.compact(view.conv, past, cid, data)
+    store.compact(view.conv, past.held, cid, data)
 
 
 def landed(
@@ -176,6 +176,15 @@ def rescan(store: Store, watch: Watch, conv: str, entries: Iterable[Entry], *, n
         new += _forks(store, view, records, held, now_ms)  # every member fresh: every neighbour pair
     watch.scanned[conv] = store.change_token()
     return new
+
+
+def rescan_each(store: Store, watch: Watch, convs: Iterable[str], entries: Entries, clock: Clock) -> None:
+    """`rescan` each of `convs`, skipping one whose records cannot be read (`verify` reports those)."""
+    for conv in convs:
+        try:
+            rescan(store, watch, conv, entries(conv), now_ms=clock())
+        except ConvgraphError:
+            continue  # the findings stored already stand
 
 
 def cosignatures_of(view: ConvView, entries: Iterable[Entry], checkpoint: CID | None = None) -> Iterator[

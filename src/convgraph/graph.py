@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from convgraph.core.cid import CID
@@ -60,22 +61,40 @@ def ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
     return seen
 
 
-def missing_ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
-    """CIDs reachable from `start` (members of `start` included) that `parents_of` does not know."""
-    seen: set[CID] = set()
+@dataclass(frozen=True, slots=True)
+class Closure:
+    """What a walk down the parents from some records reached: `held`, the records reached
+    that `parents_of` knows; `missing`, those it does not; `parents`, every CID a held record
+    names as a parent. A start member is reached too, so it is in `held` or in `missing`."""
+
+    held: frozenset[CID]
+    missing: frozenset[CID]
+    parents: frozenset[CID]
+
+
+def closure(start: Iterable[CID], parents_of: ParentsOf) -> Closure:
+    """Everything reachable from `start` through parents (members of `start` included)."""
+    held: set[CID] = set()
     missing: set[CID] = set()
+    named: set[CID] = set()
     stack = list(start)
     while stack:
         cid = stack.pop()
-        if cid in seen or cid in missing:
+        if cid in held or cid in missing:
             continue
         parents = parents_of(cid)
         if parents is None:
             missing.add(cid)
             continue
-        seen.add(cid)
+        held.add(cid)
+        named.update(parents)
         stack.extend(parents)
-    return missing
+    return Closure(frozenset(held), frozenset(missing), frozenset(named))
+
+
+def missing_ancestors(start: Iterable[CID], parents_of: ParentsOf) -> set[CID]:
+    """CIDs reachable from `start` (members of `start` included) that `parents_of` does not know."""
+    return set(closure(start, parents_of).missing)
 
 
 def reaches(

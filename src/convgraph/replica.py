@@ -4,7 +4,11 @@
 `replica.sqlite`); `Replica.in_memory()` a throwaway one. Writing fills in parents (the
 current heads plus the author's previous record), seq and hlc, signs, and stores in one
 transaction. Ingest validates every foreign record on its own and reports what happened
-to each. Invariant: the store only ever holds records that passed every ingest rule.
+to each. The work lives in rooms of its own: authoring in `replica_writes`, ingest and
+adoption in `replica_intake`, the cached folds in `replica_folds`, drafts of turns in
+`replica_drafts`, checkpoint claims in `replica_checkpoints`, re-checking in
+`replica_verify`, witnessed history in `witnessing` and `checkpointing`. Invariant: the
+store only ever holds records that passed every ingest rule.
 """
 
 from __future__ import annotations
@@ -17,20 +21,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from convgraph import checkpointing, collector, witness_policy, witnessing
-from convgraph.adoption import plan_adoption
-from convgraph.core import hlc as hlc_
+from convgraph import checkpointing, witness_policy, witnessing
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
-from convgraph.core.keys import SigningKey, load_key, save_key
+from convgraph.core.keys import SigningKey, load_or_create_key
 from convgraph.core.kinds import NONCE_LEN
-from convgraph.core.record import (
-    DEFAULT_LIMITS,
-    Limits,
-    Record,
-    load_trusted,
-    sign_record,
-)
+from convgraph.core.record import DEFAULT_LIMITS, Limits, Record, load_trusted
 from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import (
@@ -40,39 +36,34 @@ from convgraph.errors import (
     NotFoundError,
     ProjectionError,
 )
-from convgraph.ingest import IngestReport, Item, plan_ingest
-from convgraph.integrity.checkpoints import CheckResult, previous_checkpoint
+from convgraph.ingest import IngestReport, Item
+from convgraph.integrity.checkpoints import CheckResult
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
-from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
-from convgraph.projections.authority import Authority, AuthorityState
-from convgraph.projections.resume import RECORDERS, to_provider
+from convgraph.projections.authority import Authority
+from convgraph.projections.resume import to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
 from convgraph.projections.transcript import Window, resume_window, transcript
 from convgraph.projections.turn import Role, ToolCall, Turn
-from convgraph.replica_folds import Folds, authority_from
+from convgraph.replica_checkpoints import claim, refuse_unwritten, require_witnessed
+from convgraph.replica_drafts import Draft, genesis_payload, response_drafts, turn_draft
+from convgraph.replica_folds import Folds
+from convgraph.replica_intake import Intake
 from convgraph.replica_verify import VerifyReport, stored_record, verify_store
-from convgraph.store.base import QuarantineBounds, Store, WriteSet
+from convgraph.replica_writes import Writer
+from convgraph.store.base import QuarantineBounds, Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
 from convgraph.witness_policy import WitnessPolicy
 from convgraph.witnessing import SessionVerdict
 
+__all__ = ["DB_FILE", "KEY_FILE", "Config", "Draft", "Replica", "resume"]
+
 KEY_FILE: Final = "actor.key"
 DB_FILE: Final = "replica.sqlite"
-
-
-@dataclass(frozen=True)
-class Draft:
-    """One record to write: what the author decides; the replica fills in the rest."""
-
-    kind: str
-    payload: dict[str, Any]
-    refs: Sequence[CID] = ()
-    branch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,21 +91,15 @@ class Replica:
         self.key = key
         self.clock = clock
         self.config = config or Config()
-        self._hlc = store.max_hlc()
-        # what `write_many` left behind per conversation, valid while the store's change
-        # token is the one read at that commit: saves three look-ups per local write
-        self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
         self._folds = Folds(store)
         self._checkpoints = checkpointing.Watch()
+        self._writer = Writer(store, self._folds)
+        self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
         self.home: Path | None = None  # the directory `open` read, where its configuration lives
 
     @classmethod
     def open(
-        cls,
-        path: Path | str,
-        *,
-        clock: Clock = system_clock,
-        config: Config | None = None,
+        cls, path: Path | str, *, clock: Clock = system_clock, config: Config | None = None,
         synchronous: Synchronous = "NORMAL",
     ) -> Replica:
         """Open the replica in directory `path`, creating the directory, key and store if absent."""
@@ -123,14 +108,7 @@ class Replica:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
-        key_path = home / KEY_FILE
-        if not key_path.exists():
-            try:
-                save_key(SigningKey.generate(), key_path)
-            except ConvgraphError:
-                if not key_path.exists():  # a concurrent opener may have won the race
-                    raise
-        key = load_key(key_path)
+        key = load_or_create_key(home / KEY_FILE)
         replica = cls(SqliteStore(home / DB_FILE, synchronous=synchronous), key, clock=clock, config=config)
         replica.home = home
         return replica
@@ -148,11 +126,7 @@ class Replica:
         return self.key.public
 
     def create(
-        self,
-        title: str | None = None,
-        *,
-        nonce: bytes | None = None,
-        migrated_from: str | None = None,
+        self, title: str | None = None, *, nonce: bytes | None = None, migrated_from: str | None = None,
         refs: Sequence[CID] = (),
     ) -> str:
         """Root a new conversation owned by this replica's key; returns its id (`conv_id`).
@@ -163,11 +137,7 @@ class Replica:
         """
         nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         conv = conv_id(self.actor, nonce)
-        payload: dict[str, Any] = {"nonce": nonce}
-        if title is not None:
-            payload["title"] = title
-        if migrated_from is not None:
-            payload["migrated_from"] = migrated_from
+        payload = genesis_payload(nonce, title, migrated_from)
         with self.store.transaction():  # the check and the genesis in one step: no second root
             if self.store.heads(conv):
                 raise GenesisError(f"conversation {conv} exists already: pick another nonce")
@@ -175,12 +145,7 @@ class Replica:
         return conv
 
     def write(
-        self,
-        conv: str,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        refs: Sequence[CID] = (),
+        self, conv: str, kind: str, payload: dict[str, Any], *, refs: Sequence[CID] = (),
         branch: str | None = None,
     ) -> Record:
         """Author, sign and store one record in `conv`; returns it once it is durable."""
@@ -198,76 +163,14 @@ class Replica:
                 f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
                 conv=conv,
             )
-        out: list[Record] = []
-        with collector.paused(), self.store.transaction():
-            token, tips = self._tips
-            if token != self.store.change_token():
-                tips = {}
-            parents, seq, seen = tips.get(conv) or self._tip_from_store(conv)
-            authority = self._folds.authority(conv)
-            for draft in drafts:
-                stamp = hlc_.after_all(self._hlc, seen, self.clock())
-                if authority is not None:  # before signing: say which capability is missing
-                    authority_.require(authority, self.actor, draft.kind, draft.payload,
-                                       heads=parents, at_ms=stamp.wall_ms)
-                record = sign_record(
-                    self.key, conv=conv, seq=seq, hlc=stamp, parents=parents, kind=draft.kind,
-                    payload=draft.payload, refs=draft.refs, branch=draft.branch,
-                    limits=self.config.limits,
-                )
-                if authority is not None:  # the graph rules need the signed record's parents
-                    authority_.check(authority, record)
-                    authority_.apply(authority, record)
-                    self._folds.added(conv, [record.cid])
-                out.append(record)
-                self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
-            self.store.commit(WriteSet(records=out, fresh=True))
-            token = self.store.change_token()
-        if authority is not None:
-            self._folds.confirmed([conv])
-        if out:  # one assignment: a concurrent writer sees an old pair or a new one, never a mix
-            self._tips = (token, {**tips, conv: ({out[-1].cid}, seq, [out[-1].hlc])})
-        return out
-
-    def _tip_from_store(self, conv: str) -> tuple[set[CID], int, list[Hlc]]:
-        """What the next record in `conv` builds on: the heads plus our previous record."""
-        parents = set(self.store.heads(conv))
-        last = self.store.last_own(self.actor, conv)
-        if last is not None:
-            parents.add(last.cid)
-        seen = [m.hlc for m in self.store.metas(parents).values()]
-        return parents, 1 if last is None else last.seq + 1, seen
+        return self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
 
     def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest.
 
         With `conversations`, records of other conversations are rejected, not stored.
         """
-        with collector.paused(), self.store.transaction():
-            now = self.clock()
-            states: dict[str, AuthorityState | None] = {}
-
-            def authority(conv: str) -> AuthorityState | None:  # brought up to date once per ingest
-                if conv not in states:
-                    states[conv] = self._folds.authority(conv)
-                return states[conv]
-
-            writes, report = plan_ingest(
-                items, self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
-                limits=self.config.limits, conversations=conversations, authority=authority,
-            )
-            judged: dict[str, list[CID]] = {}
-            for record in writes.records:
-                if states.get(record.conv) is not None:
-                    judged.setdefault(record.conv, []).append(record.cid)
-            for conv, cids in judged.items():
-                self._folds.added(conv, cids)
-            self._land(writes, report)
-            if judged:  # what this commit stored of them was added to their states while planning
-                self._folds.caught_up_to(judged, self.store.cursor())
-        self._folds.confirmed(states)
-        self._merge_clock(report, now)
-        return report
+        return self._intake.ingest(items, config=self.config, clock=self.clock, conversations=conversations)
 
     def adopt(self, checkpoint: bytes, snapshot: bytes, cover: bytes) -> IngestReport:
         """Take a compacted conversation on its checkpoint signer's word (docs/format.md 11.5).
@@ -277,48 +180,7 @@ class Replica:
         `CoverError` (or the checkpoint's own intrinsic error) and changes nothing when they
         do not vouch for one another. A checkpoint already held is reported as a duplicate.
         """
-        with self.store.transaction():
-            now = self.clock()
-            adoption = plan_adoption(checkpoint, snapshot, cover, self.store, now_ms=now,
-                                     max_drift_ms=self.config.max_drift_ms, limits=self.config.limits)
-            if adoption is None:
-                return IngestReport(duplicates=[CID.of_record(checkpoint)])
-            record = adoption.checkpoint
-            adopted: AuthorityState | None = None
-            if is_rooted(record.conv):  # the base's records, then what the base lets in, are judged
-                held = self.store.metas(e for e in state_.restore(snapshot).entries)
-                adopted = authority_from(record.conv, snapshot,
-                                               {**held, **{h.cid: h for h in adoption.headers}})
-                for cid, data in self.store.since(0, record.conv)[0]:
-                    authority_.apply(adopted, load_trusted(data, cid))
-
-            def authority(conv: str) -> AuthorityState | None:
-                return adopted if conv == record.conv else self._folds.authority(conv)
-
-            writes, report = plan_ingest(
-                (), self.store, now_ms=now, max_drift_ms=self.config.max_drift_ms,
-                limits=self.config.limits, adoption=adoption, authority=authority,
-            )
-            self._land(writes, report)
-            # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
-            self.store.compact(record.conv, (), record.cid, adoption.snapshot)
-        # the folded view lacks what only the snapshot holds; authority is rebuilt from it and the headers
-        self._folds.drop(record.conv)
-        self._merge_clock(report, now)
-        return report
-
-    def _land(self, writes: WriteSet, report: IngestReport) -> None:
-        self.store.commit(writes)
-        if writes.equivocations:  # in the same transaction: no equivocation without its finding
-            witnessing.record_equivocations(self.store, writes.equivocations, now_ms=self.clock())
-        if writes.records:  # a checkpoint or cosignature that landed, or a record one waited for
-            checkpointing.landed(self.store, self._checkpoints, writes.records, self._entries,
-                                 now_ms=self.clock())
-        if writes.pending_put:  # only a growing quarantine can exceed its bounds
-            report.evict(self.store.evict_pending(self.config.quarantine))
-
-    def _merge_clock(self, report: IngestReport, now: int) -> None:
-        self._hlc = hlc_.receive_all(self._hlc, report.accepted_hlcs, now)
+        return self._intake.adopt(checkpoint, snapshot, cover, config=self.config, clock=self.clock)
 
     def release_held(self) -> IngestReport:
         """Place records that were held for our clock (or their parents) and are now due."""
@@ -331,49 +193,21 @@ class Replica:
     # ------------------------------------------------------------ conversation views
 
     def say(
-        self,
-        conv: str,
-        role: Role | str,
-        content: str | list[dict[str, Any]],
-        *,
-        tool_calls: Sequence[ToolCall] = (),
-        tool_use_id: str | None = None,
-        is_error: bool = False,
+        self, conv: str, role: Role | str, content: str | list[dict[str, Any]], *,
+        tool_calls: Sequence[ToolCall] = (), tool_use_id: str | None = None, is_error: bool = False,
         branch: str | None = None,
     ) -> Record:
         """Append one turn to `conv` as `role` (user, assistant or tool)."""
-        try:
-            role = Role(role)
-        except ValueError:
-            raise ProjectionError(f"role must be user, assistant or tool, not {role!r}") from None
-        payload: dict[str, Any] = {"conversation_id": conv, "role": role.value, "content": content}
-        if role is Role.ASSISTANT:
-            if tool_calls:
-                payload["tool_calls"] = [
-                    {"id": c.id, "name": c.name, "input": c.input, **({"meta": c.meta} if c.meta else {})}
-                    for c in tool_calls
-                ]
-            kind = "agent_message"
-        elif role is Role.TOOL:
-            if tool_use_id is None:
-                raise ProjectionError("a tool turn must name the tool_use_id it answers")
-            payload.update(tool_use_id=tool_use_id, **({"is_error": True} if is_error else {}))
-            kind = "tool_result"
-        else:
-            kind = "user_message"
-        return self.write_many(conv, [Draft(kind, payload, branch=branch)])[0]
+        draft = turn_draft(conv, role, content, tool_calls=tool_calls, tool_use_id=tool_use_id,
+                           is_error=is_error, branch=branch)
+        return self.write_many(conv, [draft])[0]
 
     def record_response(
         self, conv: str, response: Any, *, provider: str | None = None, branch: str | None = None
     ) -> list[Record]:
         """Append a provider's response (an SDK object, or its dict with `provider` named)
         as turns, keeping thinking / reasoning blocks and their signatures byte for byte."""
-        name = provider or _provider_of(response)
-        recorder = RECORDERS.get(name)
-        if recorder is None:
-            raise ProjectionError(f"cannot tell which provider made this {type(response).__name__}")
-        drafts = [Draft(kind, {"conversation_id": conv, **payload}, branch=branch)
-                  for kind, payload in recorder(response)]
+        drafts = response_drafts(conv, response, provider=provider, branch=branch)
         return self.write_many(conv, drafts) if drafts else []
 
     def branch(self, conv: str, name: str, at: CID, *, purpose: str | None = None) -> Record:
@@ -382,12 +216,7 @@ class Replica:
         return self.write(conv, "branch", payload)
 
     def merge(
-        self,
-        conv: str,
-        branch: str,
-        *,
-        accepted: Iterable[CID] = (),
-        summary: str | None = None,
+        self, conv: str, branch: str, *, accepted: Iterable[CID] = (), summary: str | None = None,
         content: str | list[dict[str, Any]] | None = None,
     ) -> Record:
         """Join every current head of `conv` on main, saying what of `branch` was accepted."""
@@ -449,20 +278,18 @@ class Replica:
             observations = retention.keep(observations, Surface.REPLAY)
         return routing_stats(observations)
 
-    def checkpoint(self, conv: str, *, compact: bool = False) -> Record:
+    def checkpoint(self, conv: str, *, compact: bool = False, policy: WitnessPolicy | None = None) -> Record:
         """Sign a checkpoint of `conv` (heads, count, snapshot CID); with `compact`, drop the
-        raw records it covers and keep the snapshot, in one transaction."""
+        raw records it covers (not those a finding cites) and keep the snapshot, in one
+        transaction. With `compact` under a witness `policy` of k > 0 (default: the one
+        configured in this replica's home) nothing is written: `UnwitnessedError`, since
+        compaction waits for k cosignatures (docs/integrity.md §7.4; then `compact_behind`)."""
+        if compact:
+            refuse_unwritten(self._policy(policy))
         # the snapshot holds every surface whole (replay streams included), so compaction
         # trims no history: it only stops keeping the raw records beside their fold
         with self.store.transaction():
-            folded = self.state(conv)
-            covered, data = list(folded.entries), state_.snapshot(folded)
-            payload = {
-                "heads": self.heads(conv), "count": len(covered), "snapshot": state_.snapshot_cid(data),
-            }
-            previous = previous_checkpoint(folded.entries.values(), self.key.public)
-            if previous is not None:  # docs/integrity.md §7.1: an author's checkpoints form a chain
-                payload["previous"] = previous
+            payload, covered, data = claim(self.state(conv), self.heads(conv), self.actor)
             record = self.write(conv, "checkpoint", payload)
             if compact:
                 self.store.compact(conv, covered, record.cid, data)
@@ -482,7 +309,7 @@ class Replica:
 
     def now(self) -> Hlc:
         """The replica's hybrid logical clock as of its last event."""
-        return self._hlc
+        return self._writer.hlc
 
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
@@ -493,12 +320,8 @@ class Replica:
     def findings(self, conv: str | None = None) -> list[Finding]:
         """The findings this replica holds (about `conv`), oldest first (docs/integrity.md §6);
         the checkpoints not yet settled (§7.2) are checked first."""
-        for name in [conv] if conv is not None else self.conversations():
-            try:
-                checkpointing.rescan(self.store, self._checkpoints, name, self._entries(name),
-                                     now_ms=self.clock())
-            except ConvgraphError:
-                continue  # a record that cannot be read is `verify`'s to report; the stored findings stand
+        convs = [conv] if conv is not None else self.conversations()
+        checkpointing.rescan_each(self.store, self._checkpoints, convs, self._entries, self.clock)
         return witnessing.findings(self.store, conv)
 
     def checkpoint_status(self, cid: CID) -> CheckResult:
@@ -506,19 +329,23 @@ class Replica:
         unverified, or false with the check that failed (then recorded as a finding)."""
         return checkpointing.status(self.store, self._checkpoints, cid, now_ms=self.clock())
 
-    def compact_behind(self, checkpoint: CID) -> None:
+    def compact_behind(self, checkpoint: CID, policy: WitnessPolicy | None = None) -> None:
         """Drop the bytes of the records checkpoint `checkpoint` covers (docs/conversation.md §6),
-        keeping what findings cite; `IntegrityError` when its snapshot is not their fold."""
+        keeping what findings cite; `UnwitnessedError` unless k witnesses of `policy` (default:
+        the configured one) cosigned it, `IntegrityError` when its snapshot is not their fold."""
         conv = checkpointing.conv_of(self.store, checkpoint)
+        policy = self._policy(policy)
         with self.store.transaction():
+            require_witnessed(self.store, checkpoint, policy, self._entries)
             checkpointing.compact_behind(self.store, checkpoint, self.state(conv))
 
     def witnessed(self, cid: CID, policy: WitnessPolicy | None = None) -> bool:
         """Whether checkpoint `cid` holds valid cosignatures by at least k distinct witnesses of
         `policy` (default: the one configured in this replica's home; §7.4)."""
-        if policy is None:
-            policy = witness_policy.load(self.home) if self.home is not None else WitnessPolicy()
-        return witness_policy.witnessed(self.store, cid, policy, self._entries)
+        return witness_policy.witnessed(self.store, cid, self._policy(policy), self._entries)
+
+    def _policy(self, policy: WitnessPolicy | None) -> WitnessPolicy:
+        return witness_policy.configured(self.home) if policy is None else policy
 
     def _entries(self, conv: str) -> Iterable[state_.Entry]:
         return self.state(conv).entries.values()
@@ -577,15 +404,3 @@ def resume(
     """`replica.resume(…)` as a function: the provider-valid messages to continue `conv`."""
     return replica.resume(conv, provider, last=last, branch=branch)
 
-
-_SDK_MODULES: Final = (
-    ("anthropic.", "anthropic"),
-    ("openai.types.chat.", "openai"),
-    ("openai.types.responses.", "openai-responses"),
-    ("google.genai.", "gemini"),
-)
-
-
-def _provider_of(response: Any) -> str:
-    module = type(response).__module__ + "."
-    return next((name for prefix, name in _SDK_MODULES if module.startswith(prefix)), "")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from convgraph.core.record import Record
-from convgraph.errors import ConvgraphError, NoteError, PeerMisbehavedError, UnwitnessedError
+from convgraph.errors import ConvgraphError, NoteError, PeerMisbehavedError
 from convgraph.integrity import cosignature as cosignature_
 from convgraph.integrity import note
 from convgraph.projections.state import Entry
@@ -100,9 +100,4 @@ def _entries(replica: Replica) -> Callable[[str], Iterable[Entry]]:
 
 def compact_witnessed(replica: Replica, checkpoint: Record, policy: WitnessPolicy) -> None:
     """Compact behind `checkpoint` when it is witnessed under `policy`, else `UnwitnessedError`."""
-    got = cosigners(replica.store, checkpoint.cid, policy, _entries(replica))
-    if len(got) < policy.k:
-        raise UnwitnessedError(
-            f"checkpoint {checkpoint.cid} is cosigned by {len(got)} of the {policy.k} witnesses "
-            "the policy asks for: every record is kept", cid=checkpoint.cid, got=len(got), k=policy.k)
-    replica.compact_behind(checkpoint.cid)
+    replica.compact_behind(checkpoint.cid, policy)

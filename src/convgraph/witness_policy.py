@@ -100,6 +100,11 @@ def load(home: Path) -> WitnessPolicy:
     return _checked(WitnessPolicy(witnesses, k))
 
 
+def configured(home: Path | None) -> WitnessPolicy:
+    """The policy a replica opened at `home` applies; the empty one for a replica with no home."""
+    return load(home) if home is not None else WitnessPolicy()
+
+
 def save(home: Path, policy: WitnessPolicy) -> None:
     """Write the policy to `home` whole: a reader sees the old file or the new one."""
     body: dict[str, Any] = {"k": policy.k, "witnesses": [

@@ -107,7 +107,8 @@ def _checkpoint_commands(cli: click.Group) -> None:
         policy = witness_policy.load(Path(ctx.obj["home"]))
         with Replica.open(ctx.obj["home"]) as r:
             with writing(ctx, r, conv) as target:
-                rec = r.checkpoint(target, compact=compact and policy.k == 0)
+                # under a policy the checkpoint must exist before witnesses can cosign it
+                rec = r.checkpoint(target, compact=compact and policy.k == 0, policy=policy)
             body: dict[str, Any] = {"cid": str(rec.cid), "count": rec.payload["count"],
                                     "snapshot": str(rec.payload["snapshot"])}
             if compact and policy.k > 0:

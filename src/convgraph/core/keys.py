@@ -170,3 +170,15 @@ def load_key(path: Path) -> SigningKey:
     if len(lines[1]) != 2 * _SEED_LEN or lines[1].strip("0123456789abcdef"):
         raise KeyFileError(f"malformed key file {path}: the seed must be 64 lower-case hex digits")
     return SigningKey(bytes.fromhex(lines[1]))
+
+
+def load_or_create_key(path: Path) -> SigningKey:
+    """The key in `path`, generated and saved first when there is none (a concurrent creator
+    may win the race: then its key is the one read)."""
+    if not path.exists():
+        try:
+            save_key(SigningKey.generate(), path)
+        except KeyFileError:
+            if not path.exists():
+                raise
+    return load_key(path)

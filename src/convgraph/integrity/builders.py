@@ -150,7 +150,7 @@ def unverifiable_checkpoint_finding(cid: CID, conv: str, fetch: Fetch, found_ms:
     result = check(cp, lookup, raw.get)
     if result.status is not Status.FALSE or result.check is None:
         return None
-    past = causal_past(cp.heads, lookup)[0] | {cid}
+    past = causal_past(cp.heads, lookup).held | {cid}
     claim = {"checkpoint": cid, "check": result.check}
     return _finding(encode_bundle(UNVERIFIABLE_CHECKPOINT, conv, [], [raw[c] for c in past], claim),
                     (), found_ms)

@@ -18,6 +18,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record
 from convgraph.errors import IntegrityError
+from convgraph.graph import Closure, closure
 from convgraph.integrity.consistency import Lookup, Verdict, covered
 from convgraph.projections import state as state_
 
@@ -98,43 +99,30 @@ class CheckResult:
     missing: frozenset[CID] = frozenset()
 
 
-def causal_past(
-    heads: Iterable[CID], lookup: Lookup
-) -> tuple[frozenset[CID], frozenset[CID], frozenset[CID]]:
-    """(held records in the causal past of `heads`, heads included; unknown ones reached;
-    those reached as someone's parent)."""
-    past: set[CID] = set()
-    unknown: set[CID] = set()
-    parents: set[CID] = set()
-    stack = list(heads)
-    while stack:
-        cid = stack.pop()
-        if cid in past or cid in unknown:
-            continue
+def causal_past(heads: Iterable[CID], lookup: Lookup) -> Closure:
+    """§7.2's causal past of `heads` over the records held: `graph.closure` read through a `Lookup`."""
+
+    def parents_of(cid: CID) -> tuple[CID, ...] | None:
         meta = lookup(cid)
-        if meta is None:
-            unknown.add(cid)
-            continue
-        past.add(cid)
-        parents.update(meta[1])
-        stack.extend(meta[1])
-    return frozenset(past), frozenset(unknown), frozenset(parents)
+        return None if meta is None else meta[1]
+
+    return closure(heads, parents_of)
 
 
 def check(cp: Checkpoint, lookup: Lookup, fetch: Fetch) -> CheckResult:
     """§7.2, in order: heads maximal, count = |causal past|, snapshot CID of their fold."""
-    past, unknown, parents = causal_past(cp.heads, lookup)
-    if unknown:
-        detail = f"{len(unknown)} records of its causal past are not held"
-        return CheckResult(Status.UNVERIFIED, detail=detail, missing=unknown)
-    inner = sorted(set(cp.heads) & parents)
+    past = causal_past(cp.heads, lookup)
+    if past.missing:
+        detail = f"{len(past.missing)} records of its causal past are not held"
+        return CheckResult(Status.UNVERIFIED, detail=detail, missing=past.missing)
+    inner = sorted(set(cp.heads) & past.parents)
     if inner:
         return CheckResult(Status.FALSE, "heads", f"head {inner[0]} is an ancestor of another head")
-    if len(past) != cp.count:
+    if len(past.held) != cp.count:
         return CheckResult(Status.FALSE, "count",
-                           f"its heads cover {len(past)} records, it claims {cp.count}")
+                           f"its heads cover {len(past.held)} records, it claims {cp.count}")
     folded = state_.ConvState()
-    for cid in sorted(past):
+    for cid in sorted(past.held):
         data = fetch(cid)
         if data is None:
             return CheckResult(Status.PARTLY_VERIFIED, detail=f"record {cid} is held as a header only")
