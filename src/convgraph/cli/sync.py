@@ -24,7 +24,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from convgraph.cli import safe_text
-from convgraph.core.keys import SigningKey, actor_text, load_key, save_key
+from convgraph.core.keys import actor_text, load_or_create_key
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
@@ -52,10 +52,8 @@ def _server_replica(
     from convgraph.store.postgres import PostgresStore, listen  # noqa: PLC0415
 
     home.mkdir(parents=True, exist_ok=True)
-    key_path = home / KEY_FILE
-    if not key_path.exists():
-        save_key(SigningKey.generate(), key_path)
-    replica = Replica(PostgresStore(db, schema=schema), load_key(key_path))
+    # two instances started at once on one home must not each write a key: one wins, both read it
+    replica = Replica(PostgresStore(db, schema=schema), load_or_create_key(home / KEY_FILE))
     # nonces in the shared database: a replay sent to another instance is refused there too
     return replica, lambda: listen(db, schema), PostgresNonces(db, schema)
 
