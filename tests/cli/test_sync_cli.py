@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from convgraph import Config, Replica, SigningKey
+from convgraph.cli.sync import _server_replica
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
 from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
@@ -344,3 +345,14 @@ def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
     proved = subprocess.run([*CLI, "--home", str(elsewhere / "home"), "verify-evidence", str(bundle)],
                             cwd=elsewhere, capture_output=True, text=True, env=ENV, timeout=60, check=False)
     assert proved.returncode == 0, proved.stdout + proved.stderr
+
+
+def test_the_sqlite_server_fsyncs_every_commit_so_its_receipts_survive_a_power_loss(tmp_path: Path) -> None:
+    """docs/integrity.md §2.3: a receipt promises its records for good, so `serve` (and
+    `serve --spool`, which signs receipts too) runs SQLite at synchronous=FULL."""
+    replica, listen, nonces = _server_replica(tmp_path / "server", None, "convgraph")
+    with replica:
+        assert (listen, nonces) == (None, None)
+        assert replica.store.synchronous == "FULL"  # type: ignore[attr-defined]
+    with Replica.open(tmp_path / "server") as client:  # a client's own replica keeps the faster default
+        assert client.store.synchronous == "NORMAL"  # type: ignore[attr-defined]

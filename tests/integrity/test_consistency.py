@@ -22,8 +22,8 @@ from convgraph.errors import IntegrityError
 from convgraph.integrity.consistency import (
     Lookup,
     Verdict,
-    _verdicts,
     covered,
+    covered_each,
     extends,
     inconsistent,
     missing,
@@ -263,7 +263,7 @@ def test_one_walk_for_many_targets_decides_each_as_its_own_walk_would(data: st.D
     xs = data.draw(st.sets(st.sampled_from(dag.cids), min_size=1, max_size=5))
     hidden = data.draw(st.sets(st.sampled_from(dag.cids), max_size=2))
     lookup = dag.lookup(hidden)
-    together = _verdicts(heads, xs, lookup)
+    together = covered_each(xs, heads, lookup)
     for x in xs:
         assert together[x] is covered(x, heads, lookup) is _one_walk(x, heads, lookup)
 
@@ -304,7 +304,7 @@ def test_a_broken_hlc_order_elsewhere_does_not_make_a_target_found() -> None:
               {y: Hlc(1, 0), x: Hlc(5, 0), r: Hlc(7, 0), r2: Hlc(3, 0), h: Hlc(10, 0)})
     lookup = dag.lookup()
     assert covered(x, [h], lookup) is Verdict.NO
-    assert _verdicts([h], {x, y}, lookup) == {x: Verdict.NO, y: Verdict.UNDECIDED}
+    assert covered_each({x, y}, [h], lookup) == {x: Verdict.NO, y: Verdict.UNDECIDED}
 
 
 def test_self_consistency_is_no_when_decided_and_undecided_when_a_stored_record_is_unknown() -> None:

@@ -150,6 +150,28 @@ def test_an_honest_receipt_is_opened_and_closed_by_its_own_session(dag: Dag) -> 
     assert out.claims == () and out.pending == () and out.open == (r,) and out.close == (r.cid,)
 
 
+def test_a_receipt_of_many_records_is_judged_with_look_ups_in_proportion_to_them() -> None:
+    """§2.4: the walks for several targets are one walk. Steps 2 and 4 on a receipt naming n
+    records of a chain cost O(n) look-ups; one walk per record would cost O(n²)."""
+    n, d, calls = 300, Dag(), [0]
+    d.add("r0", wall=1)
+    for i in range(1, n + 1):
+        d.add(f"r{i}", f"r{i - 1}", wall=i + 1)
+
+    def counting(cid: CID) -> tuple[Hlc, tuple[CID, ...]] | None:
+        calls[0] += 1
+        return d(cid)
+
+    receipt = st(d, [f"r{n - 1}"], n, T, stored=[f"r{i}" for i in range(n)])
+    later = st(d, [f"r{n}"], n + 1, T + LATER)
+    for memory, statements in [(Memory(), (receipt,)), (Memory(receipt, (receipt,)), (later,))]:
+        calls[0] = 0
+        out = check_session(PEER, CONV, memory, session(*statements), counting)
+        assert out.claims == () and out.pending == () and out.advance
+        assert calls[0] <= 10 * n, f"{calls[0]} look-ups to judge a receipt of {n} records"
+    assert out.close == (receipt.cid,)
+
+
 # ---------------------------------------------------------------- step 3: extends the remembered
 
 

@@ -100,6 +100,14 @@ def test_wal_mode_is_on(path: Path, raw: Callable[[], sqlite3.Connection]) -> No
         store.close()
 
 
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_the_store_commits_with_the_durability_it_was_opened_with(path: Path, synchronous: Any) -> None:
+    with closing(SqliteStore(path, synchronous=synchronous)) as store:
+        assert store.synchronous == synchronous
+    with closing(SqliteStore(path)) as store:  # a connection's setting, not the file's
+        assert store.synchronous == "NORMAL"
+
+
 def test_a_file_that_is_not_a_database(path: Path) -> None:
     path.write_bytes(b"this is not a database, just text. " * 200)
     with pytest.raises(StoreCorruptError) as info:

@@ -44,8 +44,8 @@ Listen = Callable[[], AsyncIterator[str]]
 def _server_replica(
     home: Path, db: str | None, schema: str
 ) -> tuple[Replica, Listen | None, NonceLog | None]:
-    if db is None:
-        return Replica.open(home), None, None
+    if db is None:  # a receipt promises the records survive power loss too (docs/integrity.md §2.3)
+        return Replica.open(home, synchronous="FULL"), None, None
     if not db.startswith(("postgresql://", "postgres://")):
         raise ConvgraphError(f"--db takes a postgresql:// URL, not {db!r}")
     from convgraph.server.pg_nonces import PostgresNonces  # noqa: PLC0415 - only a PostgreSQL server needs it
@@ -189,7 +189,8 @@ def _serve_spool(home: Path, spool: Path, err: Any) -> None:
     from convgraph.sync.spool import answer_spool  # noqa: PLC0415
 
     stop = threading.Event()
-    with Replica.open(home) as replica:
+    replica, _, _ = _server_replica(home, None, "")  # it signs receipts as `serve` does
+    with replica:
         err.print(f"answering sync messages in {spool} for {Path(home) / DB_FILE}")
         try:
             responder = Responder(ReplicaPeer(replica), key=replica.key, clock=replica.clock,

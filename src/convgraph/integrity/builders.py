@@ -17,7 +17,7 @@ from convgraph.integrity.checkpoints import Checkpoint, Status, causal_past, che
 from convgraph.integrity.consistency import (
     Lookup,
     Verdict,
-    covered,
+    covered_each,
     region,
 )
 from convgraph.integrity.cosignature import Cosignature
@@ -60,7 +60,7 @@ def _fetch_lookup(conv: str, fetch: Fetch) -> tuple[Lookup, dict[CID, bytes]]:
 
 def _not_covered(earlier: Statement, later: Statement, lookup: Lookup, *, stored_only: bool) -> list[CID]:
     candidates = set(earlier.stored) if stored_only else set(earlier.heads) | set(earlier.stored)
-    return [x for x in candidates if covered(x, later.heads, lookup) is Verdict.NO]
+    return [x for x, v in covered_each(candidates, later.heads, lookup).items() if v is Verdict.NO]
 
 
 def _witness_region(

@@ -126,6 +126,12 @@ def covered(x: CID, heads: Iterable[CID], lookup: Lookup) -> Verdict:
     return _verdicts(heads, (x,), lookup)[x]
 
 
+def covered_each(xs: Iterable[CID], heads: Iterable[CID], lookup: Lookup) -> dict[CID, Verdict]:
+    """`covered(x, heads)` for every `x` of `xs`, decided by one walk (§2.4): a receipt naming
+    n records costs one walk, not n."""
+    return _verdicts(heads, set(xs), lookup)
+
+
 def region(heads: Iterable[CID], x_set: Iterable[CID], lookup: Lookup) -> set[CID]:
     """The CIDs the covered-walks for `x_set` from `heads` reach, `x_set` included.
 

@@ -17,7 +17,7 @@ from typing import Final, TypeVar
 
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, StaleStatementError
-from convgraph.integrity.consistency import Lookup, Verdict, covered, extends, missing, self_inconsistent
+from convgraph.integrity.consistency import Lookup, Verdict, covered_each, extends, missing, self_inconsistent
 from convgraph.integrity.findings import DELETION, ROLLBACK, WITHHOLDING
 from convgraph.integrity.statement import FRESHNESS_MS, Statement
 
@@ -208,7 +208,7 @@ def _check_fresh(s: Statement, session: Session) -> None:
 
 def _uncovered(stored: Iterable[CID], later: Statement, lookup: Lookup) -> tuple[set[CID], bool]:
     """The members of `stored` that `later` decidedly does not cover, and whether all were decided."""
-    verdicts = {x: covered(x, later.heads, lookup) for x in stored}
+    verdicts = covered_each(stored, later.heads, lookup)
     return {x for x, v in verdicts.items() if v is Verdict.NO}, Verdict.UNDECIDED not in verdicts.values()
 
 

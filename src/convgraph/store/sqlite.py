@@ -228,6 +228,13 @@ class SqliteStore:
     def in_transaction(self) -> bool:
         return self._depth > 0
 
+    @property
+    def synchronous(self) -> str:
+        """The durability this connection commits with, as SQLite reports it (`FULL`, `NORMAL`, ...)."""
+        with self._lock, _translated():
+            level = int(self._db.execute("PRAGMA synchronous").fetchone()[0])
+        return ("OFF", "NORMAL", "FULL", "EXTRA")[level]
+
     def change_token(self) -> object:
         return (self._query("PRAGMA data_version")[0][0], self._commits)
 
