@@ -16,6 +16,8 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
 from convgraph.errors import StaleStatementError
+from convgraph.integrity import gossip as gossip_
+from convgraph.integrity.consistency import Lookup, Verdict, inconsistent
 from convgraph.integrity.evidence import verify_bundle
 from convgraph.integrity.statement import FRESHNESS_MS, ORDER_SLACK_MS, Statement, sign_statement
 from convgraph.store.postgres import PostgresStore
@@ -171,6 +173,33 @@ def test_gossip_between_two_clients_catches_a_split_view(tmp_path: Path, history
         assert c3.replica.observe_gossip(CONV, [said([history["r1"]], 1, T, key=c3.replica.key)]) == []
     finally:
         c2.replica.close()
+        c3.replica.close()
+
+
+def test_gossip_held_already_is_not_walked_again(
+    tmp_path: Path, history: dict[str, Record], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c3 = Client(tmp_path / "c3")
+    walks: list[tuple[Statement, Statement]] = []
+
+    def counted(earlier: Statement, later: Statement, lookup: Lookup) -> Verdict:
+        walks.append((earlier, later))
+        return inconsistent(earlier, later, lookup)
+
+    monkeypatch.setattr(gossip_, "inconsistent", counted)
+    try:
+        c3.replica.ingest([history[n].data for n in ("r1", "r2", "r3", "r4")])
+        c3.session(said([history["r2"]], 2, T))
+        told = [said([history["r3"]], 3, T + 10), said([history["r4"]], 4, T + 20)]
+        assert c3.replica.observe_gossip(CONV, told) == []
+        assert len(walks) == 3  # each of the two against the remembered one, and against each other
+        walks.clear()
+        for _ in range(3):  # peers gossip the same latest statements session after session
+            assert c3.replica.observe_gossip(CONV, [*told, told[0]]) == []
+        assert walks == []
+        later = said([history["r4"]], 4, T + 30)
+        assert c3.replica.observe_gossip(CONV, [*told, later]) == [] and len(walks) == 3  # only the new one
+    finally:
         c3.replica.close()
 
 

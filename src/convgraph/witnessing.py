@@ -93,9 +93,15 @@ def observe_gossip(
     store: Store, own: bytes, conv: str, statements: Iterable[Statement], *, now_ms: int
 ) -> list[Finding]:
     """Keep the statements gossiped about `conv` (not by `own` key) and check each pair by
-    one key (§5); returns the new `server_equivocation` findings."""
-    fresh = [s for s in statements if s.conv == conv and s.key != own]
+    one key (§5); returns the new `server_equivocation` findings.
+
+    A statement held already is not checked again: each pair was checked when its later one
+    arrived (an undecided pair is kept and retried), and peers gossip the same latest
+    statements session after session, so re-checking them would walk history for nothing."""
     with store.transaction():
+        held = {s.cid for s in _decode_all([*store.remembered_in(conv), *store.gossip(conv)])}
+        fresh = [s for s in dict.fromkeys(statements)
+                 if s.conv == conv and s.key != own and s.cid not in held]
         for s in fresh:
             store.add_gossip(s)
         return _check_gossip(store, conv, fresh, store_lookup(store), now_ms)

@@ -96,7 +96,7 @@ def _true(turns: dict[str, Record], *heads: str) -> dict[str, Any]:
     """The payload of a true checkpoint at `heads`: its causal past's count and fold's snapshot."""
     held = {x.cid: x for x in turns.values()}
     past = causal_past([turns[h].cid for h in heads], lambda c: (held[c].hlc, held[c].parents) if c in held
-                       else None)[0]
+                       else None).held
     folded = state_.ConvState()
     for cid in sorted(past):
         state_.apply(folded, state_.entry_from_bytes(cid, held[cid].data))
