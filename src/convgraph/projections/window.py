@@ -1,0 +1,172 @@
+"""Resume windows and transcripts read from the turn index, in O(window) rows (docs/conversation.md §8).
+
+`IndexLines` is a `transcript.Lines` over four read functions (`Reads`), never a store: a
+line paged backwards from a canonical position, the retractions and supersessions of given
+targets, the `branch` records of a name, and records by CID. `transcript.resume_window_of`
+and `transcript.transcript_of` then read it exactly as they read a fold. When a record it
+needs was compacted (its bytes gone, its payload only in the snapshot) it raises
+`CompactedError`, and the caller folds instead. Invariant: for the rows and bytes of any
+set of records, `resume_window_of(IndexLines(...))` equals `resume_window` over the fold of
+that set less `hidden`, or raises `CompactedError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from convgraph.core.cid import CID
+from convgraph.errors import CompactedError
+from convgraph.projections.index_rows import BranchRow, LineRow, TargetRow, line_of
+from convgraph.projections.state import Entry, OrderKey, entry_from_bytes
+from convgraph.projections.transcript import Window, resume_window_of, transcript_of
+from convgraph.projections.turn import Turn, turn_from
+
+MAX_PAGE: Final = 4096
+
+LinePage = Callable[[str, "OrderKey | None", int], Sequence[tuple[LineRow, bytes]]]
+"""`(line, below, limit)` → up to `limit` rows of `line` strictly before `below` (None: from
+the end), last first, each with its record's bytes (empty: compacted)."""
+TargetsOf = Callable[[Sequence[CID]], Sequence[tuple[TargetRow, bytes]]]
+"""The retractions and supersessions of any of the targets, each with its record's bytes."""
+BranchesNamed = Callable[[str], Sequence[BranchRow]]
+"""The `branch` records of a name."""
+RecordsOf = Callable[[Sequence[CID]], Mapping[CID, tuple[OrderKey, bytes]]]
+"""Those of the CIDs held in this conversation: their order key and bytes (empty: compacted)."""
+
+
+@dataclass(frozen=True)
+class Reads:
+    """How a window reads one conversation's turn index, and what its view leaves out."""
+
+    line: LinePage
+    targets: TargetsOf
+    branches: BranchesNamed
+    records: RecordsOf
+    hidden: frozenset[CID] = frozenset()
+    any_retractor: bool = False
+
+
+@dataclass
+class IndexLines:
+    """`transcript.Lines` over the turn index. `first_page` sizes the first page of a line
+    (then pages double); `cache` may keep decoded entries and turns across calls (by CID:
+    a record never changes)."""
+
+    reads: Reads
+    first_page: int = 64
+    cache: MutableMapping[CID, tuple[Entry, Turn | None]] = field(default_factory=dict)
+    _targets: dict[CID, list[TargetRow]] = field(default_factory=dict, init=False)
+    _bytes: dict[CID, bytes] = field(default_factory=dict, init=False)  # of the supersessions read
+
+    @property
+    def any_retractor(self) -> bool:
+        return self.reads.any_retractor
+
+    def line(self, branch: str | None, upto: OrderKey | None, *, merges: bool) -> Iterator[Entry]:
+        hidden, name = self.reads.hidden, line_of(branch)
+        below = None if upto is None else _just_after(upto)
+        size = max(1, min(self.first_page, MAX_PAGE))
+        while True:
+            page = self.reads.line(name, below, size)
+            self._prefetch([r.cid for r, _ in page if r.kind != "merge"])
+            for row, data in page:
+                if row.kind == "merge" and not merges:
+                    continue
+                cid = row.cid
+                if cid not in hidden:
+                    yield self._entry(cid, data)
+            if len(page) < size:
+                return
+            below, size = page[-1][0].key, min(size * 2, MAX_PAGE)
+
+    def retractors(self, target: CID) -> Iterable[bytes]:
+        return [r.key[2] for r in self._targets_of(target) if r.kind == "retraction"]
+
+    def supersessions(self, target: CID) -> Sequence[tuple[bytes, CID]]:
+        return [(r.key[2], r.cid) for r in self._targets_of(target) if r.kind == "supersession"]
+
+    def payload(self, cid: CID) -> dict[str, Any]:
+        return self._entry(cid, self._bytes[cid]).payload  # a supersession `supersessions` named
+
+    def fork_point(self, branch: str) -> OrderKey | None:
+        rows = [r for r in self.reads.branches(branch) if r.cid not in self.reads.hidden]
+        if not rows:
+            return None
+        last = max(rows, key=lambda r: r.key)
+        if last.origin in self.reads.hidden:
+            return last.key
+        origin = self.reads.records([last.origin]).get(last.origin)
+        return last.key if origin is None else origin[0]
+
+    def entries(self, cids: Sequence[CID]) -> Mapping[CID, Entry]:
+        wanted = [c for c in cids if c not in self.reads.hidden]
+        found = self.reads.records(wanted) if wanted else {}
+        out = {c: self._entry(c, found[c][1]) for c in wanted if c in found}
+        self._prefetch(list(out))
+        return out
+
+    def turn(self, entry: Entry) -> Turn:
+        cached = self.cache.get(entry.cid)
+        if cached is not None and cached[1] is not None:
+            return cached[1]
+        turn = turn_from(entry)
+        self.cache[entry.cid] = (entry, turn)
+        return turn
+
+    def _entry(self, cid: CID, data: bytes) -> Entry:
+        cached = self.cache.get(cid)
+        if cached is not None:
+            return cached[0]
+        if not data:
+            raise CompactedError("the turn index needs a record that was compacted", cid=cid)
+        entry = entry_from_bytes(cid, data)
+        self.cache[cid] = (entry, None)
+        return entry
+
+    def _prefetch(self, targets: Sequence[CID]) -> None:
+        """Read the retractions and supersessions of `targets` in one go (targets are unique)."""
+        wanted = [c for c in targets if c not in self._targets]
+        if not wanted:
+            return
+        for c in wanted:
+            self._targets[c] = []
+        hidden = self.reads.hidden
+        for row, data in sorted(self.reads.targets(wanted), key=lambda rd: rd[0].key):
+            if row.cid not in hidden and row.target in self._targets:
+                self._targets[row.target].append(row)
+                if row.kind == "supersession":
+                    self._bytes[row.cid] = data
+
+    def _targets_of(self, target: CID) -> list[TargetRow]:
+        self._prefetch([target])
+        return self._targets[target]
+
+
+def resume_window(
+    reads: Reads, *, branch: str | None = None, last: int | None = None,
+    cache: MutableMapping[CID, tuple[Entry, Turn | None]] | None = None,
+) -> Window:
+    """`transcript.resume_window` of the indexed conversation; `CompactedError`: fold instead."""
+    lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)
+    return resume_window_of(lines, branch=branch, last=last)
+
+
+def transcript(
+    reads: Reads, *, branch: str | None = None, last: int | None = None,
+    cache: MutableMapping[CID, tuple[Entry, Turn | None]] | None = None,
+) -> list[Turn]:
+    """`transcript.transcript` of the indexed conversation; `CompactedError`: fold instead."""
+    lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)
+    return transcript_of(lines, branch=branch, last=last)
+
+
+def _first_page(last: int | None) -> int:
+    # a window usually ends within a few turns of `last` (it widens to a user turn)
+    return MAX_PAGE if last is None else max(1, last) + 8
+
+
+def _just_after(key: OrderKey) -> OrderKey:
+    """The least key above `key`: every CID has one length, so `cid + 0x00` sorts right after it."""
+    return (key[0], key[1], key[2], key[3] + b"\x00")
