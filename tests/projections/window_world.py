@@ -131,3 +131,13 @@ def memory_reads(
         return {c: (keys[c], data[c]) for c in cids if c in keys}
 
     return Reads(line, targets, branches, held, frozenset(hidden), any_retractor)
+
+
+def upgrade_history() -> list[Record]:
+    """A fixed history with every indexed kind, in canonical (topological) order."""
+    world = World.new(2)
+    for op in [("user", 0, 1, None), ("assistant", 0, 2, None), ("branch", 0, 3, None), ("user", 0, 4, "b1"),
+               ("retract", 0, 5, None), ("supersede", 0, 6, None), ("merge", 0, 7, None), ("tick", 1, 1, None),
+               ("user", 1, 8, None), ("sync", 0, 1, None), ("merge", 0, 9, None)]:
+        world.run(op)
+    return sorted(world.made, key=lambda r: r.order_key)

@@ -17,13 +17,17 @@ from typing import Any, Final
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
-from convgraph.errors import SnapshotError
+from convgraph.errors import ConvgraphError, SnapshotError
 from convgraph.projections.state import Entry, OrderKey
 from convgraph.projections.turn import TURN_KINDS, Folded
+
+__all__ = ["LINE_KINDS", "MAIN", "TARGET_KINDS", "BranchRow", "LineRow", "OrderKey", "Row", "TargetRow",
+           "line_of", "order_key", "row_of", "rows_of", "snapshot_entries", "snapshot_rows"]
 
 MAIN: Final = ""  # the line of records on no branch (a branch name is never empty)
 LINE_KINDS: Final = TURN_KINDS | {"merge"}
 TARGET_KINDS: Final = frozenset({"retraction", "supersession"})
+_MALFORMED: Final = (ConvgraphError, LookupError, TypeError, ValueError, AttributeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +101,25 @@ def rows_of(entries: Iterable[Folded]) -> Iterator[Row]:
             yield row
 
 
-def snapshot_entries(data: bytes) -> Iterator[Entry]:
+def snapshot_entries(data: bytes) -> list[Entry]:
     """The entries of snapshot bytes a store keeps (checked when they were kept: decoded, not
     re-verified); `SnapshotError` when they are not a snapshot's shape."""
-    value: Any = codec.decode_trusted(data)
-    if type(value) is not dict or type(value.get("entries")) is not list:
-        raise SnapshotError("a kept snapshot is not a convgraph snapshot")
-    for m in value["entries"]:
-        wall, counter = m["hlc"]
-        yield Entry(m["cid"], m["kind"], m["actor"], Hlc(wall, counter), m.get("branch"), m["payload"])
+    try:
+        value: Any = codec.decode_trusted(data)
+        out = []
+        for m in value["entries"]:
+            wall, counter = m["hlc"]
+            branch = m.get("branch")
+            out.append(Entry(m["cid"], m["kind"], m["actor"], Hlc(wall, counter), branch, m["payload"]))
+    except _MALFORMED as exc:
+        raise SnapshotError(f"a kept snapshot is not a convgraph snapshot: {exc}") from None
+    return out
+
+
+def snapshot_rows(conv: str, data: bytes) -> list[tuple[str, Row]]:
+    """The rows of a kept snapshot's entries, each with `conv`; none for bytes that are not a
+    snapshot (`verify` reports those: the store keeps what it is given)."""
+    try:
+        return [(conv, row) for row in rows_of(snapshot_entries(data))]
+    except (SnapshotError, *_MALFORMED):
+        return []
