@@ -21,7 +21,7 @@ def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(convgraph) if not n.startswith("_")}
     modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "integrity", "migration", "projections", "replica",
                "replica_folds", "replica_verify", "server", "store", "sync", "witnessing",
-               "checkpointing", "collector", "witness_client", "witness_policy"}
+               "checkpointing", "collector", "turn_index", "witness_client", "witness_policy"}
     assert public - modules == set(convgraph.__all__)
 
 

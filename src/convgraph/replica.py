@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from convgraph import checkpointing, collector, witness_policy, witnessing
+from convgraph import checkpointing, collector, turn_index, witness_policy, witnessing
 from convgraph.adoption import plan_adoption
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
@@ -222,6 +222,7 @@ class Replica:
                 out.append(record)
                 self._hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
+            turn_index.keep_hidden(self.store, [(conv, authority)])
             token = self.store.change_token()
         if authority is not None:
             self._folds.confirmed([conv])
@@ -263,6 +264,7 @@ class Replica:
             for conv, cids in judged.items():
                 self._folds.added(conv, cids)
             self._land(writes, report)
+            turn_index.keep_hidden(self.store, ((conv, states[conv]) for conv in judged))
             if judged:  # what this commit stored of them was added to their states while planning
                 self._folds.caught_up_to(judged, self.store.cursor())
         self._folds.confirmed(states)
