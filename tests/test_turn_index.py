@@ -10,7 +10,9 @@ import pytest
 
 from convgraph import ManualClock, MemoryStore, Replica, SigningKey, SqliteStore
 from convgraph.core.rooted import conv_id
+from convgraph.projections.transcript import resume_window, transcript
 from convgraph.store.base import Store
+from convgraph.turn_index import TurnIndex
 
 T0 = 1_700_000_000_000
 NONCE = bytes(range(16))
@@ -62,3 +64,47 @@ def test_a_legacy_conversation_keeps_no_hidden_set(make: Callable[[int, ManualCl
     r = make(0, ManualClock(T0))
     r.say("legacy", "user", "hi")
     assert r.store.hidden("legacy") is None
+
+
+def _fold_window(r: Replica, conv: str, last: int | None, branch: str | None = None) -> object:
+    return resume_window(r.visible(conv), branch=branch, last=last)
+
+
+def test_a_fresh_replica_resumes_from_the_index_without_folding(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    writer = Replica.open(tmp_path / "r", clock=clock)
+    conv = writer.create("long")
+    for k in range(60):
+        clock.advance(1)
+        writer.say(conv, "user", f"question {k}")
+        writer.say(conv, "assistant", f"answer {k}")
+    writer.close()
+    fresh = Replica.open(tmp_path / "r", clock=clock)
+    window = fresh.resume_window(conv, last=3)
+    assert [t.text for t in window.turns] == ["question 58", "answer 58", "question 59", "answer 59"]
+    assert window.widened == 1
+    assert len(fresh.resume(conv, "openai", last=3)) == 4
+    assert conv not in fresh._folds.views and conv not in fresh._folds.authorities  # nothing was folded
+    assert window == _fold_window(fresh, conv, 3)
+    assert fresh.transcript(conv, last=5) == transcript(fresh.visible(conv), last=5)
+    fresh.close()
+
+
+def test_a_window_reaching_into_compacted_records_is_folded_and_the_same(
+    make: Callable[[int, ManualClock], Replica],
+) -> None:
+    clock = ManualClock(T0)
+    r = make(0, clock)
+    for k in range(5):
+        clock.advance(1)
+        r.say("c", "user", f"old {k}")
+    r.checkpoint("c", compact=True)
+    for k in range(3):
+        clock.advance(1)
+        r.say("c", "assistant", f"new {k}")
+    index = TurnIndex(r.store)
+    assert index.resume_window("c", last=1) is None  # it widens back to a user turn, compacted
+    assert [t.text for t in index.transcript("c", last=3) or []] == ["new 0", "new 1", "new 2"]
+    for last in (1, 3, 4, 8, None):
+        assert r.resume_window("c", last=last) == _fold_window(r, "c", last)
+        assert r.transcript("c", last=last) == transcript(r.visible("c"), last=last)

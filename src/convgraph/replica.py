@@ -105,6 +105,7 @@ class Replica:
         # token is the one read at that commit: saves three look-ups per local write
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
         self._folds = Folds(store)
+        self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
         self._checkpoints = checkpointing.Watch()
         self.home: Path | None = None  # the directory `open` read, where its configuration lives
 
@@ -430,7 +431,8 @@ class Replica:
 
     def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
         """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
-        return transcript(self.visible(conv), branch=branch, last=last)
+        found = self._index.transcript(check_text(conv, "conv"), branch=branch, last=last)
+        return transcript(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def resume(
         self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
@@ -441,7 +443,8 @@ class Replica:
 
     def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
         """The turns `resume` renders, and how far the window was widened to open on a user turn."""
-        return resume_window(self.visible(conv), branch=branch, last=last)
+        found = self._index.resume_window(check_text(conv, "conv"), branch=branch, last=last)
+        return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
         """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""
