@@ -493,6 +493,11 @@ class Replica:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         return verify_store(self.store, self.config.limits)
 
+    def repair_index(self) -> list[str]:
+        """Rebuild the turn index from the records (docs/conversation.md §8.5); the
+        conversations whose index was wrong."""
+        return turn_index.repair(self.store)
+
     # ------------------------------------------------------------ witnessed history (witnessing.py)
 
     def findings(self, conv: str | None = None) -> list[Finding]:

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from convgraph import ManualClock, Record, Replica, SigningKey
 from convgraph.core.cid import CID
+from convgraph.core.rooted import conv_id
+from convgraph.errors import AuthorityError, ForgedMergeError
 from convgraph.projections.index_rows import BranchRow, LineRow, OrderKey, TargetRow, row_of
 from convgraph.projections.turn import TURN_KINDS, ToolCall
 from convgraph.projections.window import Reads
@@ -27,6 +29,7 @@ CONV = "c"
 T0 = 1_700_000_000_000
 KEYS = [SigningKey(bytes([i + 41]) * 32) for i in range(3)]
 BRANCHES = ("b1", "b2")
+NONCE = bytes(range(16))
 
 
 @dataclass
@@ -36,11 +39,26 @@ class World:
     writers: list[Replica]
     clocks: list[ManualClock]
     made: list[Record]
+    conv: str = CONV
 
     @classmethod
     def new(cls, n: int) -> World:
         clocks = [ManualClock(T0) for _ in range(n)]
         return cls([Replica.in_memory(KEYS[i], clock=clocks[i]) for i in range(n)], clocks, [])
+
+    @classmethod
+    def rooted(cls) -> World:
+        """Three writers of a rooted conversation: 0 owns it, 1 holds admin, 2 read and write
+        (which op `revoke` takes back: what 2 wrote concurrently is then hidden)."""
+        world = cls.new(3)
+        owner, admin, member = world.writers
+        world.conv = conv_id(owner.actor, NONCE)
+        world.made.append(owner.write(world.conv, "genesis", {"nonce": NONCE}))
+        for who, rights in ((admin, ["admin", "read", "write"]), (member, ["read", "write"])):
+            world.made.append(owner.write(world.conv, "grant", {"grantee": who.actor, "rights": rights}))
+        for w in (admin, member):
+            w.ingest([r.data for r in world.made])
+        return world
 
     def run(self, op: tuple[Any, ...]) -> None:
         what, i, pick = op[0], op[1], op[2]
@@ -49,46 +67,53 @@ class World:
             self.clocks[i].advance(pick % 4)
         elif what == "sync":
             w.ingest([r.data for r in self.writers[pick % len(self.writers)].iter_records()])
+        elif what == "revoke":  # by the owner, of the member's write
+            if self.conv != CONV:
+                payload = {"grantee": self.writers[2].actor, "rights": ["write"]}
+                self.made.append(self.writers[0].write(self.conv, "revocation", payload))
         else:
-            made = _act(w, what, random.Random(pick), op[3])
+            try:
+                made = _act(w, self.conv, what, random.Random(pick), op[3])
+            except (AuthorityError, ForgedMergeError):
+                return  # a member may not retract another's turn, nor merge a branch it lacks
             if made is not None:
                 self.made.append(made)
 
 
-def _held(w: Replica, kinds: Iterable[str] = TURN_KINDS) -> list[Record]:
+def _held(w: Replica, conv: str, kinds: Iterable[str] = TURN_KINDS) -> list[Record]:
     wanted = set(kinds)
-    return [r for r in w.records(CONV) if r.kind in wanted]
+    return [r for r in w.records(conv) if r.kind in wanted]
 
 
-def _act(w: Replica, what: str, rng: random.Random, branch: str | None) -> Record | None:
+def _act(w: Replica, conv: str, what: str, rng: random.Random, branch: str | None) -> Record | None:
     text = rng.choice(["hi", "go on", "  ", "", "ok then"])
     if what == "user":
-        return w.say(CONV, "user", text or "q", branch=branch)
+        return w.say(conv, "user", text or "q", branch=branch)
     if what == "assistant":
         call = rng.random() < 0.4
         calls = [ToolCall(f"call_{rng.randrange(3)}", "lookup", {"q": text})] if call else []
-        return w.say(CONV, "assistant", text, tool_calls=calls, branch=branch)
+        return w.say(conv, "assistant", text, tool_calls=calls, branch=branch)
     if what == "tool":
-        return w.say(CONV, "tool", f"result {text}", tool_use_id=f"call_{rng.randrange(3)}", branch=branch)
-    held = _held(w)
+        return w.say(conv, "tool", f"result {text}", tool_use_id=f"call_{rng.randrange(3)}", branch=branch)
+    held = _held(w, conv)
     if what in ("retract", "supersede"):
         if not held:
             return None
         target = rng.choice(held)
         if what == "retract":
-            return w.write(CONV, "retraction", {"target": target.cid})
-        return w.write(CONV, "supersession", {"target": target.cid, "content": f"{text} (edited)"})
+            return w.write(conv, "retraction", {"target": target.cid})
+        return w.write(conv, "supersession", {"target": target.cid, "content": f"{text} (edited)"})
     if what == "branch":
-        anything = w.records(CONV)
+        anything = w.records(conv)
         if not anything:
             return None
-        return w.branch(CONV, rng.choice(BRANCHES), rng.choice(anything).cid)
+        return w.branch(conv, rng.choice(BRANCHES), rng.choice(anything).cid)
     if what == "merge":
-        if not w.heads(CONV):
+        if not w.heads(conv):
             return None
         accepted = [r.cid for r in rng.sample(held, min(len(held), rng.randrange(4)))]
         style = rng.randrange(3)
-        return w.merge(CONV, rng.choice(BRANCHES), accepted=accepted,
+        return w.merge(conv, rng.choice(BRANCHES), accepted=accepted,
                        content="merged" if style == 0 else None, summary="summary" if style == 1 else None)
     raise AssertionError(what)
 
@@ -97,11 +122,11 @@ ACTIONS = ("user", "user", "assistant", "assistant", "tool", "retract", "retract
            "branch", "branch", "merge", "merge")
 
 
-def ops(writers: int, max_size: int = 30) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+def ops(writers: int, max_size: int = 30, *, revoke: bool = False) -> st.SearchStrategy[list[tuple[Any, ...]]]:
     who = st.integers(0, writers - 1)
     pick = st.integers(0, 2**16)
     act = st.tuples(st.sampled_from(ACTIONS), who, pick, st.sampled_from([None, None, None, *BRANCHES]))
-    other = st.tuples(st.sampled_from(["tick", "sync"]), who, pick, st.none())
+    other = st.tuples(st.sampled_from(["tick", "sync", *(["revoke"] if revoke else [])]), who, pick, st.none())
     return st.lists(st.one_of(act, act, act, other), min_size=4, max_size=max_size)
 
 

@@ -460,7 +460,8 @@ class SqliteStore:
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
         rows = self._query(
-            "SELECT id, cid, data FROM records WHERE id > ? AND +conv = ? ORDER BY id", (cursor, conv)
+            "SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND +conv = ? ORDER BY id",
+            (cursor, conv),
         )
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
         return found, rows[-1][0] if rows else cursor
