@@ -33,10 +33,10 @@ _T = TypeVar("_T")
 CACHE_SIZE: Final = 8192  # decoded entries kept between calls (a warm window decodes nothing)
 
 
-class _Bounded(dict[CID, tuple[Entry, Turn | None]]):
+class _Bounded(dict[bytes, tuple[Entry, Turn | None]]):
     """A cache that starts afresh when full: memory stays bounded, the window stays warm."""
 
-    def __setitem__(self, key: CID, value: tuple[Entry, Turn | None]) -> None:
+    def __setitem__(self, key: bytes, value: tuple[Entry, Turn | None]) -> None:
         if len(self) >= CACHE_SIZE and key not in self:
             self.clear()
         super().__setitem__(key, value)
@@ -78,8 +78,9 @@ class TurnIndex:
         if hidden is None:
             return None
         s = self.store
-        return window.Reads(partial(s.line, conv), partial(s.targets, conv), partial(s.branch_rows, conv),
-                            partial(held, s, conv), hidden, any_retractor=rooted)
+        return window.Reads(line=partial(s.line, conv), data=s.get_many, targets=partial(s.targets, conv),
+                            branches=partial(s.branch_rows, conv), records=partial(held, s, conv),
+                            hidden=hidden, any_retractor=rooted)
 
 
 def held(store: Store, conv: str, cids: Sequence[CID]) -> Mapping[CID, tuple[OrderKey, bytes]]:

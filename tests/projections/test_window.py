@@ -103,7 +103,8 @@ def test_a_window_reads_its_rows_not_the_history() -> None:
         asked.append(len(rows))
         return rows
 
-    got = window.resume_window(window.Reads(counting, reads.targets, reads.branches, reads.records), last=10)
+    got = window.resume_window(window.Reads(counting, reads.data, reads.targets, reads.branches, reads.records),
+                               last=10)
     assert got == resume_window(state_.fold(records), last=10)
     assert sum(asked) <= 10 + 8  # the first page holds the window: nothing older is read
 

@@ -140,10 +140,13 @@ def memory_reads(
     keys: Mapping[CID, OrderKey] = {r.cid: r.order_key for r in records}
     rows = [row for r in records if (row := row_of(r)) is not None]
 
-    def line(name: str, below: OrderKey | None, limit: int) -> list[tuple[LineRow, bytes]]:
+    def line(name: str, below: OrderKey | None, limit: int) -> list[LineRow]:
         on = sorted((r for r in rows if isinstance(r, LineRow) and r.line == name
                      and (below is None or r.key < below)), key=lambda r: r.key, reverse=True)
-        return [(r, data[r.cid]) for r in on[:limit]]
+        return on[:limit]
+
+    def stored(cids: Sequence[CID]) -> dict[CID, bytes]:
+        return {c: data[c] for c in cids if data.get(c)}
 
     def targets(cids: Sequence[CID]) -> list[tuple[TargetRow, bytes]]:
         wanted = set(cids)
@@ -155,7 +158,7 @@ def memory_reads(
     def held(cids: Sequence[CID]) -> dict[CID, tuple[OrderKey, bytes]]:
         return {c: (keys[c], data[c]) for c in cids if c in keys}
 
-    return Reads(line, targets, branches, held, frozenset(hidden), any_retractor)
+    return Reads(line, stored, targets, branches, held, frozenset(hidden), any_retractor)
 
 
 def upgrade_history() -> list[Record]:

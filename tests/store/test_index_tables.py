@@ -56,8 +56,9 @@ def _index_answers_like_the_records(store: Store, records: list[Record], *, comp
     for line in ("", *BRANCHES):
         all_rows = want.line(line, None, 10_000)
         assert store.line(CONV, line, None, 10_000) == all_rows
-        for row, _ in all_rows[:3]:  # strictly before a position, last first, at most `limit`
+        for row in all_rows[:3]:  # strictly before a position, last first, at most `limit`
             assert store.line(CONV, line, row.key, 2) == want.line(line, row.key, 2)
+    assert store.get_many(cids) == want.data(cids)
     assert sorted(store.targets(CONV, cids), key=repr) == sorted(want.targets(cids), key=repr)
     for name in BRANCHES:
         assert store.branch_rows(CONV, name) == sorted(want.branches(name), key=lambda r: r.key)
@@ -102,7 +103,7 @@ def test_a_commit_that_rolls_back_leaves_no_rows(store: Store) -> None:
     aborted(store, lambda: commit(store, *records))
     assert store.index_rows(CONV) == [] and store.line(CONV, "", None, 10) == []
     commit(store, *records)
-    assert [r.cid for r, _ in store.line(CONV, "", None, 10)] == [r.cid for r in reversed(records)]
+    assert [r.cid for r in store.line(CONV, "", None, 10)] == [r.cid for r in reversed(records)]
 
 
 def test_a_snapshot_that_is_not_one_adds_no_rows(store: Store) -> None:

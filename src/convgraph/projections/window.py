@@ -1,11 +1,11 @@
 """Resume windows and transcripts read from the turn index, in O(window) rows (docs/conversation.md §8).
 
-`IndexLines` is a `transcript.Lines` over four read functions (`Reads`), never a store: a
-line paged backwards from a canonical position, the retractions and supersessions of given
-targets, the `branch` records of a name, and records by CID. `transcript.resume_window_of`
-and `transcript.transcript_of` then read it exactly as they read a fold. When a record it
-needs was compacted (its bytes gone, its payload only in the snapshot) it raises
-`CompactedError`, and the caller folds instead. Invariant: for the rows and bytes of any
+`IndexLines` is a `transcript.Lines` over five read functions (`Reads`), never a store: a
+line paged backwards from a canonical position, records' bytes, the retractions and
+supersessions of given targets, the `branch` records of a name, and records by CID.
+`transcript.resume_window_of` and `transcript.transcript_of` then read it exactly as they
+read a fold. When a record it needs was compacted (its bytes gone, its payload only in the
+snapshot) it raises `CompactedError`, and the caller folds instead. Invariant: for the rows and bytes of any
 set of records, `resume_window_of(IndexLines(...))` equals `resume_window` over the fold of
 that set less `hidden`, or raises `CompactedError`.
 """
@@ -25,9 +25,11 @@ from convgraph.projections.turn import Turn, turn_from
 
 MAX_PAGE: Final = 4096
 
-LinePage = Callable[[str, "OrderKey | None", int], Sequence[tuple[LineRow, bytes]]]
+LinePage = Callable[[str, "OrderKey | None", int], Sequence[LineRow]]
 """`(line, below, limit)` → up to `limit` rows of `line` strictly before `below` (None: from
-the end), last first, each with its record's bytes (empty: compacted)."""
+the end), last first."""
+BytesOf = Callable[[Sequence[CID]], Mapping[CID, bytes]]
+"""The bytes of those of the records held with them (a compacted one is left out)."""
 TargetsOf = Callable[[Sequence[CID]], Sequence[tuple[TargetRow, bytes]]]
 """The retractions and supersessions of any of the targets, each with its record's bytes."""
 BranchesNamed = Callable[[str], Sequence[BranchRow]]
@@ -41,11 +43,16 @@ class Reads:
     """How a window reads one conversation's turn index, and what its view leaves out."""
 
     line: LinePage
+    data: BytesOf
     targets: TargetsOf
     branches: BranchesNamed
     records: RecordsOf
     hidden: frozenset[CID] = frozenset()
     any_retractor: bool = False
+
+
+Cache = MutableMapping[bytes, tuple[Entry, "Turn | None"]]
+"""Decoded entries (and their turns) by the binary form of their CID."""
 
 
 @dataclass
@@ -56,8 +63,10 @@ class IndexLines:
 
     reads: Reads
     first_page: int = 64
-    cache: MutableMapping[CID, tuple[Entry, Turn | None]] = field(default_factory=dict)
-    _targets: dict[CID, list[TargetRow]] = field(default_factory=dict, init=False)
+    cache: Cache = field(default_factory=dict)
+    # the retractions and supersessions read so far, by target (a target read with none: absent)
+    _targets: dict[bytes, list[TargetRow]] = field(default_factory=dict, init=False)
+    _asked: set[bytes] = field(default_factory=set, init=False)
     _bytes: dict[CID, bytes] = field(default_factory=dict, init=False)  # of the supersessions read
 
     @property
@@ -65,27 +74,32 @@ class IndexLines:
         return self.reads.any_retractor
 
     def line(self, branch: str | None, upto: OrderKey | None, *, merges: bool) -> Iterator[Entry]:
-        hidden, name = self.reads.hidden, line_of(branch)
+        hidden, name, cache = self.reads.hidden, line_of(branch), self.cache
         below = None if upto is None else _just_after(upto)
         size = max(1, min(self.first_page, MAX_PAGE))
         while True:
-            page = self.reads.line(name, below, size)
-            self._prefetch([r.cid for r, _ in page if r.kind != "merge"])
-            for row, data in page:
-                if row.kind == "merge" and not merges:
-                    continue
-                cid = row.cid
-                if cid not in hidden:
-                    yield self._entry(cid, data)
-            if len(page) < size:
+            rows = self.reads.line(name, below, size)
+            page = [r for r in rows if merges or r.kind != "merge"]
+            self._prefetch([r.key[3] for r in page if r.kind != "merge"])
+            fresh = [CID._trusted(r.key[3]) for r in page if r.key[3] not in cache]
+            data = self.reads.data(fresh) if fresh else {}
+            for row in page:
+                raw = row.key[3]
+                cached = cache.get(raw)
+                entry = self._decode(raw, data.get(CID._trusted(raw), b"")) if cached is None else cached[0]
+                if not hidden or entry.cid not in hidden:
+                    yield entry
+            if len(rows) < size:
                 return
-            below, size = page[-1][0].key, min(size * 2, MAX_PAGE)
+            below, size = rows[-1].key, min(size * 2, MAX_PAGE)
 
     def retractors(self, target: CID) -> Iterable[bytes]:
-        return [r.key[2] for r in self._targets_of(target) if r.kind == "retraction"]
+        rows = self._targets_of(bytes(target))
+        return [r.key[2] for r in rows if r.kind == "retraction"] if rows else ()
 
     def supersessions(self, target: CID) -> Sequence[tuple[bytes, CID]]:
-        return [(r.key[2], r.cid) for r in self._targets_of(target) if r.kind == "supersession"]
+        rows = self._targets_of(bytes(target))
+        return [(r.key[2], r.cid) for r in rows if r.kind == "supersession"] if rows else ()
 
     def payload(self, cid: CID) -> dict[str, Any]:
         return self._entry(cid, self._bytes[cid]).payload  # a supersession `supersessions` named
@@ -104,49 +118,54 @@ class IndexLines:
         wanted = [c for c in cids if c not in self.reads.hidden]
         found = self.reads.records(wanted) if wanted else {}
         out = {c: self._entry(c, found[c][1]) for c in wanted if c in found}
-        self._prefetch(list(out))
+        self._prefetch([bytes(c) for c in out])
         return out
 
     def turn(self, entry: Entry) -> Turn:
-        cached = self.cache.get(entry.cid)
+        raw = bytes(entry.cid)
+        cached = self.cache.get(raw)
         if cached is not None and cached[1] is not None:
             return cached[1]
         turn = turn_from(entry)
-        self.cache[entry.cid] = (entry, turn)
+        self.cache[raw] = (entry, turn)
         return turn
 
     def _entry(self, cid: CID, data: bytes) -> Entry:
-        cached = self.cache.get(cid)
-        if cached is not None:
-            return cached[0]
+        raw = bytes(cid)
+        cached = self.cache.get(raw)
+        return self._decode(raw, data) if cached is None else cached[0]
+
+    def _decode(self, raw: bytes, data: bytes) -> Entry:
+        cid = CID._trusted(raw)
         if not data:
             raise CompactedError("the turn index needs a record that was compacted", cid=cid)
         entry = entry_from_bytes(cid, data)
-        self.cache[cid] = (entry, None)
+        self.cache[raw] = (entry, None)
         return entry
 
-    def _prefetch(self, targets: Sequence[CID]) -> None:
-        """Read the retractions and supersessions of `targets` in one go (targets are unique)."""
-        wanted = [c for c in targets if c not in self._targets]
+    def _prefetch(self, targets: Sequence[bytes]) -> None:
+        """Read the retractions and supersessions of `targets` in one go."""
+        wanted = [c for c in targets if c not in self._asked]
         if not wanted:
             return
-        for c in wanted:
-            self._targets[c] = []
+        self._asked.update(wanted)
         hidden = self.reads.hidden
-        for row, data in sorted(self.reads.targets(wanted), key=lambda rd: rd[0].key):
-            if row.cid not in hidden and row.target in self._targets:
-                self._targets[row.target].append(row)
+        found = self.reads.targets([CID._trusted(c) for c in wanted])
+        for row, data in sorted(found, key=lambda rd: rd[0].key):
+            if row.cid not in hidden:
+                self._targets.setdefault(bytes(row.target), []).append(row)
                 if row.kind == "supersession":
                     self._bytes[row.cid] = data
 
-    def _targets_of(self, target: CID) -> list[TargetRow]:
-        self._prefetch([target])
-        return self._targets[target]
+    def _targets_of(self, target: bytes) -> list[TargetRow] | None:
+        if target not in self._asked:
+            self._prefetch([target])
+        return self._targets.get(target)
 
 
 def resume_window(
     reads: Reads, *, branch: str | None = None, last: int | None = None,
-    cache: MutableMapping[CID, tuple[Entry, Turn | None]] | None = None,
+    cache: Cache | None = None,
 ) -> Window:
     """`transcript.resume_window` of the indexed conversation; `CompactedError`: fold instead."""
     lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)
@@ -155,7 +174,7 @@ def resume_window(
 
 def transcript(
     reads: Reads, *, branch: str | None = None, last: int | None = None,
-    cache: MutableMapping[CID, tuple[Entry, Turn | None]] | None = None,
+    cache: Cache | None = None,
 ) -> list[Turn]:
     """`transcript.transcript` of the indexed conversation; `CompactedError`: fold instead."""
     lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)

@@ -221,9 +221,9 @@ class Store(Protocol):
         """Make the reads inside see one committed state (within a transaction: its own)."""
         ...
 
-    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[tuple[LineRow, bytes]]:
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
         """Up to `limit` rows of `line` of `conv` strictly before `below` (None: from the end),
-        last first, each with its record's bytes (empty when compacted)."""
+        last first (their records' bytes: `get_many`)."""
         ...
 
     def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:

@@ -358,13 +358,12 @@ class MemoryStore:
         with self._lock:
             yield
 
-    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[tuple[LineRow, bytes]]:
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
         with self._lock:
             slots = self._lines.get((conv, line), [])
             end = len(slots) if below is None else bisect.bisect_left(slots, below, key=lambda s: s[0])
             picked = slots[max(0, end - max(0, limit)) : end]
-            data = self._data
-            return [(LineRow(line, key, kind), data[CID._trusted(key[3])]) for key, kind in reversed(picked)]
+            return [LineRow(line, key, kind) for key, kind in reversed(picked)]
 
     def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
         with self._lock:

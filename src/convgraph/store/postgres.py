@@ -138,7 +138,7 @@ _INDEX_INSERTS: Final = (
     "INSERT INTO {s}.turn_targets VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
     "INSERT INTO {s}.turn_branches VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
 )
-_ORDER_DESC: Final = " ORDER BY l.wall DESC, l.counter DESC, l.actor DESC, l.cid DESC LIMIT %s"
+_ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
 _META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
 _PENDING_COLS: Final = "cid, reason, wall, missing, data"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -605,15 +605,14 @@ class PostgresStore:
         finally:
             self._release(conn)
 
-    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[tuple[LineRow, bytes]]:
-        select = ("SELECT l.wall, l.counter, l.actor, l.cid, l.kind, r.data FROM {s}.turn_line l"
-                  " JOIN {s}.records r ON r.cid = l.cid WHERE l.conv = %s AND l.line = %s")
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        select = "SELECT wall, counter, actor, cid, kind FROM {s}.turn_line WHERE conv = %s AND line = %s"
         if below is None:
             rows = self._query(select + _ORDER_DESC, conv, line, limit)
         else:
-            before = " AND (l.wall, l.counter, l.actor, l.cid) < (%s, %s, %s, %s)"
+            before = " AND (wall, counter, actor, cid) < (%s, %s, %s, %s)"
             rows = self._query(select + before + _ORDER_DESC, conv, line, *below, limit)
-        return [(line_row(line, r[:5]), bytes(r[5])) for r in rows]
+        return [line_row(line, r) for r in rows]
 
     def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
         wanted = list({bytes(c) for c in targets})

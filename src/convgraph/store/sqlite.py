@@ -138,7 +138,7 @@ _INDEX_INSERTS: Final = (
     "INSERT OR IGNORE INTO turn_targets VALUES (?, ?, ?, ?, ?, ?, ?)",
     "INSERT OR IGNORE INTO turn_branches VALUES (?, ?, ?, ?, ?, ?, ?)",
 )
-_ORDER_DESC: Final = " ORDER BY l.wall DESC, l.counter DESC, l.actor DESC, l.cid DESC LIMIT ?"
+_ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?"
 
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -564,15 +564,14 @@ class SqliteStore:
                 with _translated():
                     self._db.execute("COMMIT")
 
-    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[tuple[LineRow, bytes]]:
-        select = ("SELECT l.wall, l.counter, l.actor, l.cid, l.kind, CAST(r.data AS BLOB) FROM turn_line l"
-                  " JOIN records r ON r.cid = l.cid WHERE l.conv = ? AND l.line = ?")
-        if below is None:
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        select = "SELECT wall, counter, actor, cid, kind FROM turn_line WHERE conv = ? AND line = ?"
+        if below is None:  # an index-only scan of the primary key, backwards
             rows = self._query(select + _ORDER_DESC, (conv, line, limit))
         else:
-            before = " AND (l.wall, l.counter, l.actor, l.cid) < (?, ?, ?, ?)"
+            before = " AND (wall, counter, actor, cid) < (?, ?, ?, ?)"
             rows = self._query(select + before + _ORDER_DESC, (conv, line, *below, limit))
-        return [(line_row(line, r[:5]), r[5]) for r in rows]
+        return [LineRow(line, (w, c, a, cid), kind) for w, c, a, cid, kind in rows]  # ints and bytes already
 
     def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
         wanted = [bytes(c) for c in set(targets)]
