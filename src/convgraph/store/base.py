@@ -24,7 +24,16 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreCorruptError
 from convgraph.integrity.statement import Statement
-from convgraph.projections.index_rows import BranchRow, LineRow, OrderKey, Row, TargetRow
+from convgraph.projections.index_rows import (
+    LINE_KINDS,
+    MAIN,
+    TARGET_KINDS,
+    BranchRow,
+    LineRow,
+    OrderKey,
+    Row,
+    TargetRow,
+)
 
 PendingReason = Literal["parents", "clock"]
 
@@ -363,6 +372,24 @@ def index_params(rows: Iterable[tuple[str, Row]]) -> IndexParams:
             targets.append((conv, bytes(row.target), *row.key, row.kind))
         else:
             branches.append((conv, row.name, *row.key, bytes(row.origin)))
+    return lines, targets, branches
+
+
+def record_params(records: Iterable[Record]) -> IndexParams:
+    """`index_params` of the rows of `records`, built straight from their headers: what each
+    commit pays for its index (a turn's payload is never decoded)."""
+    lines: list[tuple[object, ...]] = []
+    targets: list[tuple[object, ...]] = []
+    branches: list[tuple[object, ...]] = []
+    for r in records:
+        kind, (wall, counter) = r.kind, r.hlc
+        if kind in LINE_KINDS:
+            lines.append((r.conv, r.branch or MAIN, wall, counter, r.actor, bytes(r.cid), kind))
+        elif kind in TARGET_KINDS:
+            targets.append((r.conv, bytes(r.payload["target"]), wall, counter, r.actor, bytes(r.cid), kind))
+        elif kind == "branch":
+            p = r.payload
+            branches.append((r.conv, p["name"], wall, counter, r.actor, bytes(r.cid), bytes(p["from"])))
     return lines, targets, branches
 
 

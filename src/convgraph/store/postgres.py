@@ -61,6 +61,7 @@ from convgraph.store.base import (
     line_row,
     meta_of_row,
     pending_of_row,
+    record_params,
     sort_pairs,
     target_row,
     unique_checks,
@@ -398,8 +399,7 @@ class PostgresStore:
                 if a == b or bytes(a) not in known or bytes(b) not in known:
                     raise StoreError("an equivocation pair must name two stored records", cid=str(a))
             gone = [(unpend,)] if unpend else []
-            lines, targets, branches = index_params(
-                (r.conv, row) for r in fresh.values() if (row := row_of(r)) is not None)
+            lines, targets, branches = record_params(fresh.values())
             batches: list[tuple[str, list[tuple[Any, ...]]]] = [
                 ("UPDATE {s}.meta SET value = nextval(%s) WHERE key = 'version'", [(self._seq,)]),
                 ("INSERT INTO {s}.records (cid, conv, actor, seq, wall, counter, parents, data)"

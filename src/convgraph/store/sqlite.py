@@ -44,6 +44,7 @@ from convgraph.projections.state import entry_from_bytes
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
+    IndexParams,
     Pending,
     PendingCheck,
     QuarantineBounds,
@@ -58,6 +59,7 @@ from convgraph.store.base import (
     line_row,
     meta_of_row,
     pending_of_row,
+    record_params,
     sort_pairs,
     split_cids,
     target_row,
@@ -242,9 +244,12 @@ class SqliteStore:
             self._index_snapshot(conv, data)
 
     def _index(self, rows: Iterable[tuple[str, Row]]) -> None:
-        for sql, params in zip(_INDEX_INSERTS, index_params(rows), strict=True):
-            if params:
-                self._db.executemany(sql, params)
+        self._insert_index(index_params(rows))
+
+    def _insert_index(self, params: IndexParams) -> None:
+        for sql, batch in zip(_INDEX_INSERTS, params, strict=True):
+            if batch:
+                self._db.executemany(sql, batch)
 
     def _index_snapshot(self, conv: str, snapshot: bytes) -> None:
         self._index(snapshot_rows(conv, snapshot))
@@ -300,7 +305,7 @@ class SqliteStore:
                  *((bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
                     b"".join(map(bytes, r.parents)), r.data) for r in fresh.values())],
             )
-            self._index((r.conv, row) for r in fresh.values() if (row := row_of(r)) is not None)
+            self._insert_index(record_params(fresh.values()))
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
             added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
