@@ -544,7 +544,12 @@ class PostgresStore:
         return (CID(rows[0][0]), rows[0][1]) if rows else None
 
     def max_hlc(self) -> Hlc:
-        rows = self._query("SELECT wall, counter FROM {s}.records ORDER BY wall DESC, counter DESC LIMIT 1")
+        # one probe of `records_order` per conversation (each has a head), never a scan of every record
+        rows = self._query(
+            "SELECT m.wall, m.counter FROM (SELECT DISTINCT conv FROM {s}.heads) h CROSS JOIN LATERAL"
+            " (SELECT wall, counter FROM {s}.records r WHERE r.conv = h.conv ORDER BY wall DESC, counter DESC"
+            " LIMIT 1) m ORDER BY m.wall DESC, m.counter DESC LIMIT 1"
+        )
         return Hlc(*rows[0]) if rows else ZERO
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:

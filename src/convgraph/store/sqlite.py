@@ -505,7 +505,13 @@ class SqliteStore:
         return (CID(rows[0][0]), rows[0][1]) if rows else None
 
     def max_hlc(self) -> Hlc:
-        rows = self._query("SELECT wall, counter FROM records ORDER BY wall DESC, counter DESC LIMIT 1")
+        # each conversation's newest record is the end of its range of `records_order`: one
+        # index probe per conversation (every one has a head), never a scan of every record
+        rows = self._query(
+            "SELECT r.wall, r.counter FROM (SELECT DISTINCT conv FROM heads) h JOIN records r ON r.id ="
+            " (SELECT id FROM records q WHERE q.conv = h.conv ORDER BY q.wall DESC, q.counter DESC LIMIT 1)"
+            " ORDER BY r.wall DESC, r.counter DESC LIMIT 1"
+        )
         return Hlc(*rows[0]) if rows else ZERO
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
