@@ -278,3 +278,15 @@ def test_a_corrupted_index_row_is_reported_by_verify_and_fixed_by_repair(kind: s
         assert r.repair_index() == [conv] and r.verify().ok and store.hidden(conv) == frozenset()
     finally:
         r.close()
+
+
+def test_a_cache_smaller_than_the_window_changes_nothing(make: Callable[[int, ManualClock], Replica]) -> None:
+    clock = ManualClock(T0)
+    r = make(0, clock)
+    for k in range(12):
+        clock.advance(1)
+        r.say("c", "user" if k % 3 == 0 else "assistant", f"turn {k}")
+    index = TurnIndex(r.store, cache_size=2)  # emptied again and again while one window is read
+    for _ in range(3):
+        assert index.resume_window("c", last=7) == resume_window(r.visible("c"), last=7)
+        assert index.transcript("c") == transcript(r.visible("c"))

@@ -30,14 +30,18 @@ from convgraph.replica_folds import Folds
 from convgraph.store.base import Store
 
 _T = TypeVar("_T")
-CACHE_SIZE: Final = 8192  # decoded entries kept between calls (a warm window decodes nothing)
+CACHE_SIZE: Final = 2048  # decoded records kept: a warm window of up to ~2,000 turns decodes none
 
 
 class _Bounded(dict[bytes, tuple[Entry, Turn | None]]):
     """A cache that starts afresh when full: memory stays bounded, the window stays warm."""
 
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
     def __setitem__(self, key: bytes, value: tuple[Entry, Turn | None]) -> None:
-        if len(self) >= CACHE_SIZE and key not in self:
+        if len(self) >= self.limit and key not in self:
             self.clear()
         super().__setitem__(key, value)
 
@@ -45,9 +49,9 @@ class _Bounded(dict[bytes, tuple[Entry, Turn | None]]):
 class TurnIndex:
     """Reads of one store's turn index, with decoded records cached by CID (they never change)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, cache_size: int = CACHE_SIZE) -> None:
         self.store = store
-        self.cache = _Bounded()
+        self.cache = _Bounded(cache_size)
 
     def resume_window(
         self, conv: str, *, branch: str | None = None, last: int | None = None

@@ -81,12 +81,15 @@ class IndexLines:
             rows = self.reads.line(name, below, size)
             page = [r for r in rows if merges or r.kind != "merge"]
             self._prefetch([r.key[3] for r in page if r.kind != "merge"])
-            fresh = [CID._trusted(r.key[3]) for r in page if r.key[3] not in cache]
-            data = self.reads.data(fresh) if fresh else {}
+            # the page's cached entries are held here: the shared cache may be cleared meanwhile
+            known = {r.key[3]: c[0] for r in page if (c := cache.get(r.key[3])) is not None}
+            fresh = [CID._trusted(r.key[3]) for r in page if r.key[3] not in known]
+            data = {bytes(c): d for c, d in self.reads.data(fresh).items()} if fresh else {}
             for row in page:
                 raw = row.key[3]
-                cached = cache.get(raw)
-                entry = self._decode(raw, data.get(CID._trusted(raw), b"")) if cached is None else cached[0]
+                entry = known.get(raw)
+                if entry is None:
+                    entry = self._decode(raw, data.get(raw, b""))
                 if not hidden or entry.cid not in hidden:
                     yield entry
             if len(rows) < size:
