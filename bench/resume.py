@@ -9,6 +9,7 @@ Run from the project root:
     --langgraph-max N     stop LangGraph at the largest side-by-side N <= this
     --langgraph-exit      also run LangGraph with `invoke(..., durability="exit")`
     --only PEER           run only langgraph / agents / convgraph (repeatable)
+    --long N,N,...        the long convgraph run's milestones (default: the size's own)
 
 Budget. The full run is dominated by LangGraph, whose cost per step grows linearly
 with the conversation (each step writes three checkpoints holding every message so far),
@@ -29,9 +30,12 @@ sizes of the database, -wal and -shm files, and times warm "resume" calls: 5 war
 then at least 50 timed calls (median, p95, min; plus the first call before the
 warm-ups), and a "cold" resume: open the store afresh in the same process (the OS page
 cache stays warm, so this is a process restart, not a cold disk) and make the first
-call, median of up to 3 tries. Per-step append time is shown twice: the mean over the last 10% of steps
-before the milestone (what a step costs *at* that length) and the mean over all steps
-(what the whole conversation cost).
+call, median of up to 3 tries. For convgraph, each milestone also starts a **fresh
+process** (`python -c`, nothing imported but convgraph) that opens the replica and makes
+the first `resume(last=200)`: it reports the import time apart, open + first resume, and
+that process's peak RSS (VmHWM), median of 3 (peak: the largest). Per-step append time is
+shown twice: the mean over the last 10% of steps before the milestone (what a step costs
+*at* that length) and the mean over all steps (what the whole conversation cost).
 
 The peers, each driven as its users drive it:
 
@@ -69,6 +73,7 @@ import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -179,6 +184,41 @@ def cold_resume(make: Callable[[], Any], samples: int = 3, budget_s: float = 2.0
             break
     return {"open_and_first_ms": statistics.median(walls), "first_call_ms": statistics.median(calls),
             "samples": len(walls)}  # fmt: skip
+
+
+_COLD_CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+import convgraph
+from convgraph import Config, Replica
+imported = time.perf_counter()
+replica = Replica.open(sys.argv[1], synchronous=sys.argv[3], config=Config(legacy_writes=True))
+opened = time.perf_counter()
+out = convgraph.resume(replica, sys.argv[2], provider="anthropic", last=int(sys.argv[4]))
+done = time.perf_counter()
+replica.close()
+with open("/proc/self/status", encoding="ascii") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"import_ms": (imported - started) * 1e3, "open_ms": (opened - imported) * 1e3,
+                  "first_ms": (done - opened) * 1e3, "open_and_first_ms": (done - imported) * 1e3,
+                  "hwm_kib": hwm, "returned": len(out)}))
+"""
+
+
+def cold_process(home: Path, synchronous: str, samples: int = 3) -> dict[str, Any]:
+    """A fresh process (same interpreter, same convgraph) opens `home` and makes its first
+    `resume(last=LAST)`; medians of `samples`, and the largest peak RSS."""
+    runs = []
+    for _ in range(samples):
+        proc = subprocess.run(
+            [sys.executable, "-c", _COLD_CHILD, str(home), CONV, synchronous, str(LAST)],
+            capture_output=True, text=True, check=True, timeout=600,
+        )
+        runs.append(json.loads(proc.stdout))
+    out: dict[str, Any] = {k: statistics.median(r[k] for r in runs)
+                           for k in ("import_ms", "open_ms", "first_ms", "open_and_first_ms")}
+    peak = max(r["hwm_kib"] for r in runs)
+    return {**out, "hwm_kib": peak, "returned": runs[0]["returned"], "samples": samples}
 
 
 def timed(fn: Callable[[], Any]) -> Callable[[], tuple[int, Any]]:
@@ -351,6 +391,7 @@ class ConvgraphPeer:
 
         self.variant = variant
         self.synchronous = "FULL" if "FULL" in variant else "NORMAL"
+        self.steps, self.marks = 0, []
         # a legacy conversation: the version-1 write path the recorded figures measure
         self.replica = Replica.open(home / "replica", synchronous=self.synchronous,
                                     config=Config(legacy_writes=True))
@@ -374,6 +415,9 @@ class ConvgraphPeer:
     def info(self) -> dict[str, Any]:
         return {"synchronous": self.synchronous, "resume_fallback": self.fallback}
 
+    def cold_process(self) -> dict[str, Any]:
+        return cold_process(self.db.parent, self.synchronous)
+
     def prepare(self, step: Step) -> list[Any]:
         call = {"id": step.call_id, "name": "lookup", "input": {"q": step.query}}
         return [
@@ -394,8 +438,39 @@ class ConvgraphPeer:
                 r.write(CONV, d.kind, d.payload)
             return time.perf_counter_ns() - t
         t = time.perf_counter_ns()
-        r.write_many(CONV, prepared)
-        return time.perf_counter_ns() - t
+        out = r.write_many(CONV, prepared)
+        elapsed = time.perf_counter_ns() - t
+        self.steps += 1
+        if self.steps % 100 == 1:  # a few positions in the history, for late records to name
+            self.marks.append((out[0].cid, out[0].hlc))
+        return elapsed
+
+    def late_ingest(self, count: int = 100) -> dict[str, Any]:
+        """Another device's records, concurrent with the middle of the history, arriving now one
+        per ingest: each lands mid-line in canonical order (ms per record, median and p95)."""
+        from convgraph import SigningKey
+        from convgraph.core.hlc import Hlc
+        from convgraph.core.record import sign_record
+
+        cid, hlc = self.marks[len(self.marks) // 2]
+        key, parents, made = SigningKey.generate(), [cid], []
+        for i in range(1, count + 1):
+            payload = {"conversation_id": CONV, "role": "user", "content": f"late {i}"}
+            stamp = Hlc(hlc.wall_ms, hlc.counter + i)  # after its parents, long before the heads
+            record = sign_record(key, conv=CONV, seq=i, hlc=stamp, parents=parents, kind="user_message",
+                                 payload=payload)
+            made.append(record)
+            parents = [record.cid]
+        walls = []
+        for record in made:
+            t = time.perf_counter_ns()
+            report = self.replica.ingest([record.data])
+            walls.append((time.perf_counter_ns() - t) / 1e6)
+            if report.accepted != [record.cid]:
+                raise RuntimeError(f"a late record was not accepted: {report}")
+        walls.sort()
+        return {"median_ms": statistics.median(walls), "p95_ms": walls[int(0.95 * (len(walls) - 1))],
+                "records": count}
 
     def close(self) -> None:
         self.replica.close()
@@ -446,6 +521,12 @@ def worker(peer: str, variant: str, milestones: Sequence[int], home: str, calls:
                 at["resume"] = {name: time_resume(call, calls) for name, call in p.resumes.items()}
                 report.put(("note", done, "reopening for a cold resume"))
                 at["cold"] = cold_resume(lambda: PEERS[peer](where, variant))
+                if hasattr(p, "cold_process"):
+                    report.put(("note", done, "a fresh process for a cold resume"))
+                    at["cold_process"] = p.cold_process()
+                if getattr(p, "marks", None) and "long run" in variant:
+                    report.put(("note", done, "late concurrent records"))
+                    at["late_ingest"] = p.late_ingest()
                 results.append(at)
         wall = time.perf_counter() - started
         info = p.info()
@@ -558,8 +639,15 @@ def run(argv: Sequence[str]) -> int:
         action="append",
         help="run only this peer (repeatable; for debugging)",
     )
+    parser.add_argument(
+        "--long",
+        type=lambda s: tuple(int(x) for x in s.split(",")),
+        help="milestones of the long convgraph run, comma-separated (e.g. 1000,10000,100000)",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    if args.long:
+        sizes = Sizes(sizes.side, tuple(sorted(args.long)), sizes.calls, sizes.slow_calls)
     console = Console(width=None if sys.stdout.isatty() else 180)
     env = environment(_DISTS)
     spec = importlib.util.find_spec("convgraph")
@@ -662,6 +750,7 @@ def render(console: Console, runs: Sequence[Run], sizes: Sizes) -> list[dict[str
             )  # fmt: skip
     console.print(info)
     console.print("others = cores busy with other processes on average during the run (from /proc/stat).")
+    render_cold_processes(console, runs)
 
     verdicts = targets(runs, sizes)
     summary = Table(title="Targets")
@@ -673,9 +762,91 @@ def render(console: Console, runs: Sequence[Run], sizes: Sizes) -> list[dict[str
     return verdicts
 
 
+def render_cold_processes(console: Console, runs: Sequence[Run]) -> None:
+    table = Table(title="A fresh process: open the replica, first resume(last=200) (ms, median of 3)")
+    for col in ("run", "N steps", "import", "open", "first resume", "open + first", "peak RSS MiB", "got"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for r in runs:
+        shown = [m for m in r.result.get("milestones", []) if "cold_process" in m]
+        for j, m in enumerate(shown):
+            c = m["cold_process"]
+            table.add_row(
+                r.label if j == 0 else "", f"{m['n']:,}", f"{c['import_ms']:.0f}", f"{c['open_ms']:.1f}",
+                f"{c['first_ms']:.1f}", f"{c['open_and_first_ms']:.1f}", f"{c['hwm_kib'] / 1024:.0f}",
+                str(c["returned"]), end_section=j == len(shown) - 1,
+            )  # fmt: skip
+    console.print(table)
+    console.print("import = `import convgraph` in that process, not in open + first; peak RSS = its VmHWM.")
+    late = Table(title="Late concurrent records: another device's, concurrent with the middle of the history,"
+                       " one per ingest (ms per record)")
+    for col in ("run", "N steps", "median", "p95", "records"):
+        late.add_column(col, justify="left" if col == "run" else "right")
+    for r in runs:
+        for m in r.result.get("milestones", []):
+            if "late_ingest" in m:
+                x = m["late_ingest"]
+                late.add_row(r.label, f"{m['n']:,}", f"{x['median_ms']:.3f}", f"{x['p95_ms']:.3f}",
+                             str(x["records"]))
+    console.print(late)
+
+
+def _cold_targets(long: dict[str, Any]) -> list[dict[str, Any]]:
+    colds = [m for m in long["milestones"] if "cold_process" in m]
+    if not colds:
+        return []
+    top, base = colds[-1], next((m for m in colds if m["n"] == 1000), None)
+    c = top["cold_process"]
+    out = [{
+        "target": f"cold: fresh process, open + first resume(last=200) at {top['n']:,} steps < 50 ms",
+        "value": f"{c['open_and_first_ms']:.1f} ms (open {c['open_ms']:.1f}, resume {c['first_ms']:.1f})",
+        "met": c["open_and_first_ms"] < 50,
+    }, {
+        "target": f"peak RSS of that process at {top['n']:,} steps < 100 MiB",
+        "value": f"{c['hwm_kib'] / 1024:.0f} MiB",
+        "met": c["hwm_kib"] < 100 * 1024,
+    }]  # fmt: skip
+    lates = [m for m in long["milestones"] if "late_ingest" in m]
+    if len(lates) > 1:
+        first, last = lates[0]["late_ingest"], lates[-1]["late_ingest"]
+        ratio = last["median_ms"] / first["median_ms"]
+        out.append({
+            "target": f"late concurrent record ingested at {lates[-1]['n']:,} steps within 1.5x of at "
+                      f"{lates[0]['n']:,} (O(log n), not O(n))",
+            "value": f"{last['median_ms']:.3f} vs {first['median_ms']:.3f} ms = {ratio:.2f}x",
+            "met": ratio <= 1.5,
+        })  # fmt: skip
+    if base is not None and base is not top:
+        ratio = c["open_and_first_ms"] / base["cold_process"]["open_and_first_ms"]
+        out.append({
+            "target": f"cold at {top['n']:,} within 1.5x of cold at 1,000",
+            "value": f"{c['open_and_first_ms']:.1f} vs {base['cold_process']['open_and_first_ms']:.1f} ms"
+                     f" = {ratio:.2f}x",
+            "met": ratio <= 1.5,
+        })  # fmt: skip
+    return out
+
+
+def _warm_vs_agents(runs: Sequence[Run], long: dict[str, Any]) -> list[dict[str, Any]]:
+    agents = _find(runs, "agents", "add_items per step")
+    if agents is None:
+        return []
+    top, theirs = long["milestones"][-1], agents["milestones"][-1]
+    name, t = _first_resume(top)
+    other = theirs["resume"][f"get_items({LAST})"]
+    ratio = t["median_ms"] / other["median_ms"]
+    return [{
+        "target": f"convgraph {name} (last=200) at {top['n']:,} steps, warm, <= 1.0x Agents "
+                  f"get_items({LAST}) at {theirs['n']:,}",
+        "value": f"{t['median_ms']:.3f} vs {other['median_ms']:.3f} ms = {ratio:.2f}x",
+        "met": ratio <= 1.0,
+    }]  # fmt: skip
+
+
 def targets(runs: Sequence[Run], sizes: Sizes) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     long = _find(runs, "convgraph", "write_many per step (long run)")
+    if long is not None:
+        out += _cold_targets(long) + _warm_vs_agents(runs, long)
     base_n = 250
     if long is not None and _at(long, base_n) is not None:
         base, top = _at(long, base_n), long["milestones"][-1]

@@ -35,6 +35,7 @@
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
     │   ├── StoreCorruptError       the database file is damaged or not ours
+    │   │   └── TurnIndexError      the turn index disagrees with the records it caches
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
     ├── LegacyConversationError     a write into a conversation that has no root of trust
@@ -308,6 +309,11 @@ class StoreCorruptError(StoreError):
     """The database file is damaged or is not a convgraph store."""
 
 
+class TurnIndexError(StoreCorruptError):
+    """A row of the turn index (docs/conversation.md §8) that the records do not make, or one
+    they make that is missing; `Replica.repair_index` rebuilds it from the records."""
+
+
 class StoreSchemaError(StoreError):
     """The database was written with a schema version this code does not know."""
 
@@ -559,6 +565,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     ProjectionError: "projection",
     RetentionRefusedError: "retention",
     CompactedError: "compacted",
+    TurnIndexError: "turn_index",
     SnapshotError: "snapshot",
     NoUserTurnError: "no_user_turn",
     SyncError: "sync",

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from convgraph import checkpointing, witness_policy, witnessing
+from convgraph import checkpointing, turn_index, witness_policy, witnessing
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
 from convgraph.core.keys import SigningKey, load_or_create_key
@@ -92,6 +92,7 @@ class Replica:
         self.clock = clock
         self.config = config or Config()
         self._folds = Folds(store)
+        self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
         self._checkpoints = checkpointing.Watch()
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
@@ -257,7 +258,8 @@ class Replica:
 
     def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
         """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
-        return transcript(self.visible(conv), branch=branch, last=last)
+        found = self._index.transcript(check_text(conv, "conv"), branch=branch, last=last)
+        return transcript(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def resume(
         self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
@@ -268,7 +270,8 @@ class Replica:
 
     def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
         """The turns `resume` renders, and how far the window was widened to open on a user turn."""
-        return resume_window(self.visible(conv), branch=branch, last=last)
+        found = self._index.resume_window(check_text(conv, "conv"), branch=branch, last=last)
+        return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
         """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""
@@ -314,6 +317,11 @@ class Replica:
     def verify(self) -> VerifyReport:
         """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
         return verify_store(self.store, self.config.limits)
+
+    def repair_index(self) -> list[str]:
+        """Rebuild the turn index from the records (docs/conversation.md §8.5); the
+        conversations whose index was wrong."""
+        return turn_index.repair(self.store)
 
     # ------------------------------------------------------------ witnessed history (witnessing.py)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from typing import TYPE_CHECKING
 
-from convgraph import checkpointing, collector, witnessing
+from convgraph import checkpointing, collector, turn_index, witnessing
 from convgraph.adoption import plan_adoption
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
@@ -64,6 +64,7 @@ class Intake:
             for conv, cids in judged.items():
                 self.folds.added(conv, cids)
             self._land(writes, report, config=config, clock=clock)
+            turn_index.keep_hidden(self.store, ((conv, states[conv]) for conv in judged))
             if judged:  # what this commit stored of them was added to their states while planning
                 self.folds.caught_up_to(judged, self.store.cursor())
         self.folds.confirmed(states)

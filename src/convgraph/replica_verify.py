@@ -1,13 +1,15 @@
 """Re-checking a store from its bytes: what `Replica.verify` and `Replica.get` read.
 
 Invariant: `verify_store` reports every stored record (and every compacted conversation's
-snapshot) that fails a rule it was accepted under, and never changes the store.
+snapshot) that fails a rule it was accepted under, and every record whose turn index row
+disagrees with it (docs/conversation.md §8.5), and never changes the store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from convgraph import turn_index
 from convgraph.adoption import check_cover
 from convgraph.core.cid import CID
 from convgraph.core.record import Limits, Record, decode_record, load_trusted
@@ -63,6 +65,7 @@ def verify_store(store: Store, limits: Limits) -> VerifyReport:
     report.headers_only = max(0, total - report.checked)
     for conv in store.conversations():
         _verify_snapshot(store, conv, report)
+    report.failures += turn_index.check(store)  # a cache of the fold, held to the records
     return report
 
 

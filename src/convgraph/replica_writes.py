@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from convgraph import collector
+from convgraph import collector, turn_index
 from convgraph.core import hlc as hlc_
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, Hlc
@@ -62,6 +62,7 @@ class Writer:
                 out.append(record)
                 self.hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
+            turn_index.keep_hidden(self.store, [(conv, authority)])
             token = self.store.change_token()
         if authority is not None:
             self.folds.confirmed([conv])

@@ -92,3 +92,17 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
     assert "lacks `write`" in out and "it is rejected: authority" in out  # the stranger
     assert 'The laptop starts a conversation, "trip planning": cg1' in out  # a rooted one
     assert "genesis  trip planning" in out and "grant " in out and "read, write" in out
+
+
+def test_verify_reports_a_wrong_turn_index_row_and_repair_rebuilds_it(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    cid = run(home, "append", "user_message", '{"content": "hi"}').stdout.strip()
+    db = sqlite3.connect(home / "replica.sqlite")
+    db.execute("UPDATE turn_line SET kind = 'agent_message'")  # a cache that lies about the turn
+    db.commit()
+    db.close()
+    proc = run(home, "verify", ok=False)
+    assert proc.returncode == 1 and f"{cid} turn_index" in proc.stderr and "1 failed" in proc.stdout
+    fixed = run(home, "verify", "--repair")
+    assert "rebuilt the turn index of" in fixed.stdout and "0 failed" in fixed.stdout
+    assert json.loads(run(home, "verify", "--json", "--repair").stdout)["repaired"] == []

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import IN_CI
 from convgraph.core.cid import CID
+from convgraph.projections import repair as repair_
 from convgraph.projections.message import Message
 from convgraph.projections.repair import EMPTY_RESULT, repair
 from convgraph.projections.turn import Role, ToolCall
@@ -176,3 +182,49 @@ def test_a_tool_result_loses_its_empty_blocks_too() -> None:
     result = Message(T, (*text("out"), *text("  ")), tool_use_id="c1")
     out = repair([user(), asst("a", "c1"), result], "openai")
     assert out[2].content == text("out")
+
+
+def _pair_results_by_scan(messages: list[Message]) -> list[Message]:
+    """Rule 3's pairing as it was first written: for each call, scan forward. The reference
+    the indexed `_pair_results` must equal (it was quadratic in the window)."""
+    out: list[Message] = []
+    used: set[int] = set()
+    taken: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role is T or i in used:
+            continue
+        if m.role is U or not m.tool_calls:
+            out.append(m)
+            continue
+        wanted = {c.id for c in m.tool_calls}
+        answers: dict[str, Message] = {}
+        for j in range(i + 1, len(messages)):
+            other = messages[j]
+            if other.role is A and wanted.intersection(c.id for c in other.tool_calls):
+                break
+            answered = other.tool_use_id
+            if other.role is T and j not in used and answered in wanted and answered not in answers:
+                answers[answered] = other
+                used.add(j)
+        calls = tuple(c for c in m.tool_calls if c.id in answers)
+        if calls:
+            renamed = {c.id: repair_._fresh_id(c.id, taken) for c in calls}
+            out.append(replace(m, tool_calls=tuple(replace(c, id=renamed[c.id]) for c in calls)))
+            out.extend(replace(answers[c.id], tool_use_id=renamed[c.id]) for c in calls)
+        elif m.content:
+            out.append(replace(m, tool_calls=()))
+    return out
+
+
+_IDS = st.sampled_from(["a", "b", "c"])
+_MESSAGES = st.lists(st.one_of(
+    st.builds(user, st.sampled_from(["q", "r"])),
+    st.builds(lambda ids, s: asst(s, *dict.fromkeys(ids)), st.lists(_IDS, max_size=3), st.sampled_from(["", "x"])),
+    st.builds(tool, _IDS, st.sampled_from(["out", "other"])),
+), max_size=16)
+
+
+@settings(max_examples=1000 if IN_CI else 300)
+@given(_MESSAGES)
+def test_pairing_results_by_index_equals_the_forward_scan(messages: list[Message]) -> None:
+    assert repair_._pair_results(messages) == _pair_results_by_scan(messages)

@@ -23,8 +23,11 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
 from convgraph.integrity.statement import sign_statement
+from convgraph.projections import state as state_
+from convgraph.projections.index_rows import rows_of
 from convgraph.store.base import QuarantineBounds, WriteSet
 from convgraph.store.postgres import SCHEMA_VERSION, PostgresStore, listen
+from projections.window_world import CONV, upgrade_history
 
 
 @pytest.fixture
@@ -68,7 +71,8 @@ def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
 
 
 OURS_V1 = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
-OURS = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
+OURS_V2 = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
+OURS = OURS_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"}
 
 
 # ---------------------------------------------------------------- the schema
@@ -631,3 +635,27 @@ def test_a_replica_on_postgres_end_to_end(opened: Callable[..., PostgresStore], 
     assert snap is not None and snap[0] == checkpoint.cid
     assert alice.transcript("c") == twin.transcript("c")
     assert alice.store.equivocations() == [] and alice.verify().ok and bob.verify().ok
+
+
+def test_a_version_2_schema_gets_its_turn_index_from_the_records_and_snapshots(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    records = upgrade_history()
+    store = opened()
+    commit(store, *records)
+    commit(store, *chain(2, "other", key=1))
+    store.compact(CONV, [r.cid for r in records[:3]], records[-1].cid, state_.snapshot(state_.fold(records)))
+    before = {c: sorted(store.index_rows(c), key=repr) for c in (CONV, "other")}
+    store.close()
+    conn = raw()  # what version 2 made: no turn index
+    for table in sorted(OURS - OURS_V2):
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, table)))
+    meta = sql.Identifier(schema, "meta")
+    conn.execute(sql.SQL("UPDATE {} SET value = 2 WHERE key = 'schema_version'").format(meta))
+    again = opened()
+    assert _tables(conn, schema) == OURS
+    assert conn.execute(sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(meta)).fetchone() == (
+        SCHEMA_VERSION,
+    )
+    assert {c: sorted(again.index_rows(c), key=repr) for c in (CONV, "other")} == before
+    assert before[CONV] == sorted(rows_of(records), key=repr)

@@ -21,8 +21,11 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.integrity.statement import sign_statement
+from convgraph.projections import state as state_
+from convgraph.projections.index_rows import rows_of
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet
 from convgraph.store.sqlite import SCHEMA_VERSION, SqliteNonces, SqliteStore
+from projections.window_world import CONV, upgrade_history
 
 
 @pytest.fixture
@@ -314,3 +317,26 @@ def test_a_version_1_file_is_upgraded_in_place(path: Path, raw: Callable[[], sql
         assert third.remembered(statement.key, "c1") == statement.data
     finally:
         third.close()
+
+
+def test_a_version_2_file_gets_its_turn_index_from_the_records_and_snapshots(
+    path: Path, raw: Callable[[], sqlite3.Connection]
+) -> None:
+    records = upgrade_history()
+    store = SqliteStore(path)
+    commit(store, *records)
+    commit(store, *chain(2, "other", key=1))
+    store.compact(CONV, [r.cid for r in records[:3]], records[-1].cid, state_.snapshot(state_.fold(records)))
+    before = {c: sorted(store.index_rows(c), key=repr) for c in (CONV, "other")}
+    store.close()
+    db = raw()  # what version 2 made: no turn index
+    for table in ("turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    again = SqliteStore(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert {c: sorted(again.index_rows(c), key=repr) for c in (CONV, "other")} == before
+        assert sorted(before[CONV], key=repr) == sorted(rows_of(records), key=repr)
+    finally:
+        again.close()

@@ -314,23 +314,29 @@ def show(ctx: click.Context, cid: str, as_json: bool) -> None:
 
 @cli.command()
 @json_option
+@click.option("--repair", is_flag=True,
+              help="First rebuild the turn index (a cache of the records) wherever it disagrees with them.")
 @click.pass_context
 @_errors
-def verify(ctx: click.Context, as_json: bool) -> None:
+def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
     """Re-hash and re-verify every stored record, and list the findings held; exits 1 on any
     failure or when two records by one author share a seq (a record equivocation)."""
     from convgraph.cli.findings import finding_line  # noqa: PLC0415 - it imports this module
 
     with _replica(ctx) as r:
+        repaired = r.repair_index() if repair else []
         report = r.verify()
         found = r.findings()
         pairs = r.store.equivocations()
     failures = [{"cid": str(c), "rule": e.rule, "error": str(e)} for c, e in report.failures]
     if as_json:
         _emit({"checked": report.checked, "ok": report.ok and not pairs, "failures": failures,
+               **({"repaired": repaired} if repair else {}),
                "headers_only": report.headers_only, "findings": [f.to_json() for f in found],
                "equivocations": [[str(a), str(b)] for a, b in pairs]})
     else:
+        for conv in repaired:
+            out.print(f"rebuilt the turn index of {safe_text.line(conv)} from its records")
         for f in failures:
             err.print(error_line("FAIL", f"{f['cid']} {f['rule']}: {f['error']}"))
         out.print(f"{report.checked} records checked, {len(failures)} failed")

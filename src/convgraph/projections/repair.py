@@ -20,6 +20,8 @@ for each provider.
 
 from __future__ import annotations
 
+import bisect
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
@@ -76,25 +78,28 @@ def _keep(block: Block, owner: str | None, provider: str) -> bool:
 def _pair_results(messages: list[Message]) -> list[Message]:
     """Give each assistant message exactly the results of its calls, right after it."""
     out: list[Message] = []
-    used: set[int] = set()
     taken: set[str] = set()
+    calls_at, results_at = _positions(messages)
+    claimed = dict.fromkeys(results_at, 0)  # per id: how many of its results lie behind us
     for i, m in enumerate(messages):
-        if m.role is Role.TOOL or i in used:
+        if m.role is Role.TOOL:
             continue  # a result is placed with its call below, or it answers none
         if m.role is Role.USER or not m.tool_calls:
             out.append(m)
             continue
-        wanted = {c.id for c in m.tool_calls}
+        # its results lie before the next call (by anyone) that reuses one of its ids
+        stop = min((_after(calls_at[c.id], i) for c in m.tool_calls), default=len(messages))
         answers: dict[str, Message] = {}
-        for j in range(i + 1, len(messages)):  # until a later call reuses one of these ids
-            other = messages[j]
-            if other.role is Role.ASSISTANT and wanted.intersection(c.id for c in other.tool_calls):
-                break
-            answered = other.tool_use_id
-            fits = other.role is Role.TOOL and j not in used and answered in wanted
-            if fits and answered is not None and answered not in answers:
-                answers[answered] = other
-                used.add(j)
+        for call in m.tool_calls:
+            results = results_at.get(call.id, ())
+            k = claimed.get(call.id, 0)
+            while k < len(results) and results[k] <= i:  # behind us: no later call can reach it
+                k += 1
+            if k < len(results) and results[k] < stop and call.id not in answers:
+                answers[call.id] = messages[results[k]]
+                k += 1
+            if call.id in claimed:
+                claimed[call.id] = k
         calls = tuple(c for c in m.tool_calls if c.id in answers)
         if calls:
             renamed = {c.id: _fresh_id(c.id, taken) for c in calls}
@@ -107,6 +112,25 @@ def _pair_results(messages: list[Message]) -> list[Message]:
         elif m.content:
             out.append(replace(m, tool_calls=()))
     return out
+
+
+def _positions(messages: Sequence[Message]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Per call id: where assistant messages call it, and where tool results answer it (ascending)."""
+    calls_at: dict[str, list[int]] = {}
+    results_at: dict[str, list[int]] = {}
+    for j, m in enumerate(messages):
+        if m.role is Role.ASSISTANT:
+            for c in m.tool_calls:
+                calls_at.setdefault(c.id, []).append(j)
+        elif m.role is Role.TOOL and m.tool_use_id is not None:
+            results_at.setdefault(m.tool_use_id, []).append(j)
+    return calls_at, results_at
+
+
+def _after(positions: list[int], i: int) -> int:
+    """The first of `positions` after `i`, or infinity."""
+    k = bisect.bisect_right(positions, i)
+    return positions[k] if k < len(positions) else sys.maxsize
 
 
 def _fresh_id(call_id: str, taken: set[str]) -> str:

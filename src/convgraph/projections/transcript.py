@@ -8,18 +8,103 @@ hides its target and a `supersession` replaces the target's content in place (th
 wins); both count only when signed by the target's author. Nothing is lost: hidden turns
 stay in the state, addressable by op id. Invariant: the transcript is a pure function of
 the state, hence of the set of records folded.
+
+Two sources feed the one reading below (`Lines`): the folded state (`FoldLines`) and the
+persisted turn index (`projections/window.py`, docs/conversation.md §8), so the views they
+give cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import bisect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.errors import NoUserTurnError, ProjectionError
 from convgraph.projections.state import ConvState, Entry, OrderKey
 from convgraph.projections.turn import DEFAULT_CONVERSATION, TURN_KINDS, Role, Turn, blocks_of, turn_from
+
+
+class Lines(Protocol):
+    """What the transcript reads of one conversation: its lines, and the records that shape
+    them. Every answer leaves out the records the view hides (a rooted conversation's)."""
+
+    @property
+    def any_retractor(self) -> bool:
+        """Whether a retraction by anyone counts (rooted: authorized on ingest), not only the author's."""
+        ...
+
+    def line(self, branch: str | None, upto: OrderKey | None, *, merges: bool) -> Iterator[Entry]:
+        """The turns (and merges, if asked) of `branch`'s line (main: None) up to `upto`, last first."""
+        ...
+
+    def retractors(self, target: CID) -> Iterable[bytes]:
+        """The authors of the retractions of `target`."""
+        ...
+
+    def supersessions(self, target: CID) -> Sequence[tuple[bytes, CID]]:
+        """The (author, CID) of each supersession of `target`, in canonical order."""
+        ...
+
+    def payload(self, cid: CID) -> dict[str, Any]:
+        """The payload of a supersession `supersessions` named."""
+        ...
+
+    def fork_point(self, branch: str) -> OrderKey | None:
+        """The canonical position main is cut at for `branch` (None: no such branch)."""
+        ...
+
+    def entries(self, cids: Sequence[CID]) -> Mapping[CID, Entry]:
+        """Those of `cids` that are entries of this conversation."""
+        ...
+
+    def turn(self, entry: Entry) -> Turn:
+        """The turn a turn-kind entry makes (`turn_from`), cached as the source likes."""
+        ...
+
+
+class FoldLines:
+    """`Lines` read from a folded state (less what it hides, already left out of it)."""
+
+    def __init__(self, state: ConvState) -> None:
+        self.state = state
+
+    @property
+    def any_retractor(self) -> bool:
+        return self.state.any_retractor
+
+    def line(self, branch: str | None, upto: OrderKey | None, *, merges: bool) -> Iterator[Entry]:
+        slots, entries = self.state.lines.get(branch, []), self.state.entries
+        end = len(slots) if upto is None else bisect.bisect_right(slots, upto, key=lambda s: s[0])
+        for i in range(end - 1, -1, -1):
+            entry = entries[slots[i][1]]
+            if merges or entry.kind != "merge":
+                yield entry
+
+    def retractors(self, target: CID) -> Iterable[bytes]:
+        return [self.state.entries[c].actor for _, c in self.state.retractions.get(target, ())]
+
+    def supersessions(self, target: CID) -> Sequence[tuple[bytes, CID]]:
+        return [(self.state.entries[c].actor, c) for _, c in self.state.supersessions.get(target, ())]
+
+    def payload(self, cid: CID) -> dict[str, Any]:
+        return self.state.entries[cid].payload
+
+    def fork_point(self, branch: str) -> OrderKey | None:
+        return fork_point(self.state, branch)
+
+    def entries(self, cids: Sequence[CID]) -> Mapping[CID, Entry]:
+        entries = self.state.entries
+        return {c: entries[c] for c in cids if c in entries}
+
+    def turn(self, entry: Entry) -> Turn:
+        turn = self.state.turns.get(entry.cid)
+        if turn is None:
+            turn = self.state.turns[entry.cid] = turn_from(entry)
+        return turn
 
 
 def transcript(
@@ -30,10 +115,17 @@ def transcript(
     `conversation`, when given, keeps only turns whose payload names that conversation
     (`DEFAULT_CONVERSATION` when it names none).
     """
+    return transcript_of(FoldLines(state), branch=branch, last=last, conversation=conversation)
+
+
+def transcript_of(
+    lines: Lines, *, branch: str | None = None, last: int | None = None, conversation: str | None = None
+) -> list[Turn]:
+    """`transcript` read from any `Lines`."""
     if last is not None and last <= 0:
         return []
     out: list[Turn] = []
-    for turn in _visible_backwards(state, branch):
+    for turn in _visible_backwards(lines, branch):
         if conversation is not None and turn.conversation != conversation:
             continue
         out.append(turn)
@@ -58,8 +150,13 @@ def resume_window(state: ConvState, *, branch: str | None = None, last: int | No
 
     Raises `NoUserTurnError` when no visible turn is a user turn with text: there is then
     nothing a provider would accept, and `[]` would be a 400 at the caller's next request."""
+    return resume_window_of(FoldLines(state), branch=branch, last=last)
+
+
+def resume_window_of(lines: Lines, *, branch: str | None = None, last: int | None = None) -> Window:
+    """`resume_window` read from any `Lines`."""
     try:
-        return window_of(_visible_backwards(state, branch), last)
+        return window_of(_visible_backwards(lines, branch), last)
     except NoUserTurnError as exc:
         where = f" of branch {branch!r}" if branch else ""
         raise NoUserTurnError(f"nothing to resume{where}: {exc}") from None
@@ -107,61 +204,51 @@ def fork_point(state: ConvState, branch: str) -> OrderKey | None:
     return (origin or record).order_key
 
 
-def _visible_backwards(state: ConvState, branch: str | None) -> Iterator[Turn]:
+def _visible_backwards(lines: Lines, branch: str | None) -> Iterator[Turn]:
+    cut: OrderKey | None = None
     if branch is not None:
-        for _, cid in reversed(state.lines.get(branch, [])):
-            yield from _turns(state, state.entries[cid], main=False)
-        cut = fork_point(state, branch)
+        for entry in lines.line(branch, None, merges=False):  # a merge shows only on main
+            turn = _shown(lines, entry)
+            if turn is not None:
+                yield turn
+        cut = lines.fork_point(branch)
         if cut is None:
             return
-    else:
-        cut = None
-    for key, cid in reversed(state.lines.get(None, [])):
-        if cut is not None and key > cut:
-            continue
-        yield from _turns(state, state.entries[cid], main=True)
+    for entry in lines.line(None, cut, merges=True):
+        if entry.kind == "merge":
+            yield from reversed(_merge_turns(lines, entry))
+        else:
+            turn = _shown(lines, entry)
+            if turn is not None:
+                yield turn
 
 
-def _turns(state: ConvState, entry: Entry, *, main: bool) -> Iterator[Turn]:
-    """The visible turns one line entry shows, last first."""
-    if entry.kind == "merge":
-        if main:
-            yield from reversed(_merge_turns(state, entry))
-        return
-    turn = _shown(state, entry)
-    if turn is not None:
-        yield turn
-
-
-def _shown(state: ConvState, entry: Entry) -> Turn | None:
-    retractions = state.retractions.get(entry.cid, ())
-    if any(state.any_retractor or state.entries[c].actor == entry.actor for _, c in retractions):
+def _shown(lines: Lines, entry: Entry) -> Turn | None:
+    """The turn `entry` shows: none when retracted, its latest own supersession's content if any."""
+    if any(lines.any_retractor or actor == entry.actor for actor in lines.retractors(entry.cid)):
         return None
-    turn = state.turns.get(entry.cid)
-    if turn is None:
-        turn = state.turns[entry.cid] = turn_from(entry)
-    for _, cid in reversed(state.supersessions.get(entry.cid, ())):
-        newer = state.entries[cid]
-        if newer.actor == entry.actor:
-            return replace(turn, content=blocks_of(newer.payload["content"]))
+    turn = lines.turn(entry)
+    for actor, cid in reversed(lines.supersessions(entry.cid)):
+        if actor == entry.actor:
+            return replace(turn, content=blocks_of(lines.payload(cid)["content"]))
     return turn
 
 
-def _merge_turns(state: ConvState, merge: Entry) -> list[Turn]:
+def _merge_turns(lines: Lines, merge: Entry) -> list[Turn]:
     p = merge.payload
     synthesis = p.get("content") or p.get("summary")
     if synthesis:
         return [Turn(op=merge.cid, role=Role.ASSISTANT, content=blocks_of(synthesis), author=merge.actor,
-                     hlc=merge.hlc, conversation=_conversation(state, merge))]
-    accepted = [state.entries[c] for c in p["accepted"] if c in state.entries]
-    accepted = sorted((e for e in accepted if e.kind in TURN_KINDS), key=lambda e: e.order_key)
-    return [t for t in (_shown(state, e) for e in accepted) if t is not None]
+                     hlc=merge.hlc, conversation=_conversation(lines, merge))]
+    found = lines.entries(p["accepted"])
+    accepted = sorted((e for e in found.values() if e.kind in TURN_KINDS), key=lambda e: e.order_key)
+    return [t for t in (_shown(lines, e) for e in accepted) if t is not None]
 
 
-def _conversation(state: ConvState, merge: Entry) -> str:
+def _conversation(lines: Lines, merge: Entry) -> str:
     """A merge speaks in the conversation of the turns it joins."""
     for head in merge.payload["heads"]:
-        entry = state.entries.get(head)
+        entry = lines.entries([head]).get(head)
         if entry is not None and entry.kind in TURN_KINDS:
-            return turn_from(entry).conversation
+            return lines.turn(entry).conversation
     return DEFAULT_CONVERSATION

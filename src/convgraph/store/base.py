@@ -1,7 +1,8 @@
 """The `Store` protocol: records and their indexes, every derived view rebuildable from them.
 
-A store holds verified records (with their header indexed), the heads of each
-conversation, the quarantine of records that wait for parents or for our clock, and the
+A store holds verified records (with their header indexed), the turn index of each
+conversation (docs/conversation.md §8: rows derived from the records in the same commit), the
+heads of each conversation, the quarantine of records that wait for parents or for our clock, and the
 equivocation pairs seen; beside them, what the replica remembers of its peers' signed
 statements and the findings it made (docs/integrity.md §4-§6), which no record rebuilds.
 Record writes go through `commit(WriteSet)`, which is atomic; the witnessed-history writes
@@ -23,9 +24,16 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreCorruptError
 from convgraph.integrity.statement import Statement
-
-OrderKey = tuple[int, int, bytes, bytes]
-"""The canonical order `(wall_ms, counter, actor, cid bytes)` (docs/conversation.md §2)."""
+from convgraph.projections.index_rows import (
+    LINE_KINDS,
+    MAIN,
+    TARGET_KINDS,
+    BranchRow,
+    LineRow,
+    OrderKey,
+    Row,
+    TargetRow,
+)
 
 PendingReason = Literal["parents", "clock"]
 
@@ -222,6 +230,43 @@ class Store(Protocol):
 
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]: ...
 
+    # ---- the turn index (docs/conversation.md §8): `commit` and `compact` keep its rows
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Make the reads inside see one committed state (within a transaction: its own)."""
+        ...
+
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        """Up to `limit` rows of `line` of `conv` strictly before `below` (None: from the end),
+        last first (their records' bytes: `get_many`)."""
+        ...
+
+    def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
+        """The retraction and supersession rows of `conv` naming any of `targets`, each with
+        its record's bytes (empty when compacted)."""
+        ...
+
+    def branch_rows(self, conv: str, name: str) -> list[BranchRow]:
+        """The `branch` rows of `conv` naming `name`, in canonical order."""
+        ...
+
+    def index_rows(self, conv: str) -> list[Row]:
+        """Every turn index row of `conv` (what `verify` compares with the records)."""
+        ...
+
+    def reindex(self, conv: str, rows: Iterable[Row]) -> None:
+        """Replace every turn index row of `conv` with `rows` (a repair; joins an open transaction)."""
+        ...
+
+    def hidden(self, conv: str) -> frozenset[CID] | None:
+        """The records the views of `conv` hide, as last set; None unless it is current (set,
+        and no record of `conv` stored since)."""
+        ...
+
+    def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
+        """Set what the views of `conv` hide, current as of the records stored now."""
+        ...
+
     # ---- witnessed history (docs/integrity.md §4-§6); every write joins an open transaction
 
     def remember(self, statement: Statement) -> None:
@@ -315,6 +360,61 @@ def finding_of_row(row: tuple[bytes, str, str, bytes, bytes, bytes, str, int]) -
                       decode_blobs(bytes(statements)), summary, int(found))
 
 
+
+
+IndexParams = tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]]
+
+
+def index_params(rows: Iterable[tuple[str, Row]]) -> IndexParams:
+    """The SQL stores' `turn_line`, `turn_targets` and `turn_branches` rows of (conv, row) pairs:
+    `conv, line | target | name, wall, counter, actor, cid, kind | kind | origin`."""
+    lines: list[tuple[object, ...]] = []
+    targets: list[tuple[object, ...]] = []
+    branches: list[tuple[object, ...]] = []
+    for conv, row in rows:
+        if isinstance(row, LineRow):
+            lines.append((conv, row.line, *row.key, row.kind))
+        elif isinstance(row, TargetRow):
+            targets.append((conv, bytes(row.target), *row.key, row.kind))
+        else:
+            branches.append((conv, row.name, *row.key, bytes(row.origin)))
+    return lines, targets, branches
+
+
+def record_params(records: Iterable[Record]) -> IndexParams:
+    """`index_params` of the rows of `records`, built straight from their headers: what each
+    commit pays for its index (a turn's payload is never decoded)."""
+    lines: list[tuple[object, ...]] = []
+    targets: list[tuple[object, ...]] = []
+    branches: list[tuple[object, ...]] = []
+    for r in records:
+        kind, (wall, counter) = r.kind, r.hlc
+        if kind in LINE_KINDS:
+            lines.append((r.conv, r.branch or MAIN, wall, counter, r.actor, bytes(r.cid), kind))
+        elif kind in TARGET_KINDS:
+            targets.append((r.conv, bytes(r.payload["target"]), wall, counter, r.actor, bytes(r.cid), kind))
+        elif kind == "branch":
+            p = r.payload
+            branches.append((r.conv, p["name"], wall, counter, r.actor, bytes(r.cid), bytes(p["from"])))
+    return lines, targets, branches
+
+
+def line_row(line: str, row: tuple[int, int, bytes, bytes, str]) -> LineRow:
+    """A `LineRow` from the SQL stores' `wall, counter, actor, cid, kind` columns."""
+    wall, counter, actor, cid, kind = row
+    return LineRow(line, (int(wall), int(counter), bytes(actor), bytes(cid)), kind)
+
+
+def target_row(row: tuple[bytes, int, int, bytes, bytes, str]) -> TargetRow:
+    """A `TargetRow` from the SQL stores' `target, wall, counter, actor, cid, kind` columns."""
+    target, wall, counter, actor, cid, kind = row
+    return TargetRow(CID._trusted(bytes(target)), (int(wall), int(counter), bytes(actor), bytes(cid)), kind)
+
+
+def branch_row(name: str, row: tuple[int, int, bytes, bytes, bytes]) -> BranchRow:
+    """A `BranchRow` from the SQL stores' `wall, counter, actor, cid, origin` columns."""
+    wall, counter, actor, cid, origin = row
+    return BranchRow(name, (int(wall), int(counter), bytes(actor), bytes(cid)), CID._trusted(bytes(origin)))
 
 
 def encode_blobs(blobs: Iterable[bytes]) -> bytes:

@@ -20,10 +20,18 @@ from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import RecordMeta
 from convgraph.errors import StoreError
 from convgraph.integrity.statement import Statement
+from convgraph.projections.index_rows import (
+    BranchRow,
+    LineRow,
+    OrderKey,
+    Row,
+    TargetRow,
+    row_of,
+    snapshot_rows,
+)
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
-    OrderKey,
     Pending,
     PendingCheck,
     QuarantineBounds,
@@ -57,6 +65,11 @@ class MemoryStore:
         self._waiting: dict[CID, set[CID]] = defaultdict(set)  # missing parent -> waiters
         self._equivocations: dict[tuple[CID, CID], str] = {}
         self._max_hlc = ZERO
+        # the turn index: (conv, line | target | name) -> rows in canonical order
+        self._lines: dict[tuple[str, str], list[tuple[OrderKey, str]]] = defaultdict(list)
+        self._targets: dict[tuple[str, CID], list[tuple[OrderKey, str]]] = defaultdict(list)
+        self._branch_rows: dict[tuple[str, str], list[tuple[OrderKey, CID]]] = defaultdict(list)
+        self._hidden: dict[str, tuple[frozenset[CID], int]] = {}  # conv -> (hidden, arrivals when set)
         # witnessed history: every table replaced whole per key, so `_set` can undo it
         self._remembered: dict[tuple[bytes, str], bytes] = {}
         self._receipts: dict[tuple[bytes, str], _Held] = {}
@@ -125,7 +138,8 @@ class MemoryStore:
             for meta in writes.headers:
                 self._put(meta, b"")
             for record in writes.records:
-                self._put(record.meta, record.data)
+                if self._put(record.meta, record.data) and (row := row_of(record)) is not None:
+                    self._index(record.conv, row)
             for cid in writes.pending_remove:
                 self._unpend(cid)
             for entry in writes.pending_put:
@@ -147,10 +161,10 @@ class MemoryStore:
             waiters = self._own(self._waiting, missing, set)
             waiters.discard(cid)
 
-    def _put(self, meta: RecordMeta, data: bytes) -> None:
-        """Store a record (`data` empty: its header only, as compaction leaves one)."""
+    def _put(self, meta: RecordMeta, data: bytes) -> bool:
+        """Store a record (`data` empty: its header only, as compaction leaves one); False if held."""
         if meta.cid in self._data:
-            return
+            return False
         self._set(self._data, meta.cid, data)
         self._set(self._meta, meta.cid, meta)
         entry = ((meta.hlc.wall_ms, meta.hlc.counter, meta.actor, bytes(meta.cid)), meta.cid)
@@ -177,6 +191,26 @@ class MemoryStore:
         if last is None or (meta.seq, bytes(meta.cid)) > (last.seq, bytes(last.cid)):
             self._set(self._last, (meta.actor, meta.conv), meta)
         self._max_hlc = max(self._max_hlc, meta.hlc)
+        return True
+
+    def _index(self, conv: str, row: Row) -> None:
+        """Add one turn index row (a row held already is left alone), with its precise inverse."""
+        table: dict[Any, list[Any]]
+        key: Any
+        item: Any
+        if isinstance(row, LineRow):
+            table, key, item = self._lines, (conv, row.line), (row.key, row.kind)
+        elif isinstance(row, TargetRow):
+            table, key, item = self._targets, (conv, row.target), (row.key, row.kind)
+        else:
+            table, key, item = self._branch_rows, (conv, row.name), (row.key, row.origin)
+        slots = table[key]
+        i = bisect.bisect_left(slots, row.key, key=lambda s: s[0])
+        if i < len(slots) and slots[i][0] == row.key:
+            return
+        slots.insert(i, item)
+        if self._undo is not None:
+            self._undo.append(lambda: slots.remove(item))
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
         with self.transaction():
@@ -224,6 +258,8 @@ class MemoryStore:
                     continue
                 self._set(self._data, cid, b"")
             self._set(self._snapshots, conv, (checkpoint, snapshot))
+            for _, row in snapshot_rows(conv, snapshot):  # rows of an adopted conversation's records
+                self._index(conv, row)
 
     def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
         with self._lock:
@@ -325,6 +361,57 @@ class MemoryStore:
         """Records whose bytes compaction keeps: cited by a finding, or equivocating."""
         pairs = (p for p, c in self._equivocations.items() if c == conv)
         return self._cited.get(conv, frozenset()) | {cid for pair in pairs for cid in pair}
+
+    # ------------------------------------------------------------ the turn index
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        with self._lock:
+            slots = self._lines.get((conv, line), [])
+            end = len(slots) if below is None else bisect.bisect_left(slots, below, key=lambda s: s[0])
+            picked = slots[max(0, end - max(0, limit)) : end]
+            return [LineRow(line, key, kind) for key, kind in reversed(picked)]
+
+    def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
+        with self._lock:
+            return [(TargetRow(t, key, kind), self._data[CID._trusted(key[3])])
+                    for t in set(targets) for key, kind in self._targets.get((conv, t), ())]
+
+    def branch_rows(self, conv: str, name: str) -> list[BranchRow]:
+        with self._lock:
+            return [BranchRow(name, key, origin) for key, origin in self._branch_rows.get((conv, name), ())]
+
+    def index_rows(self, conv: str) -> list[Row]:
+        with self._lock:
+            rows: list[Row] = []
+            rows += (LineRow(n, k, v) for (c, n), s in self._lines.items() if c == conv for k, v in s)
+            rows += (TargetRow(t, k, v) for (c, t), s in self._targets.items() if c == conv for k, v in s)
+            rows += (BranchRow(n, k, o) for (c, n), s in self._branch_rows.items() if c == conv for k, o in s)
+            return rows
+
+    def reindex(self, conv: str, rows: Iterable[Row]) -> None:
+        with self.transaction():
+            tables: list[dict[Any, Any]] = [self._lines, self._targets, self._branch_rows]
+            for table in tables:
+                for key in [k for k in table if k[0] == conv]:
+                    self._own(table, key, list).clear()
+            for row in rows:
+                self._index(conv, row)
+
+    def hidden(self, conv: str) -> frozenset[CID] | None:
+        with self._lock:
+            held = self._hidden.get(conv)
+            if held is None or any(self._meta[c].conv == conv for c in self._arrival[held[1] :]):
+                return None
+            return held[0]
+
+    def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
+        with self.transaction():
+            self._set(self._hidden, conv, (frozenset(cids), len(self._arrival)))
 
     # ------------------------------------------------------------ witnessed history
 

@@ -34,35 +34,52 @@ from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
 from convgraph.integrity.statement import Statement
+from convgraph.projections.index_rows import (
+    BranchRow,
+    LineRow,
+    OrderKey,
+    Row,
+    TargetRow,
+    row_of,
+    snapshot_rows,
+)
+from convgraph.projections.state import entry_from_bytes
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
-    OrderKey,
     Pending,
     PendingCheck,
     QuarantineBounds,
     WriteSet,
+    branch_row,
     decode_blobs,
     encode_blobs,
     finding_cids,
     finding_of_row,
     header_row,
+    index_params,
+    line_row,
     meta_of_row,
     pending_of_row,
+    record_params,
     sort_pairs,
+    target_row,
     unique_checks,
 )
 
-# version 2 added the witnessed-history tables (`_DDL_V2`); a version 1 schema is upgraded
-# in place when opened, under the setup lock
-SCHEMA_VERSION: Final = 2
-_UPGRADABLE: Final = frozenset({1})
+# version 2 added the witnessed-history tables (`_DDL_V2`), version 3 the turn index (`_DDL_V3`,
+# docs/conversation.md §8); an older schema is upgraded in place when opened, under the setup
+# lock, the index filled from the records
+SCHEMA_VERSION: Final = 3
+_UPGRADABLE: Final = frozenset({1, 2})
 _PAGE: Final = 1000
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
 _TABLES_V1: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
                                "equivocations"})
-_TABLES: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings",
-                               "finding_cites"}
+_TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings",
+                                  "finding_cites"}
+_TABLES: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
+                               "turn_hidden_as_of"}
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -103,6 +120,26 @@ CREATE INDEX IF NOT EXISTS findings_order ON {s}.findings (found, id);
 CREATE TABLE IF NOT EXISTS {s}.finding_cites (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
     finding bytea NOT NULL, PRIMARY KEY (conv, cid, finding));
 """
+_DDL_V3: Final = """
+CREATE TABLE IF NOT EXISTS {s}.turn_line (conv text COLLATE "C" NOT NULL, line text COLLATE "C" NOT NULL,
+    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
+    kind text NOT NULL, PRIMARY KEY (conv, line, wall, counter, actor, cid));
+CREATE TABLE IF NOT EXISTS {s}.turn_targets (conv text COLLATE "C" NOT NULL, target bytea NOT NULL,
+    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
+    kind text NOT NULL, PRIMARY KEY (conv, target, wall, counter, actor, cid));
+CREATE TABLE IF NOT EXISTS {s}.turn_branches (conv text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
+    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
+    origin bytea NOT NULL, PRIMARY KEY (conv, name, wall, counter, actor, cid));
+CREATE TABLE IF NOT EXISTS {s}.turn_hidden (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
+    PRIMARY KEY (conv, cid));
+CREATE TABLE IF NOT EXISTS {s}.turn_hidden_as_of (conv text COLLATE "C" PRIMARY KEY, cursor bigint NOT NULL);
+"""
+_INDEX_INSERTS: Final = (
+    "INSERT INTO {s}.turn_line VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    "INSERT INTO {s}.turn_targets VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    "INSERT INTO {s}.turn_branches VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+)
+_ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
 _META_COLS: Final = "cid, conv, actor, seq, wall, counter, parents"
 _PENDING_COLS: Final = "cid, reason, wall, missing, data"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -224,15 +261,16 @@ class PostgresStore:
                 raise StoreCorruptError(f"{self._where} holds tables, but is not a convgraph store")
             read = "SELECT value FROM {s}.meta WHERE key = 'schema_version'"
             version = self._run(conn, read).fetchone() if found else None
-            upgrade = version is not None and version[0] in _UPGRADABLE
-            wanted = _TABLES_V1 if upgrade else _TABLES
+            upgrade = version[0] if version is not None and version[0] in _UPGRADABLE else None
+            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2}[upgrade]
             if found and wanted - found:
                 raise StoreCorruptError(f"{self._where} lacks the tables {sorted(wanted - found)}")
-            if upgrade:
-                conn.execute(self._sql(_DDL_V2))
+            if upgrade is not None:
+                conn.execute(self._sql(_DDL_V2 + _DDL_V3))
+                self._backfill_index(conn)
                 self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
             if not found:
-                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL + _DDL_V2))
+                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL + _DDL_V2 + _DDL_V3))
             version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
@@ -241,6 +279,26 @@ class PostgresStore:
                           " ('version', nextval(%s))", SCHEMA_VERSION, self._seq)
             elif version[0] != SCHEMA_VERSION:
                 raise StoreSchemaError(f"{self._where} has schema version {version[0]}, not {SCHEMA_VERSION}")
+
+    def _backfill_index(self, conn: _Conn) -> None:
+        """Fill the turn index from every record held with bytes and every kept snapshot."""
+        after = 0
+        page = "SELECT id, conv, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s"
+        while rows := self._run(conn, page, after, _PAGE).fetchall():
+            entries = ((conv, entry_from_bytes(CID(cid), data)) for _, conv, cid, data in rows if data)
+            self._index(conn, ((conv, row) for conv, e in entries if (row := row_of(e)) is not None))
+            after = rows[-1][0]
+        for conv, data in self._run(conn, "SELECT conv, data FROM {s}.snapshots").fetchall():
+            self._index_snapshot(conn, conv, data)
+
+    def _index(self, conn: _Conn, rows: Iterable[tuple[str, Row]]) -> None:
+        with conn.cursor() as cur:
+            for text, params in zip(_INDEX_INSERTS, index_params(rows), strict=True):
+                if params:
+                    cur.executemany(self._sql(text), params)
+
+    def _index_snapshot(self, conn: _Conn, conv: str, snapshot: bytes) -> None:
+        self._index(conn, snapshot_rows(conv, snapshot))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -280,7 +338,7 @@ class PostgresStore:
     @contextmanager
     def _conn(self) -> Iterator[_Conn]:
         """This thread's transaction connection, or else any pooled one (autocommit)."""
-        bound: _Conn | None = getattr(self._local, "conn", None)
+        bound: _Conn | None = getattr(self._local, "conn", None) or getattr(self._local, "reader", None)
         if bound is not None:
             yield bound
             return
@@ -341,10 +399,14 @@ class PostgresStore:
                 if a == b or bytes(a) not in known or bytes(b) not in known:
                     raise StoreError("an equivocation pair must name two stored records", cid=str(a))
             gone = [(unpend,)] if unpend else []
+            lines, targets, branches = record_params(fresh.values())
             batches: list[tuple[str, list[tuple[Any, ...]]]] = [
                 ("UPDATE {s}.meta SET value = nextval(%s) WHERE key = 'version'", [(self._seq,)]),
                 ("INSERT INTO {s}.records (cid, conv, actor, seq, wall, counter, parents, data)"
                  " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows),
+                (_INDEX_INSERTS[0], lines),
+                (_INDEX_INSERTS[1], targets),
+                (_INDEX_INSERTS[2], branches),
                 ("DELETE FROM {s}.heads WHERE conv = %s AND cid = %s", unheaded),
                 ("INSERT INTO {s}.heads VALUES (%s, %s)", headed),
                 ("DELETE FROM {s}.pending WHERE cid = ANY(%s::bytea[])", gone),
@@ -483,13 +545,19 @@ class PostgresStore:
             self._run(conn, "INSERT INTO {s}.snapshots VALUES (%s, %s, %s) ON CONFLICT (conv)"
                       " DO UPDATE SET checkpoint = excluded.checkpoint, data = excluded.data",
                       conv, bytes(checkpoint), snapshot)
+            self._index_snapshot(conn, conv, snapshot)  # rows of an adopted conversation's records
 
     def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
         rows = self._query("SELECT checkpoint, data FROM {s}.snapshots WHERE conv = %s", conv)
         return (CID(rows[0][0]), rows[0][1]) if rows else None
 
     def max_hlc(self) -> Hlc:
-        rows = self._query("SELECT wall, counter FROM {s}.records ORDER BY wall DESC, counter DESC LIMIT 1")
+        # one probe of `records_order` per conversation (each has a head), never a scan of every record
+        rows = self._query(
+            "SELECT m.wall, m.counter FROM (SELECT DISTINCT conv FROM {s}.heads) h CROSS JOIN LATERAL"
+            " (SELECT wall, counter FROM {s}.records r WHERE r.conv = h.conv ORDER BY wall DESC, counter DESC"
+            " LIMIT 1) m ORDER BY m.wall DESC, m.counter DESC LIMIT 1"
+        )
         return Hlc(*rows[0]) if rows else ZERO
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
@@ -526,6 +594,90 @@ class PostgresStore:
                            " {s}.equivocations WHERE conv = %s UNION SELECT b FROM {s}.equivocations"
                            " WHERE conv = %s", conv, conv, conv)
         return {CID(r[0]) for r in rows}
+
+    # ------------------------------------------------------------ the turn index
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        local = self._local
+        if getattr(local, "depth", 0) or getattr(local, "reader", None) is not None:
+            yield
+            return
+        with self._translated():
+            conn = self._pool.getconn(timeout=self._timeout)
+        try:
+            with self._translated():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            local.reader = conn
+            try:
+                yield
+            finally:
+                local.reader = None
+            with self._translated():
+                conn.execute("COMMIT")
+        finally:
+            self._release(conn)
+
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        select = "SELECT wall, counter, actor, cid, kind FROM {s}.turn_line WHERE conv = %s AND line = %s"
+        if below is None:
+            rows = self._query(select + _ORDER_DESC, conv, line, limit)
+        else:
+            before = " AND (wall, counter, actor, cid) < (%s, %s, %s, %s)"
+            rows = self._query(select + before + _ORDER_DESC, conv, line, *below, limit)
+        return [line_row(line, r) for r in rows]
+
+    def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
+        wanted = list({bytes(c) for c in targets})
+        if not wanted:
+            return []
+        rows = self._query("SELECT t.target, t.wall, t.counter, t.actor, t.cid, t.kind, r.data"
+                           " FROM {s}.turn_targets t JOIN {s}.records r ON r.cid = t.cid"
+                           " WHERE t.conv = %s AND t.target = ANY(%s::bytea[])", conv, wanted)
+        return [(target_row(r[:6]), bytes(r[6])) for r in rows]
+
+    def branch_rows(self, conv: str, name: str) -> list[BranchRow]:
+        rows = self._query("SELECT wall, counter, actor, cid, origin FROM {s}.turn_branches"
+                           " WHERE conv = %s AND name = %s ORDER BY wall, counter, actor, cid", conv, name)
+        return [branch_row(name, r) for r in rows]
+
+    def index_rows(self, conv: str) -> list[Row]:
+        cols, where = "wall, counter, actor, cid", "WHERE conv = %s"
+        with self.reading():
+            lines = self._query(f"SELECT line, {cols}, kind FROM {{s}}.turn_line {where}", conv)
+            targets = self._query(f"SELECT target, {cols}, kind FROM {{s}}.turn_targets {where}", conv)
+            branches = self._query(f"SELECT name, {cols}, origin FROM {{s}}.turn_branches {where}", conv)
+        return [*(line_row(r[0], r[1:]) for r in lines), *map(target_row, targets),
+                *(branch_row(r[0], r[1:]) for r in branches)]
+
+    def reindex(self, conv: str, rows: Iterable[Row]) -> None:
+        with self.transaction(), self._translated(), self._conn() as conn:
+            for table in ("turn_line", "turn_targets", "turn_branches"):
+                self._run(conn, f"DELETE FROM {{s}}.{table} WHERE conv = %s", conv)
+            self._index(conn, ((conv, row) for row in rows))
+
+    def hidden(self, conv: str) -> frozenset[CID] | None:
+        with self.reading():
+            marker = self._query("SELECT cursor FROM {s}.turn_hidden_as_of WHERE conv = %s", conv)
+            # `conv || ''`: walk the ids after the marker, not every record of the conversation
+            later = "SELECT 1 FROM {s}.records WHERE id > %s AND conv || '' = %s LIMIT 1"
+            if not marker or self._query(later, marker[0][0], conv):
+                return None
+            rows = self._query("SELECT cid FROM {s}.turn_hidden WHERE conv = %s", conv)
+        return frozenset(CID(bytes(r[0])) for r in rows)
+
+    def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
+        wanted = {bytes(c) for c in cids}
+        with self.transaction(), self._translated(), self._conn() as conn:
+            rows = self._run(conn, "SELECT cid FROM {s}.turn_hidden WHERE conv = %s", conv)
+            held = {bytes(r[0]) for r in rows}
+            if held != wanted:
+                self._run(conn, "DELETE FROM {s}.turn_hidden WHERE conv = %s", conv)
+                with conn.cursor() as cur:
+                    cur.executemany(self._sql("INSERT INTO {s}.turn_hidden VALUES (%s, %s)"),
+                                    [(conv, c) for c in sorted(wanted)])
+            self._run(conn, "INSERT INTO {s}.turn_hidden_as_of VALUES (%s, (SELECT coalesce(max(id), 0)"
+                      " FROM {s}.records)) ON CONFLICT (conv) DO UPDATE SET cursor = excluded.cursor", conv)
 
     # ------------------------------------------------------------ witnessed history
 

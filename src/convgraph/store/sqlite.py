@@ -31,30 +31,46 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.integrity.statement import Statement
+from convgraph.projections.index_rows import (
+    BranchRow,
+    LineRow,
+    OrderKey,
+    Row,
+    TargetRow,
+    row_of,
+    snapshot_rows,
+)
+from convgraph.projections.state import entry_from_bytes
 from convgraph.store.base import (
     GOSSIP_KEEP,
     FindingRow,
-    OrderKey,
+    IndexParams,
     Pending,
     PendingCheck,
     QuarantineBounds,
     WriteSet,
+    branch_row,
     decode_blobs,
     encode_blobs,
     finding_cids,
     finding_of_row,
     header_row,
+    index_params,
+    line_row,
     meta_of_row,
     pending_of_row,
+    record_params,
     sort_pairs,
     split_cids,
+    target_row,
     unique_checks,
 )
 
-# version 2 added the witnessed-history tables (remembered … finding_cites); a version 1 file
-# is upgraded in place when opened: the DDL below creates what it lacks, the version row moves
-SCHEMA_VERSION: Final = 2
-_UPGRADABLE: Final = frozenset({"1"})
+# version 2 added the witnessed-history tables (remembered … finding_cites), version 3 the turn
+# index (turn_line … turn_hidden_as_of, docs/conversation.md §8); an older file is upgraded in
+# place when opened: the DDL below creates what it lacks, the index is filled from the records
+SCHEMA_VERSION: Final = 3
+_UPGRADABLE: Final = frozenset({"1", "2"})
 _PAGE: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -106,7 +122,25 @@ CREATE TABLE IF NOT EXISTS findings (id BLOB PRIMARY KEY, conv TEXT NOT NULL, ki
 CREATE INDEX IF NOT EXISTS findings_order ON findings (found, id);
 CREATE TABLE IF NOT EXISTS finding_cites (conv TEXT NOT NULL, cid BLOB NOT NULL, finding BLOB NOT NULL,
     PRIMARY KEY (conv, cid, finding)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_line (conv TEXT NOT NULL, line TEXT NOT NULL, wall INTEGER NOT NULL,
+    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, kind TEXT NOT NULL,
+    PRIMARY KEY (conv, line, wall, counter, actor, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_targets (conv TEXT NOT NULL, target BLOB NOT NULL, wall INTEGER NOT NULL,
+    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, kind TEXT NOT NULL,
+    PRIMARY KEY (conv, target, wall, counter, actor, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_branches (conv TEXT NOT NULL, name TEXT NOT NULL, wall INTEGER NOT NULL,
+    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, origin BLOB NOT NULL,
+    PRIMARY KEY (conv, name, wall, counter, actor, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_hidden (conv TEXT NOT NULL, cid BLOB NOT NULL,
+    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_hidden_as_of (conv TEXT PRIMARY KEY, cursor INTEGER NOT NULL) WITHOUT ROWID;
 """
+_INDEX_INSERTS: Final = (
+    "INSERT OR IGNORE INTO turn_line VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR IGNORE INTO turn_targets VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR IGNORE INTO turn_branches VALUES (?, ?, ?, ?, ?, ?, ?)",
+)
+_ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?"
 
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -192,9 +226,33 @@ class SqliteStore:
                 "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
         elif row[0] in _UPGRADABLE:
+            self._backfill_index()
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
+
+    def _backfill_index(self) -> None:
+        """Fill the turn index from every record held with bytes and every kept snapshot."""
+        after = 0
+        while rows := self._db.execute(
+            "SELECT id, conv, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?", (after, _PAGE)
+        ).fetchall():
+            entries = ((conv, entry_from_bytes(CID(cid), data)) for _, conv, cid, data in rows if data)
+            self._index((conv, row) for conv, e in entries if (row := row_of(e)) is not None)
+            after = rows[-1][0]
+        for conv, data in self._db.execute("SELECT conv, data FROM snapshots").fetchall():
+            self._index_snapshot(conv, data)
+
+    def _index(self, rows: Iterable[tuple[str, Row]]) -> None:
+        self._insert_index(index_params(rows))
+
+    def _insert_index(self, params: IndexParams) -> None:
+        for sql, batch in zip(_INDEX_INSERTS, params, strict=True):
+            if batch:
+                self._db.executemany(sql, batch)
+
+    def _index_snapshot(self, conv: str, snapshot: bytes) -> None:
+        self._index(snapshot_rows(conv, snapshot))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -254,6 +312,7 @@ class SqliteStore:
                  *((bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
                     b"".join(map(bytes, r.parents)), r.data) for r in fresh.values())],
             )
+            self._insert_index(record_params(fresh.values()))
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
             added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
@@ -422,7 +481,8 @@ class SqliteStore:
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
         rows = self._query(
-            "SELECT id, cid, data FROM records WHERE id > ? AND +conv = ? ORDER BY id", (cursor, conv)
+            "SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND +conv = ? ORDER BY id",
+            (cursor, conv),
         )
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
         return found, rows[-1][0] if rows else cursor
@@ -454,13 +514,20 @@ class SqliteStore:
             self._db.execute(
                 "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (conv, bytes(checkpoint), snapshot)
             )
+            self._index_snapshot(conv, snapshot)  # rows of an adopted conversation's records
 
     def snapshot(self, conv: str) -> tuple[CID, bytes] | None:
         rows = self._query("SELECT checkpoint, data FROM snapshots WHERE conv = ?", (conv,))
         return (CID(rows[0][0]), rows[0][1]) if rows else None
 
     def max_hlc(self) -> Hlc:
-        rows = self._query("SELECT wall, counter FROM records ORDER BY wall DESC, counter DESC LIMIT 1")
+        # each conversation's newest record is the end of its range of `records_order`: one
+        # index probe per conversation (every one has a head), never a scan of every record
+        rows = self._query(
+            "SELECT r.wall, r.counter FROM (SELECT DISTINCT conv FROM heads) h JOIN records r ON r.id ="
+            " (SELECT id FROM records q WHERE q.conv = h.conv ORDER BY q.wall DESC, q.counter DESC LIMIT 1)"
+            " ORDER BY r.wall DESC, r.counter DESC LIMIT 1"
+        )
         return Hlc(*rows[0]) if rows else ZERO
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
@@ -507,6 +574,81 @@ class SqliteStore:
         rows = self._query("SELECT cid FROM finding_cites WHERE conv = ? UNION SELECT a FROM equivocations"
                            " WHERE conv = ? UNION SELECT b FROM equivocations WHERE conv = ?", (conv,) * 3)
         return {CID(r[0]) for r in rows}
+
+    # ------------------------------------------------------------ the turn index
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._lock:
+            if self._db.in_transaction:
+                yield
+                return
+            with _translated():
+                self._db.execute("BEGIN")  # deferred: one WAL snapshot from the first read on
+            try:
+                yield
+            finally:
+                with _translated():
+                    self._db.execute("COMMIT")
+
+    def line(self, conv: str, line: str, below: OrderKey | None, limit: int) -> list[LineRow]:
+        select = "SELECT wall, counter, actor, cid, kind FROM turn_line WHERE conv = ? AND line = ?"
+        if below is None:  # an index-only scan of the primary key, backwards
+            rows = self._query(select + _ORDER_DESC, (conv, line, limit))
+        else:
+            before = " AND (wall, counter, actor, cid) < (?, ?, ?, ?)"
+            rows = self._query(select + before + _ORDER_DESC, (conv, line, *below, limit))
+        return [LineRow(line, (w, c, a, cid), kind) for w, c, a, cid, kind in rows]  # ints and bytes already
+
+    def targets(self, conv: str, targets: Iterable[CID]) -> list[tuple[TargetRow, bytes]]:
+        wanted = [bytes(c) for c in set(targets)]
+        rows: list[Any] = []
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            rows += self._query(
+                "SELECT t.target, t.wall, t.counter, t.actor, t.cid, t.kind, CAST(r.data AS BLOB)"
+                " FROM turn_targets t JOIN records r ON r.cid = t.cid"
+                f" WHERE t.conv = ? AND t.target IN ({','.join('?' * len(chunk))})", (conv, *chunk))
+        return [(target_row(r[:6]), r[6]) for r in rows]
+
+    def branch_rows(self, conv: str, name: str) -> list[BranchRow]:
+        rows = self._query("SELECT wall, counter, actor, cid, origin FROM turn_branches"
+                           " WHERE conv = ? AND name = ? ORDER BY wall, counter, actor, cid", (conv, name))
+        return [branch_row(name, r) for r in rows]
+
+    def index_rows(self, conv: str) -> list[Row]:
+        cols = "wall, counter, actor, cid"
+        lines = self._query(f"SELECT line, {cols}, kind FROM turn_line WHERE conv = ?", (conv,))
+        targets = self._query(f"SELECT target, {cols}, kind FROM turn_targets WHERE conv = ?", (conv,))
+        branches = self._query(f"SELECT name, {cols}, origin FROM turn_branches WHERE conv = ?", (conv,))
+        return [*(line_row(r[0], r[1:]) for r in lines), *map(target_row, targets),
+                *(branch_row(r[0], r[1:]) for r in branches)]
+
+    def reindex(self, conv: str, rows: Iterable[Row]) -> None:
+        with self.transaction(), _translated():
+            for table in ("turn_line", "turn_targets", "turn_branches"):
+                self._db.execute(f"DELETE FROM {table} WHERE conv = ?", (conv,))
+            self._index((conv, row) for row in rows)
+
+    def hidden(self, conv: str) -> frozenset[CID] | None:
+        with self.reading():
+            marker = self._query("SELECT cursor FROM turn_hidden_as_of WHERE conv = ?", (conv,))
+            # `+conv`: walk the ids after the marker, not every record of the conversation
+            if not marker or self._query("SELECT 1 FROM records WHERE id > ? AND +conv = ? LIMIT 1",
+                                         (marker[0][0], conv)):
+                return None
+            rows = self._query("SELECT cid FROM turn_hidden WHERE conv = ?", (conv,))
+            return frozenset(CID(r[0]) for r in rows)
+
+    def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
+        wanted = {bytes(c) for c in cids}
+        with self.transaction(), _translated():
+            db = self._db
+            if {r[0] for r in db.execute("SELECT cid FROM turn_hidden WHERE conv = ?", (conv,))} != wanted:
+                db.execute("DELETE FROM turn_hidden WHERE conv = ?", (conv,))
+                db.executemany("INSERT INTO turn_hidden VALUES (?, ?)", [(conv, c) for c in sorted(wanted)])
+            db.execute("INSERT OR REPLACE INTO turn_hidden_as_of VALUES (?, (SELECT coalesce(max(id), 0)"
+                       " FROM records))", (conv,))
 
     # ------------------------------------------------------------ witnessed history
 

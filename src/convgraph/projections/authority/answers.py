@@ -129,6 +129,10 @@ def findings(state: AuthorityState) -> tuple[Finding, ...]:
             out.append(Finding("omitted_review", d, (q, *reviews), missing, detail))
     return tuple(sorted(out, key=lambda f: order_key(state, f.cid)))
 
+def hidden(state: AuthorityState) -> frozenset[CID]:
+    """What the views leave out: excluded records and decisions that omitted a review (§6.2, §8.4)."""
+    return frozenset({e.cid for e in excluded(state)} | {f.cid for f in findings(state)})
+
 def effective_records(state: AuthorityState, kind: str) -> tuple[Record, ...]:
     """The authorized, non-excluded records of `kind` (pins, audits), in canonical order."""
     out_cids = {e.cid for e in excluded(state)}
@@ -177,4 +181,4 @@ class Authority:
 
     def hidden(self) -> frozenset[CID]:
         """What the views leave out: excluded records and decisions that omitted a review."""
-        return frozenset({e.cid for e in self.excluded()} | {f.cid for f in self.findings()})
+        return hidden(self.state)
