@@ -52,7 +52,13 @@ SERVER_EXAMPLES = settings(max_examples=50 if IN_CI else 15)
 
 
 class StoreMaker:
-    """Makes fresh, empty stores of one kind, each in its own directory; closes them all."""
+    """Makes fresh, empty stores of one kind, each in its own directory; closes them all.
+
+    At most `KEEP` stay open: a hypothesis test that forgets to close its stores would otherwise
+    hold one PostgreSQL pool per example until the module ends, and the server's 100
+    connections are shared by every xdist worker (CI's 150 examples ran out of them)."""
+
+    KEEP = 6
 
     def __init__(self, kind: str, base: Path) -> None:
         self.kind = kind
@@ -61,6 +67,8 @@ class StoreMaker:
         self._open: list[Store] = []
 
     def __call__(self) -> Store:
+        while len(self._open) >= self.KEEP:  # the oldest belong to examples that have ended
+            self._open.pop(0).close()
         home = self._base / f"{self.kind}-{next(self._made)}"
         home.mkdir()
         store = FACTORIES[self.kind](home)

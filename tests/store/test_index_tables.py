@@ -72,10 +72,10 @@ def test_commit_keeps_exactly_the_rows_of_what_it_stores(
     if new_store.kind in SERVER_KINDS and seed % 3:  # a server store's examples cost far more
         return
     records = _history(script)
-    store = new_store()
-    _commit_in_batches(store, records, random.Random(seed))
-    commit(store, *records)  # again: nothing changes
-    _index_answers_like_the_records(store, records)
+    with closing(new_store()) as store:
+        _commit_in_batches(store, records, random.Random(seed))
+        commit(store, *records)  # again: nothing changes
+        _index_answers_like_the_records(store, records)
 
 
 @SERVER_EXAMPLES
@@ -86,16 +86,16 @@ def test_compact_keeps_the_rows_and_adds_those_of_the_snapshot(
     records = _history(script)
     if not records:
         return
-    adopted = new_store()  # holds the records as headers only, then their snapshot
-    commit(adopted, headers=[r.meta for r in records])
-    assert adopted.index_rows(CONV) == []
     snapshot = state_.snapshot(state_.fold(records))
-    adopted.compact(CONV, (), records[-1].cid, snapshot)
-    assert sorted(adopted.index_rows(CONV), key=repr) == sorted(rows_of(records), key=repr)
-    compacted = new_store()
-    commit(compacted, *records)
-    compacted.compact(CONV, [r.cid for r in records], records[-1].cid, snapshot)
-    _index_answers_like_the_records(compacted, records, compacted=True)  # the bytes went, not the rows
+    with closing(new_store()) as adopted:  # holds the records as headers only, then their snapshot
+        commit(adopted, headers=[r.meta for r in records])
+        assert adopted.index_rows(CONV) == []
+        adopted.compact(CONV, (), records[-1].cid, snapshot)
+        assert sorted(adopted.index_rows(CONV), key=repr) == sorted(rows_of(records), key=repr)
+    with closing(new_store()) as compacted:
+        commit(compacted, *records)
+        compacted.compact(CONV, [r.cid for r in records], records[-1].cid, snapshot)
+        _index_answers_like_the_records(compacted, records, compacted=True)  # the bytes went, not the rows
 
 
 def test_a_commit_that_rolls_back_leaves_no_rows(store: Store) -> None:
