@@ -280,6 +280,14 @@ def test_an_older_state_signed_later_is_caught_either_way_round(dag: Dag) -> Non
     assert out.claims == (Claim("rollback", s, remembered),)
 
 
+def test_an_older_state_is_caught_even_when_its_own_heads_are_not_held_yet(dag: Dag) -> None:
+    dag.add("c", "a3", wall=9, hold=False)  # "does s extend the remembered one" cannot be decided
+    remembered = st(dag, ["b3"], 3, T + LATER)
+    s = st(dag, ["c"], 4, T)  # dated before it, and the remembered one decidedly lacks a3
+    out = run(dag, Memory(remembered), session(s, started=T, received=T + LATER))
+    assert out.claims == (Claim("rollback", s, remembered),) and out.pending == ()
+
+
 def test_an_older_state_the_remembered_one_extends_is_not_remembered(dag: Dag) -> None:
     remembered = st(dag, ["a3"], 3, T + LATER)
     s = st(dag, ["a2"], 2, T)

@@ -220,8 +220,9 @@ def _compare(earlier: Statement, later: Statement, lookup: Lookup) -> Claim | _P
         return None
     if verdict is Verdict.NO and later.is_later_than(earlier):
         return Claim(_kind(earlier, later, lookup), earlier, later)
-    back = Verdict.UNDECIDED if verdict is not Verdict.NO else extends(earlier, later, lookup)
-    if earlier.is_later_than(later) and back is Verdict.NO:
+    # asked even when the forward walk is undecided: a peer's head we do not hold yet must not
+    # keep a pair pending that the other order already proves
+    if earlier.is_later_than(later) and extends(earlier, later, lookup) is Verdict.NO:
         return Claim(_kind(later, earlier, lookup), later, earlier)  # the "newer" state was taken first
     return _PENDING
 
