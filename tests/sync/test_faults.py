@@ -39,7 +39,7 @@ from convgraph.sync.peer import ReplicaPeer
 from server.live import LiveServer
 
 CONVS = ["plan", "chat"]
-SEEDS = range(10 if IN_CI else 3)
+SEEDS = range(5 if IN_CI else 3)  # each seed ~10-25 s of real HTTP and PostgreSQL
 
 
 class FaultyTransport(httpx.BaseTransport):

@@ -97,7 +97,7 @@ def messages(draw: st.DrawFn) -> Message:
     return Message(kind, draw(st.binary(min_size=8, max_size=8)), tuple(draw(sections(n, kind)) for n in names))
 
 
-@settings(max_examples=2000 if IN_CI else 200)
+@settings(max_examples=1000 if IN_CI else 200)
 @given(messages())
 def test_decode_inverts_encode(message: Message) -> None:
     data = wire.encode(message)
@@ -105,7 +105,7 @@ def test_decode_inverts_encode(message: Message) -> None:
     assert data[0] == wire.VERSION
 
 
-@settings(max_examples=4000 if IN_CI else 300)
+@settings(max_examples=1500 if IN_CI else 300)
 @given(messages(), st.data())
 def test_mutated_bytes_are_refused_or_re_encode_to_themselves(message: Message, data: st.DataObject) -> None:
     good = bytearray(wire.encode(message))
