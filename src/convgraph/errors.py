@@ -43,6 +43,7 @@
     ├── AliasError                  a malformed local alias, or an alias file that cannot be read
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── AccessConfigError           a sync server's access configuration that cannot be used
+    ├── AdapterError                input an agent-framework adapter cannot map onto records
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
     │   ├── CompactedError          the raw records asked for were compacted away
@@ -591,3 +592,8 @@ _RULES: dict[type[ConvgraphError], str] = {
     UnwitnessedError: "unwitnessed",
     WitnessConfigError: "witness_config",
 }
+
+
+class AdapterError(ConvgraphError):
+    """Input an agent-framework adapter (`convgraph.integrations`) cannot map onto records:
+    a config without the key the framework promises, or a value of the wrong shape."""
