@@ -3,7 +3,7 @@ cached state (its tips, the folded authority) stays true across commits and roll
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,18 @@ from convgraph import Replica
 
 class _Boom(Exception):
     pass
+
+
+def _in_failed_transaction(replica: Replica, body: Callable[[], object]) -> None:
+    """Run `body` inside a transaction that then raises, so it rolls back."""
+
+    def run() -> None:
+        with replica.transaction():
+            body()
+            raise _Boom
+
+    with pytest.raises(_Boom):
+        run()
 
 
 def _unconfirmed(r: Replica) -> int:
@@ -43,9 +55,7 @@ def test_a_rolled_back_transaction_leaves_no_record_and_the_next_write_builds_on
 ) -> None:
     conv = replica.create()
     kept = replica.say(conv, "user", "kept")
-    with pytest.raises(_Boom), replica.transaction():
-        replica.say(conv, "assistant", "gone")
-        raise _Boom
+    _in_failed_transaction(replica, lambda: replica.say(conv, "assistant", "gone"))
     assert replica.heads(conv) == [kept.cid]
     after = replica.say(conv, "assistant", "after")  # once pointed at the rolled-back record
     assert after.parents == (kept.cid,)
@@ -56,10 +66,12 @@ def test_a_rolled_back_transaction_leaves_no_record_and_the_next_write_builds_on
 
 def test_a_rollback_of_a_first_write_in_a_transaction_is_noticed_by_the_folds(replica: Replica) -> None:
     conv = replica.create()
-    with pytest.raises(_Boom), replica.transaction():
+
+    def body() -> None:
         replica.say(conv, "user", "gone")
         assert [t.text for t in replica.transcript(conv)] == ["gone"]
-        raise _Boom
+
+    _in_failed_transaction(replica, body)
     assert replica.transcript(conv) == []
     replica.say(conv, "user", "next")
     assert replica.verify().ok
@@ -76,11 +88,13 @@ def test_writes_inside_transactions_are_confirmed_once_the_outermost_commits(rep
 
 def test_nested_transactions_commit_with_the_outermost(replica: Replica) -> None:
     conv = replica.create()
-    with pytest.raises(_Boom), replica.transaction():
+
+    def body() -> None:
         with replica.transaction():
             replica.say(conv, "user", "inner")
         assert _unconfirmed(replica) > 0  # the outer one may still roll back
-        raise _Boom
+
+    _in_failed_transaction(replica, body)
     assert replica.transcript(conv) == []
     replica.say(conv, "user", "next")
     assert [t.text for t in replica.transcript(conv)] == ["next"]
