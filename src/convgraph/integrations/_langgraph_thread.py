@@ -26,6 +26,7 @@ WRITES_PATH: Final = "langgraph/writes"
 LANGUAGE: Final = "langgraph"
 TURN_KINDS: Final = frozenset({"user_message", "agent_message", "tool_result"})
 _CACHED_LISTS: Final = 8  # materialized message lists kept: the tips a run reads and extends
+Listed = tuple[list[Any], list[Any]]  # a messages channel: its delta entries and the messages they load to
 
 
 def path_of(base: str, ns: str) -> str:
@@ -67,7 +68,7 @@ class Thread:
     )
     turns: list[CID] = field(default_factory=list)
     retracted: set[CID] = field(default_factory=set)
-    lists: OrderedDict[tuple[CID, str], list[tuple[Any, Any]]] = field(default_factory=OrderedDict)
+    lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
 
     def refresh(self, store: Store) -> None:
@@ -157,29 +158,28 @@ class Thread:
         """The records holding the pending writes of one checkpoint."""
         return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
 
-    def messages(
-        self, cid: CID, channel: str, load: Callable[[Any], Any]
-    ) -> list[tuple[Any, Any]]:
-        """The messages channel `channel` as checkpoint record `cid` holds it: (entry, message)
-        pairs, following the chain of deltas back to a cached list or the first one."""
+    def messages(self, cid: CID, channel: str, load: Callable[[Any], Any]) -> Listed:
+        """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
+        following the chain of deltas back to a cached list or the first one."""
         chain: list[tuple[CID, dict[str, Any]]] = []
         at: CID | None = cid
-        start: list[tuple[Any, Any]] = []
+        entries: list[Any] = []
+        messages: list[Any] = []
         while at is not None:
             cached = self.lists.get((at, channel))
             if cached is not None:
-                start = cached
+                entries, messages = cached
                 break
             delta = self.by_cid[at].tree["messages"][channel]
             chain.append((at, delta))
             at = delta.get("base")
-        out = start
         for at, delta in reversed(chain):
-            out = out[: delta["keep"]] + [(e, load(e)) for e in delta["add"]]
-            self.remember(at, channel, out)
-        return out
+            keep, add = delta["keep"], delta["add"]
+            entries, messages = entries[:keep] + add, messages[:keep] + [load(e) for e in add]
+            self.remember(at, channel, (entries, messages))
+        return entries, messages
 
-    def remember(self, cid: CID, channel: str, listed: list[tuple[Any, Any]]) -> None:
+    def remember(self, cid: CID, channel: str, listed: Listed) -> None:
         """Keep the materialized list of `channel` at record `cid` (a few, newest used last)."""
         self.lists[(cid, channel)] = listed
         self.lists.move_to_end((cid, channel))

@@ -23,7 +23,7 @@ import hashlib
 import random
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, Final, TypeGuard, cast
+from typing import Any, Final, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -48,6 +48,7 @@ from convgraph.integrations._langgraph_thread import (
     LANGUAGE,
     WRITES_PATH,
     Checkpoint,
+    Listed,
     Thread,
     path_of,
     version_key,
@@ -198,7 +199,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             section, entry = found
             if section == "messages":
                 holder = thread.values[(ck.ns, channel, version_key(version))]
-                values[channel] = [m for _, m in thread.messages(holder, channel, self._message)]
+                values[channel] = builtins.list(thread.messages(holder, channel, self._message)[1])
             elif entry["t"] != "empty":
                 values[channel] = self._load(entry)
         checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
@@ -246,12 +247,14 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             }
             if parent_id:
                 tree["parent"] = parent_id
-            made: dict[str, builtins.list[tuple[Any, Any]]] = {}
+            made: dict[str, Listed] = {}
             for channel, version in new_versions.items():
                 value = values.get(channel)
-                if channel in self.messages_channels and _is_messages(value):
-                    tree["messages"][channel], made[channel] = self._delta(
-                        thread, channel, value, ns=ns, parent=parent, branch=branch)
+                found = None
+                if channel in self.messages_channels and type(value) is builtins.list:
+                    found = self._delta(thread, channel, value, ns=ns, parent=parent, branch=branch)
+                if found is not None:
+                    tree["messages"][channel], made[channel] = found
                     tree["messages"][channel]["v"] = version_key(version)
                 else:
                     typed = self._dump(value) if channel in values else {"t": "empty", "b": b""}
@@ -279,28 +282,32 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def _delta(
         self, thread: Thread, channel: str, messages: builtins.list[Any], *, ns: str,
         parent: Checkpoint | None, branch: str | None,
-    ) -> tuple[dict[str, Any], builtins.list[tuple[Any, Any]]]:
+    ) -> tuple[dict[str, Any], Listed] | None:
         """The delta of a messages channel against the parent's version, with the turns of the
-        messages it adds written; and the channel's whole (entry, message) list."""
-        base, prior = None, []
+        messages it adds written, and the channel's (entries, messages); None when the list
+        holds something other than messages."""
+        base: CID | None = None
+        entries: builtins.list[Any] = []
+        prior: builtins.list[Any] = []
         at = parent.tree["at"].get(channel) if parent is not None else None
         holder = thread.values.get((ns, channel, at)) if at is not None else None
         if holder is not None and channel in thread.by_cid[holder].tree.get("messages", {}):
-            base, prior = holder, thread.messages(holder, channel, self._message)
-        keep = 0
-        while keep < min(len(prior), len(messages)) and (
-            prior[keep][1] is messages[keep] or prior[keep][1] == messages[keep]
-        ):
-            keep += 1
+            base = holder
+            entries, prior = thread.messages(holder, channel, self._message)
+        keep = min(len(prior), len(messages))
+        if messages[:keep] != prior[:keep]:  # in C, identity first: the common case is one pass
+            keep = next(i for i in range(keep) if not (prior[i] is messages[i] or prior[i] == messages[i]))
         added = messages[keep:]
+        if not all(isinstance(m, BaseMessage) for m in added):
+            return None
         drafts = [self._turn(thread.conv, m, branch) for m in added]
         records = iter(self.replica.write_many(thread.conv, [d for d in drafts if d is not None]))
-        entries = [next(records).cid if d is not None else self._dump(m)
-                   for d, m in zip(drafts, added, strict=True)]
-        delta: dict[str, Any] = {"keep": keep, "add": entries}
+        new = [next(records).cid if d is not None else self._dump(m)
+               for d, m in zip(drafts, added, strict=True)]
+        delta: dict[str, Any] = {"keep": keep, "add": new}
         if base is not None:
             delta["base"] = base
-        return delta, prior[:keep] + list(zip(entries, added, strict=True))
+        return delta, (entries[:keep] + new, prior[:keep] + added)
 
     def _turn(self, conv: str, message: BaseMessage, branch: str | None) -> Draft | None:
         """The turn record a message becomes, or None when no turn kind can hold it whole."""
@@ -504,10 +511,6 @@ def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfi
     if checkpoint_id is not None:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
-
-
-def _is_messages(value: object) -> TypeGuard[builtins.list[BaseMessage]]:
-    return type(value) is list and all(isinstance(m, BaseMessage) for m in value)
 
 
 def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]:
