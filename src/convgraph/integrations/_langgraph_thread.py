@@ -158,7 +158,7 @@ class Thread:
         """The records holding the pending writes of one checkpoint."""
         return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
 
-    def messages(self, cid: CID, channel: str, load: Callable[[Any], Any]) -> Listed:
+    def messages(self, cid: CID, channel: str, load: Callable[[list[Any]], list[Any]]) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
         following the chain of deltas back to a cached list or the first one."""
         chain: list[tuple[CID, dict[str, Any]]] = []
@@ -173,9 +173,10 @@ class Thread:
             delta = self.by_cid[at].tree["messages"][channel]
             chain.append((at, delta))
             at = delta.get("base")
+        loaded = iter(load([e for _, delta in reversed(chain) for e in delta["add"]]))  # one batch
         for at, delta in reversed(chain):
             keep, add = delta["keep"], delta["add"]
-            entries, messages = entries[:keep] + add, messages[:keep] + [load(e) for e in add]
+            entries, messages = entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
             self.remember(at, channel, (entries, messages))
         return entries, messages
 

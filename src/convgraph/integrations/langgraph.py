@@ -41,6 +41,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.kinds import check_payload
+from convgraph.core.record import load_trusted
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, ConvgraphError
 from convgraph.integrations._langgraph_thread import (
@@ -199,7 +200,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             section, entry = found
             if section == "messages":
                 holder = thread.values[(ck.ns, channel, version_key(version))]
-                values[channel] = builtins.list(thread.messages(holder, channel, self._message)[1])
+                values[channel] = builtins.list(thread.messages(holder, channel, self._messages)[1])
             elif entry["t"] != "empty":
                 values[channel] = self._load(entry)
         checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
@@ -212,11 +213,17 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def _load(self, typed: dict[str, Any]) -> Any:
         return self.serde.loads_typed((typed["t"], typed["b"]))
 
-    def _message(self, entry: Any) -> Any:
-        """The message a delta entry names: a turn record (by CID) or serialized inline."""
+    def _messages(self, entries: builtins.list[Any]) -> builtins.list[Any]:
+        """The messages delta entries name: turn records (by CID, read in one batch) or
+        messages serialized inline."""
+        held = self.replica.store.get_many([e for e in entries if type(e) is CID])
+        return [self._message(e, held) for e in entries]
+
+    def _message(self, entry: Any, held: dict[CID, bytes]) -> Any:
         if type(entry) is not CID:
             return self._load(entry)
-        payload = self.replica.get(entry).payload
+        data = held.get(entry)
+        payload = (self.replica.get(entry) if data is None else load_trusted(data, entry)).payload
         shell = payload.get("meta", {}).get("langchain")
         if shell is None:  # a turn this saver did not write: rebuild it from the turn alone
             return _bare_message(payload)
@@ -293,7 +300,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         holder = thread.values.get((ns, channel, at)) if at is not None else None
         if holder is not None and channel in thread.by_cid[holder].tree.get("messages", {}):
             base = holder
-            entries, prior = thread.messages(holder, channel, self._message)
+            entries, prior = thread.messages(holder, channel, self._messages)
         keep = min(len(prior), len(messages))
         if messages[:keep] != prior[:keep]:  # in C, identity first: the common case is one pass
             keep = next(i for i in range(keep) if not (prior[i] is messages[i] or prior[i] == messages[i]))
