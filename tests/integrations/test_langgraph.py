@@ -188,3 +188,30 @@ def test_put_writes_without_a_checkpoint_and_an_unknown_prune_strategy_are_adapt
         saver.put_writes(_config(), [("ch", 1)], "task")  # type: ignore[arg-type]
     with pytest.raises(AdapterError, match="strategy"):
         saver.prune(["t1"], strategy="keep_some")
+
+
+def test_a_subgraphs_messages_are_not_turns_a_second_time() -> None:
+    replica = Replica.in_memory()
+    saver = ConvgraphSaver(replica)
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"sub reply {len(state['messages'])}")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("reply", reply)
+    sub.add_edge(START, "reply")
+    sub.add_edge("reply", END)
+    builder = StateGraph(MessagesState)
+    builder.add_node("sub", sub.compile(checkpointer=True))  # the subgraph keeps checkpoints of its own
+    builder.add_edge(START, "sub")
+    builder.add_edge("sub", END)
+    graph = builder.compile(checkpointer=saver)
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(f"q{i}")]}, _config())
+    conv = saver.conversation("t1")
+    assert conv is not None
+    namespaces = {ck.config["configurable"]["checkpoint_ns"] for ck in saver.list(_config())}
+    assert namespaces == {"", "sub"}  # no namespace in the config: every namespace's checkpoints
+    assert len(_turns(replica, conv)) == 6  # each message once, from the root namespace
+    assert [m.content for m in graph.get_state(_config()).values["messages"]][-2:] == ["q2", "sub reply 5"]
+    assert replica.verify().ok

@@ -307,7 +307,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         added = messages[keep:]
         if not all(isinstance(m, BaseMessage) for m in added):
             return None
-        drafts = [self._turn(thread.conv, m, branch) for m in added]
+        # a subgraph's messages are its parent's, seen again: only the root namespace's are turns
+        drafts = [self._turn(thread.conv, m, branch) if ns == "" else None for m in added]
         records = iter(self.replica.write_many(thread.conv, [d for d in drafts if d is not None]))
         new = [next(records).cid if d is not None else self._dump(m)
                for d, m in zip(drafts, added, strict=True)]
