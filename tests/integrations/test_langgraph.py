@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from convgraph import AdapterError, Replica
+from convgraph import AdapterError, Replica, SizeLimitError
 from convgraph.integrations.langgraph import ConvgraphSaver
 from convgraph.sync.local import sync_replicas
 
@@ -214,4 +214,20 @@ def test_a_subgraphs_messages_are_not_turns_a_second_time() -> None:
     assert namespaces == {"", "sub"}  # no namespace in the config: every namespace's checkpoints
     assert len(_turns(replica, conv)) == 6  # each message once, from the root namespace
     assert [m.content for m in graph.get_state(_config()).values["messages"]][-2:] == ["q2", "sub reply 5"]
+    assert replica.verify().ok
+
+
+def test_a_failed_put_leaves_the_thread_as_it_was() -> None:
+    replica = Replica.in_memory()
+    saver = ConvgraphSaver(replica)
+    graph = _graph(saver)
+    huge = HumanMessage("x" * (2 << 20))  # no record holds 2 MiB: the put fails and rolls back
+    with pytest.raises(SizeLimitError):
+        graph.invoke({"messages": [huge]}, _config("big"))
+    assert graph.get_state(_config("big")).values == {}  # no checkpoint landed, nor a turn
+    conv = saver.conversation("big")  # LangGraph did record the error, as a pending write
+    assert conv is not None
+    assert _turns(replica, conv) == []
+    graph.invoke({"messages": [HumanMessage("small")]}, _config("big"))
+    assert [m.content for m in graph.get_state(_config("big")).values["messages"]] == ["small", "reply 1"]
     assert replica.verify().ok

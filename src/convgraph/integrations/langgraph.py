@@ -23,6 +23,7 @@ import hashlib
 import random
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -91,6 +92,20 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         self._metadata: dict[CID, CheckpointMetadata] = {}
 
     # ------------------------------------------------------------ threads
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One saver call's writes in one transaction; when it rolls back, what was folded or
+        mapped inside it is forgotten, to be read again from what the store kept."""
+        with self._lock:
+            try:
+                with self.replica.transaction():
+                    yield
+            except BaseException:
+                self._convs.clear()
+                self._threads.clear()
+                self._metadata.clear()
+                raise
 
     def conversation(self, thread_id: str) -> str | None:
         """The conversation holding `thread_id`, or None when this replica holds none."""
@@ -238,7 +253,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """Record `checkpoint` as a child of `config`'s checkpoint (in one transaction, after
         the turns of the messages it adds); a second child of one parent starts a branch."""
         thread_id, ns, parent_id = _target(config)
-        with self._lock, self.replica.transaction():
+        with self._writing():
             conv = self._conv(thread_id, create=True)
             assert conv is not None
             thread = self._thread(conv)
@@ -350,7 +365,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         thread_id, ns, checkpoint_id = _target(config)
         if not checkpoint_id:
             raise AdapterError("put_writes needs config['configurable']['checkpoint_id']")
-        with self._lock, self.replica.transaction():
+        with self._writing():
             conv = self._conv(thread_id, create=True)
             assert conv is not None
             thread = self._thread(conv)
@@ -379,7 +394,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint, write and turn of the thread; the records stay, unread."""
-        with self._lock, self.replica.transaction():
+        with self._writing():
             conv = self._conv(_text(thread_id, "thread_id"), create=False)
             if conv is None:
                 return
@@ -393,7 +408,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         wanted = set(run_ids)
         if not wanted:
             return
-        with self._lock, self.replica.transaction():
+        with self._writing():
             for _, conv in self._all_threads():
                 thread = self._thread(conv)
                 doomed = [ck for ck in thread.listed(None) if self._meta(ck).get("run_id") in wanted]
@@ -403,7 +418,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """`keep_latest`: retract all but each namespace's latest checkpoint; `delete`: all."""
         if strategy not in ("keep_latest", "delete"):
             raise AdapterError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
-        with self._lock, self.replica.transaction():
+        with self._writing():
             for thread_id in thread_ids:
                 if strategy == "delete":
                     self.delete_thread(thread_id)
@@ -427,7 +442,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Re-record every live checkpoint of the source, with its writes, in the target thread
         (its own conversation: the turns are written there once more)."""
-        with self._lock, self.replica.transaction():
+        with self._writing():
             conv = self._conv(_text(source_thread_id, "thread_id"), create=False)
             if conv is None:
                 return
