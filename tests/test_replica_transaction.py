@@ -3,6 +3,7 @@ cached state (its tips, the folded authority) stays true across commits and roll
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -99,3 +100,23 @@ def test_nested_transactions_commit_with_the_outermost(replica: Replica) -> None
     replica.say(conv, "user", "next")
     assert [t.text for t in replica.transcript(conv)] == ["next"]
     assert replica.verify().ok
+
+
+def test_a_transaction_in_another_thread_is_not_mistaken_for_an_outer_one(replica: Replica) -> None:
+    """The store's in-transaction flag is any thread's: nesting is counted per thread."""
+    conv = replica.create()
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with replica.transaction():
+            entered.set()
+            release.wait(5)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    entered.wait(5)
+    threading.Timer(0.2, release.set).start()  # ours waits for the store's lock meanwhile
+    with replica.transaction():
+        replica.say(conv, "user", "mine")
+    other.join()
+    assert _unconfirmed(replica) == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ class Replica:
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
         self.home: Path | None = None  # the directory `open` read, where its configuration lives
+        self._local = threading.local()  # `transaction` nesting, per thread
 
     @classmethod
     def open(
@@ -154,10 +156,14 @@ class Replica:
         in on trust inside it is confirmed, so later writes stop re-checking it; when it rolls
         back, the writer and the folds notice and rebuild from what the store holds.
         """
-        outermost = not self.store.in_transaction()
+        depth = getattr(self._local, "depth", 0)  # this thread's: a store's flag is any thread's
         with self.store.transaction():
-            yield
-        if outermost:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+        if depth == 0:
             self._folds.confirmed(self._folds.authorities)
 
     def write(
