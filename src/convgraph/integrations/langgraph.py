@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import hashlib
 import random
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, cast
+from typing import Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -39,12 +38,18 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from convgraph.core import codec
 from convgraph.core.cid import CID
-from convgraph.core.kinds import check_payload
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import conv_id
-from convgraph.errors import AdapterError, ConvgraphError
+from convgraph.errors import AdapterError
+from convgraph.integrations._langgraph_mapping import (
+    bare_message,
+    config_of,
+    target,
+    text,
+    thread_nonce,
+    turn_draft,
+)
 from convgraph.integrations._langgraph_thread import (
     CHECKPOINT_PATH,
     LANGUAGE,
@@ -59,14 +64,6 @@ from convgraph.replica import Replica
 from convgraph.replica_drafts import Draft
 
 __all__ = ["ConvgraphSaver"]
-
-_NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
-
-
-def thread_nonce(thread_id: str) -> bytes:
-    """The genesis nonce of a thread's conversation: the same on every replica."""
-    return hashlib.sha256(_NONCE_DOMAIN + thread_id.encode("utf-8")).digest()[:16]
-
 
 class ConvgraphSaver(BaseCheckpointSaver[str]):
     """A `BaseCheckpointSaver` (sync and async) that keeps each thread as a conversation.
@@ -110,7 +107,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def conversation(self, thread_id: str) -> str | None:
         """The conversation holding `thread_id`, or None when this replica holds none."""
         with self._lock:
-            return self._conv(_text(thread_id, "thread_id"), create=False)
+            return self._conv(text(thread_id, "thread_id"), create=False)
 
     def _conv(self, thread_id: str, *, create: bool) -> str | None:
         known = self._convs.get(thread_id)
@@ -152,7 +149,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (its `checkpoint_id`, else the thread's latest)."""
-        thread_id, ns, checkpoint_id = _target(config)
+        thread_id, ns, checkpoint_id = target(config)
         with self._lock:
             conv = self._conv(thread_id, create=False)
             if conv is None:
@@ -177,7 +174,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         conf = (config or {}).get("configurable", {})
         if conf.get("thread_id") is not None:
-            thread_id = _text(str(conf["thread_id"]), "thread_id")
+            thread_id = text(str(conf["thread_id"]), "thread_id")
             conv = self._conv(thread_id, create=False)
             threads = [] if conv is None else [(thread_id, conv)]
         else:
@@ -219,10 +216,10 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             elif entry["t"] != "empty":
                 values[channel] = self._load(entry)
         checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
-        parent = None if ck.parent is None else _config(thread_id, ck.ns, ck.parent)
+        parent = None if ck.parent is None else config_of(thread_id, ck.ns, ck.parent)
         pending = [(task, channel, self.serde.loads_typed(typed))
                    for task, channel, typed in thread.pending(ck.ns, ck.id)]
-        return CheckpointTuple(_config(thread_id, ck.ns, ck.id), checkpoint, dict(self._meta(ck)),  # type: ignore[arg-type]
+        return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, dict(self._meta(ck)),  # type: ignore[arg-type]
                                parent, pending)
 
     def _load(self, typed: dict[str, Any]) -> Any:
@@ -241,7 +238,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         payload = (self.replica.get(entry) if data is None else load_trusted(data, entry)).payload
         shell = payload.get("meta", {}).get("langchain")
         if shell is None:  # a turn this saver did not write: rebuild it from the turn alone
-            return _bare_message(payload)
+            return bare_message(payload)
         return self._load(shell).model_copy(update={"content": payload["content"]})
 
     # ------------------------------------------------------------ writes
@@ -252,7 +249,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Record `checkpoint` as a child of `config`'s checkpoint (in one transaction, after
         the turns of the messages it adds); a second child of one parent starts a branch."""
-        thread_id, ns, parent_id = _target(config)
+        thread_id, ns, parent_id = target(config)
         with self._writing():
             conv = self._conv(thread_id, create=True)
             assert conv is not None
@@ -287,7 +284,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             thread.refresh(self.replica.store)
             for channel, listed in made.items():
                 thread.remember(record.cid, channel, listed)
-        return _config(thread_id, ns, checkpoint["id"])
+        return config_of(thread_id, ns, checkpoint["id"])
 
     def _branch(self, thread: Thread, ns: str, parent: Checkpoint | None, child: str) -> str | None:
         """The branch a child of `parent` goes on: the parent's, unless the parent has a child
@@ -323,7 +320,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if not all(isinstance(m, BaseMessage) for m in added):
             return None
         # a subgraph's messages are its parent's, seen again: only the root namespace's are turns
-        drafts = [self._turn(thread.conv, m, branch) if ns == "" else None for m in added]
+        drafts = [turn_draft(thread.conv, m, branch, self._dump) if ns == "" else None for m in added]
         records = iter(self.replica.write_many(thread.conv, [d for d in drafts if d is not None]))
         new = [next(records).cid if d is not None else self._dump(m)
                for d, m in zip(drafts, added, strict=True)]
@@ -332,37 +329,12 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             delta["base"] = base
         return delta, (entries[:keep] + new, prior[:keep] + added)
 
-    def _turn(self, conv: str, message: BaseMessage, branch: str | None) -> Draft | None:
-        """The turn record a message becomes, or None when no turn kind can hold it whole."""
-        payload: dict[str, Any] = {"conversation_id": conv, "content": message.content}
-        if isinstance(message, HumanMessage):
-            kind, payload["role"] = "user_message", "user"
-        elif isinstance(message, AIMessage):
-            kind, payload["role"] = "agent_message", "assistant"
-            if message.tool_calls:
-                payload["tool_calls"] = [{"id": c["id"], "name": c["name"], "input": c["args"]}
-                                         for c in message.tool_calls]
-        elif isinstance(message, ToolMessage):
-            kind, payload["role"] = "tool_result", "tool"
-            payload["tool_use_id"] = message.tool_call_id
-            if message.status == "error":
-                payload["is_error"] = True
-        else:
-            return None  # system and custom-role messages: no turn kind says what they are
-        payload["meta"] = {"langchain": self._dump(message.model_copy(update={"content": ""}))}
-        try:
-            check_payload(kind, payload, rooted=True)
-            codec.encode(payload)
-        except (ConvgraphError, TypeError, ValueError, OverflowError):
-            return None  # content DAG-CBOR or the turn schema cannot hold: kept inline instead
-        return Draft(kind, payload, branch=branch)
-
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
     ) -> None:
         """Record a task's pending writes for `config`'s checkpoint; a regular write already
         held for (task, index) is kept, a special one (error, interrupt, ...) replaced."""
-        thread_id, ns, checkpoint_id = _target(config)
+        thread_id, ns, checkpoint_id = target(config)
         if not checkpoint_id:
             raise AdapterError("put_writes needs config['configurable']['checkpoint_id']")
         with self._writing():
@@ -395,7 +367,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint, write and turn of the thread; the records stay, unread."""
         with self._writing():
-            conv = self._conv(_text(thread_id, "thread_id"), create=False)
+            conv = self._conv(text(thread_id, "thread_id"), create=False)
             if conv is None:
                 return
             thread = self._thread(conv)
@@ -423,7 +395,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 if strategy == "delete":
                     self.delete_thread(thread_id)
                     continue
-                conv = self._conv(_text(thread_id, "thread_id"), create=False)
+                conv = self._conv(text(thread_id, "thread_id"), create=False)
                 if conv is None:
                     continue
                 thread = self._thread(conv)
@@ -443,13 +415,13 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """Re-record every live checkpoint of the source, with its writes, in the target thread
         (its own conversation: the turns are written there once more)."""
         with self._writing():
-            conv = self._conv(_text(source_thread_id, "thread_id"), create=False)
+            conv = self._conv(text(source_thread_id, "thread_id"), create=False)
             if conv is None:
                 return
             source = self._thread(conv)
             for ck in sorted(source.listed(None), key=lambda c: (c.ns, c.id)):
                 tup = self._tuple(source, source_thread_id, ck)
-                target = _config(target_thread_id, ck.ns, ck.parent)
+                target = config_of(target_thread_id, ck.ns, ck.parent)
                 self.put(target, tup.checkpoint, tup.metadata, dict(tup.checkpoint["channel_versions"]))
                 self._copy_writes(source, ck, target_thread_id)
 
@@ -507,49 +479,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
-def _text(value: object, what: str) -> str:
-    if type(value) is not str:
-        raise AdapterError(f"{what} must be text, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise AdapterError(f"{what} {value[:64]!r} is not valid UTF-8 text") from None
-    return value
-
-
-def _target(config: RunnableConfig) -> tuple[str, str, str | None]:
-    """(thread id, namespace, checkpoint id or None) of a config; `AdapterError` without a thread."""
-    conf = config.get("configurable") if isinstance(config, dict) else None
-    if not isinstance(conf, dict) or conf.get("thread_id") is None:
-        raise AdapterError("a LangGraph config needs config['configurable']['thread_id']")
-    thread_id = conf["thread_id"]
-    thread_id = str(thread_id) if type(thread_id) is int else thread_id
-    checkpoint_id = conf.get("checkpoint_id")
-    return (_text(thread_id, "thread_id"), _text(conf.get("checkpoint_ns", ""), "checkpoint_ns"),
-            None if checkpoint_id is None else _text(checkpoint_id, "checkpoint_id"))
-
-
-def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
-    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
-
-
 def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]:
     out: list[CID] = []
     for ck in checkpoints:
         out += [ck.cid, *sorted(thread.write_records(ck.ns, ck.id))]
     return out
-
-
-def _bare_message(payload: dict[str, Any]) -> BaseMessage:
-    content = payload.get("content", payload.get("text", ""))
-    role = payload.get("role")
-    if role == "tool" or "tool_use_id" in payload:
-        return ToolMessage(content=content, tool_call_id=payload["tool_use_id"])
-    if role == "assistant":
-        calls = [{"id": c["id"], "name": c["name"], "args": c["input"]}
-                 for c in payload.get("tool_calls", ())]
-        return AIMessage(content=content, tool_calls=calls)
-    return HumanMessage(content=content)
