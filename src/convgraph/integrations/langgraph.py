@@ -65,6 +65,7 @@ from convgraph.replica_drafts import Draft
 
 __all__ = ["ConvgraphSaver"]
 
+
 class ConvgraphSaver(BaseCheckpointSaver[str]):
     """A `BaseCheckpointSaver` (sync and async) that keeps each thread as a conversation.
 
@@ -107,9 +108,10 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def conversation(self, thread_id: str) -> str | None:
         """The conversation holding `thread_id`, or None when this replica holds none."""
         with self._lock:
-            return self._conv(text(thread_id, "thread_id"), create=False)
+            return self._find(text(thread_id, "thread_id"))
 
-    def _conv(self, thread_id: str, *, create: bool) -> str | None:
+    def _find(self, thread_id: str) -> str | None:
+        """The conversation of `thread_id` this replica holds: an owner's, else our own."""
         known = self._convs.get(thread_id)
         if known is not None:
             return known
@@ -119,8 +121,14 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             if self.replica.heads(conv):
                 self._convs[thread_id] = conv
                 return conv
-        if not create:
-            return None
+        return None
+
+    def _rooted(self, thread_id: str) -> str:
+        """The conversation of `thread_id`, rooted by this replica's key when none is held."""
+        found = self._find(thread_id)
+        if found is not None:
+            return found
+        nonce = thread_nonce(thread_id)
         conv = conv_id(self.replica.actor, nonce)
         payload = {"nonce": nonce, "title": f"LangGraph thread {thread_id}",
                    "meta": {"langgraph": {"thread_id": thread_id}}}
@@ -140,8 +148,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         for conv in self.replica.conversations():
             if conv not in self._scanned:
                 first = next(self.replica.iter_records(conv, page=1), None)
-                meta = first.payload.get("meta", {}) if first is not None and first.kind == "genesis" else {}
-                found = meta.get("langgraph", {}).get("thread_id") if type(meta) is dict else None
+                meta = first.payload.get("meta") if first is not None and first.kind == "genesis" else None
+                mark = meta.get("langgraph") if type(meta) is dict else None  # anyone's genesis: check shapes
+                found = mark.get("thread_id") if type(mark) is dict else None
                 self._scanned[conv] = found if type(found) is str else None
         return sorted((t, c) for c, t in self._scanned.items() if t is not None)
 
@@ -151,7 +160,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """The checkpoint `config` names (its `checkpoint_id`, else the thread's latest)."""
         thread_id, ns, checkpoint_id = target(config)
         with self._lock:
-            conv = self._conv(thread_id, create=False)
+            conv = self._find(thread_id)
             if conv is None:
                 return None
             thread = self._thread(conv)
@@ -175,7 +184,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         conf = (config or {}).get("configurable", {})
         if conf.get("thread_id") is not None:
             thread_id = text(str(conf["thread_id"]), "thread_id")
-            conv = self._conv(thread_id, create=False)
+            conv = self._find(thread_id)
             threads = [] if conv is None else [(thread_id, conv)]
         else:
             threads = self._all_threads()
@@ -219,8 +228,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         parent = None if ck.parent is None else config_of(thread_id, ck.ns, ck.parent)
         pending = [(task, channel, self.serde.loads_typed(typed))
                    for task, channel, typed in thread.pending(ck.ns, ck.id)]
-        return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, dict(self._meta(ck)),  # type: ignore[arg-type]
-                               parent, pending)
+        metadata = cast(CheckpointMetadata, dict(self._meta(ck)))
+        return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, metadata, parent, pending)
 
     def _load(self, typed: dict[str, Any]) -> Any:
         return self.serde.loads_typed((typed["t"], typed["b"]))
@@ -251,8 +260,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         the turns of the messages it adds); a second child of one parent starts a branch."""
         thread_id, ns, parent_id = target(config)
         with self._writing():
-            conv = self._conv(thread_id, create=True)
-            assert conv is not None
+            conv = self._rooted(thread_id)
             thread = self._thread(conv)
             parent = thread.live(ns, parent_id) if parent_id else None
             branch = self._branch(thread, ns, parent, checkpoint["id"])
@@ -338,8 +346,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if not checkpoint_id:
             raise AdapterError("put_writes needs config['configurable']['checkpoint_id']")
         with self._writing():
-            conv = self._conv(thread_id, create=True)
-            assert conv is not None
+            conv = self._rooted(thread_id)
             thread = self._thread(conv)
             held = thread.writes.get((ns, checkpoint_id), {})
             rows = []
@@ -367,7 +374,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint, write and turn of the thread; the records stay, unread."""
         with self._writing():
-            conv = self._conv(text(thread_id, "thread_id"), create=False)
+            conv = self._find(text(thread_id, "thread_id"))
             if conv is None:
                 return
             thread = self._thread(conv)
@@ -395,7 +402,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 if strategy == "delete":
                     self.delete_thread(thread_id)
                     continue
-                conv = self._conv(text(thread_id, "thread_id"), create=False)
+                conv = self._find(text(thread_id, "thread_id"))
                 if conv is None:
                     continue
                 thread = self._thread(conv)
@@ -415,7 +422,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """Re-record every live checkpoint of the source, with its writes, in the target thread
         (its own conversation: the turns are written there once more)."""
         with self._writing():
-            conv = self._conv(text(source_thread_id, "thread_id"), create=False)
+            conv = self._find(text(source_thread_id, "thread_id"))
             if conv is None:
                 return
             source = self._thread(conv)
@@ -426,8 +433,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 self._copy_writes(source, ck, target_thread_id)
 
     def _copy_writes(self, source: Thread, ck: Checkpoint, target_thread_id: str) -> None:
-        conv = self._conv(target_thread_id, create=True)
-        assert conv is not None
+        conv = self._rooted(target_thread_id)
         target = self._thread(conv)
         branch = target.checkpoints[(ck.ns, ck.id)].branch
         for cid in sorted(source.write_records(ck.ns, ck.id) - source.retracted):
