@@ -19,7 +19,7 @@ class World:
     phone: Path
     conv: str
     merge: CID
-    branch_turn: CID
+    labels: dict[str, str]  # CID text -> what the test calls the record
 
 
 def two_devices(base: Path) -> World:
@@ -33,16 +33,17 @@ def two_devices(base: Path) -> World:
         laptop.write(conv, "grant", {"grantee": phone.actor, "rights": ["read", "write"]})
         laptop.say(conv, "user", "Plan three days in Lisbon.")
         sync_replicas(laptop, phone, [conv])
-        laptop.say(conv, "assistant", "Day 1: Alfama and the castle.")
-        phone.say(conv, "user", "Budget is 800 EUR.")  # concurrent: neither has seen the other's
+        day1 = laptop.say(conv, "assistant", "Day 1: Alfama and the castle.")
+        budget = phone.say(conv, "user", "Budget is 800 EUR.")  # concurrent: neither has seen the other's
         sync_replicas(laptop, phone, [conv])
         joined = laptop.say(conv, "assistant", "Noted the budget; here is the revised plan.")
         fork = laptop.branch(conv, "day-trips", joined.cid, purpose="compare day trips")
-        laptop.say(conv, "user", "What about Sintra?", branch="day-trips")
+        asked = laptop.say(conv, "user", "What about Sintra?", branch="day-trips")
         sync_replicas(laptop, phone, [conv])
         answer = phone.say(conv, "assistant", "Sintra: Pena Palace, by train in 40 minutes.", branch="day-trips")
         sync_replicas(laptop, phone, [conv])
         merged = laptop.merge(conv, "day-trips", accepted=[answer.cid], content="Day 3: Sintra.")
         sync_replicas(laptop, phone, [conv])
-        assert fork is not None
-    return World(laptop_home, phone_home, conv, merged.cid, answer.cid)
+    named = {"day 1": day1, "budget": budget, "joined": joined, "branch": fork, "sintra?": asked,
+             "sintra": answer, "merge": merged}
+    return World(laptop_home, phone_home, conv, merged.cid, {str(r.cid): name for name, r in named.items()})

@@ -114,7 +114,8 @@ def standalone(viewer: Viewer, *, poll_s: float = 0.5) -> Starlette:
     async def no_icon(_: Request) -> Response:
         return _secured(Response(status_code=204))
 
-    routes = [Route("/", home, methods=["GET"]), Route("/favicon.ico", no_icon, methods=["GET"]), mount(viewer)]
+    routes = [Route("/", home, methods=["GET"]), Route("/favicon.ico", no_icon, methods=["GET"]),
+              mount(viewer)]
     return Starlette(routes=routes, lifespan=lifespan)
 
 

@@ -9,7 +9,7 @@ stands beside main, and so does a writer who wrote concurrently with another, fr
 the other already continued: their records do not descend from each other's. A record that
 descends from the tips of other segments of its branch joins those concurrent heads and
 ends them; a merge also ends its branch's segment. Invariant: every point has exactly one
-node and its own row, the records of a segment form a chain of parents, and every parent
+node and its own row, each record of a segment descends from the one before it, and every parent
 held in the window has an edge to it (a parent outside the window gets a stub,
 `Edge.parent_row == -1`).
 """
@@ -44,6 +44,7 @@ class Point(Generic[_C]):
 class Node(Generic[_C]):
     """One record's place: `row` (0 = oldest), `lane`, and the pixel centre (`x`, `y`).
 
+    `segment` numbers the segment it belongs to (lanes are reused once a segment ends);
     `opens` labels a segment this record opens beside others (its branch, or `concurrent`);
     `author` indexes `Layout.authors` (in order of first appearance); `head`: nothing in the
     window names it as a parent."""
@@ -55,6 +56,7 @@ class Node(Generic[_C]):
     y: int
     author: int
     parents: int
+    segment: int
     opens: str | None = None
     head: bool = False
 
@@ -100,21 +102,21 @@ def layout(points: Sequence[Point[_C]]) -> Layout[_C]:
     """The drawing of `points`, given in canonical order (oldest first)."""
     state: _State[_C] = _State()
     rows: dict[_C, int] = {}
-    placed: list[tuple[int, str | None]] = []
+    placed: list[tuple[int, int, str | None]] = []
     joined: set[tuple[_C, _C]] = set()  # (child, parent): the parent's segment ended in this child
     authors: dict[bytes, int] = {}
     has_child: set[_C] = set()
     for row, p in enumerate(points):
-        lane, opens, ended = _place(state, p, row)
-        placed.append((lane, opens))
+        segment, opens, ended = _place(state, p, row)
+        placed.append((segment.lane, segment.ident, opens))
         joined.update((p.cid, q) for q in ended)
         rows[p.cid] = row
         authors.setdefault(p.author, len(authors))
         has_child.update(p.parents)
     nodes = tuple(
-        Node(p.cid, row, lane, _x(lane), _y(row), authors[p.author], len(p.parents), opens,
+        Node(p.cid, row, lane, _x(lane), _y(row), authors[p.author], len(p.parents), segment, opens,
              head=p.cid not in has_child)
-        for row, (p, (lane, opens)) in enumerate(zip(points, placed, strict=True))
+        for row, (p, (lane, segment, opens)) in enumerate(zip(points, placed, strict=True))
     )
     edges = tuple(_edge(n, nodes[rows[q]] if q in rows else None, along_parent=(p.cid, q) in joined)
                   for n, p in zip(nodes, points, strict=True) for q in p.parents)
@@ -123,8 +125,8 @@ def layout(points: Sequence[Point[_C]]) -> Layout[_C]:
                   _y(len(nodes) - 1) + MARGIN_PX)
 
 
-def _place(state: _State[_C], p: Point[_C], row: int) -> tuple[int, str | None, list[_C]]:
-    """The lane `p` takes (the state updated), the label when it opens a segment beside
+def _place(state: _State[_C], p: Point[_C], row: int) -> tuple[_Segment[_C], str | None, list[_C]]:
+    """The segment `p` joins (the state updated), the label when it opens a segment beside
     others, and the tips of the segments that end in it."""
     reach: dict[int, int] = {}
     for q in p.parents:
@@ -149,7 +151,7 @@ def _place(state: _State[_C], p: Point[_C], row: int) -> tuple[int, str | None, 
     segment.tip, segment.tip_row = p.cid, row
     open_ids = {s.ident for s in state.lanes if s is not None}
     state.reach[p.cid] = {i: r for i, r in reach.items() if i in open_ids} | {segment.ident: row}
-    return segment.lane, opens, [s.tip for s in ended if s.tip in p.parents]
+    return segment, opens, [s.tip for s in ended if s.tip in p.parents]
 
 
 def _open(state: _State[_C], branch: str | None, cid: _C, row: int) -> _Segment[_C]:
