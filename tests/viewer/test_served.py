@@ -3,6 +3,8 @@ may read and nothing else; its event stream is the server's, and ends when read 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,3 +91,17 @@ def test_the_event_stream_carries_new_records_and_ends_at_a_revocation(served: S
         served.replica.write(served.conv, "revocation", {"grantee": READER.public, "rights": ["read"]})
         assert "event: forbidden" in list(lines)  # and then the stream ends
         assert reader.get(conv_url(served.conv)).status_code == 404
+
+
+def test_convgraph_view_server_prints_a_link_for_its_key(served: Served, tmp_path: Path) -> None:
+    home = tmp_path / "laptop"
+    with Replica.open(home) as laptop:
+        served.replica.write(served.conv, "grant", {"grantee": laptop.actor, "rights": ["read"]})
+    done = subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "view", "--server", served.url],
+                          capture_output=True, text=True, timeout=60, check=True)
+    link = done.stdout.strip().removeprefix("viewer: ")
+    assert link.startswith(served.url + "/view/?token="), done.stdout
+    with httpx.Client(follow_redirects=True, timeout=10) as browser:
+        assert browser.get(served.url + conv_url(served.conv)).status_code == 403
+        assert browser.get(link).status_code == 200
+        assert "hello reader" in browser.get(served.url + conv_url(served.conv)).text
