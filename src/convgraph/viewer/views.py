@@ -199,7 +199,9 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
         except ConvgraphError as exc:
             verified = safe_text.line(str(exc))
             rec = load_trusted(data, cid)
-    excluded = badges(replica, meta.conv).excluded.get(cid)
+    authority = _authority(replica, meta.conv)
+    exclusion = next((e for e in authority.excluded() if e.cid == cid), None) if authority else None
+    excluded = safe_text.line(exclusion.reason) if exclusion else None
     refs = tuple(rec.refs) if rec is not None else ()
     held_refs = replica.store.metas(refs)
     return RecordView(
