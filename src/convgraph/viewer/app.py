@@ -151,7 +151,9 @@ class _Pages:
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
                 target = request.url.path + ("?" + urllib.parse.urlencode(rest) if rest else "")
                 response = RedirectResponse(target, 303)
-                response.set_cookie(cookie_name(token), token, httponly=True, samesite="strict", path=BASE)
+                # Lax, not Strict: a link opened from another site (a chat, a mail) must still get in;
+                # cross-site requests other than top-level GETs carry no cookie either way
+                response.set_cookie(cookie_name(token), token, httponly=True, samesite="lax", path=BASE)
                 return _secured(response)
             session = sessions.from_cookies(request.cookies)
             if session is None:

@@ -3,7 +3,8 @@
 Every text here that others wrote (names, titles, branch names, content, payloads) has
 passed through `safe_text`, so a bidi override or a control character reaches the page as
 a visible escape (`\\u202e`), and the template engine escapes the rest for HTML. Reading
-only: nothing here writes to the replica. Invariant: a view of a conversation is built
+only: nothing here writes but what `Replica.findings` settles itself (checkpoints it checks
+on the way, as `convgraph findings` does). Invariant: a view of a conversation is built
 only after the caller has checked that its reader may read it.
 """
 
