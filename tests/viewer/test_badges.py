@@ -62,3 +62,10 @@ def test_excluded_records_writers_and_findings_are_shown(owner: Replica) -> None
         assert "written by whoever found the phone" not in page.split('class="transcript"')[1]
         detail = client.get(record_url(excluded.cid)).text
         assert "excluded by the authority projection: revoked_concurrently" in detail
+
+
+def test_a_conversation_held_nowhere_is_not_found(owner: Replica) -> None:
+    with _client(owner) as client:
+        assert client.get(conv_url("no such conversation")).status_code == 404
+        assert client.get(conv_url("no such conversation", page="c/live")).status_code == 404
+        assert client.get("/view/r/bafyreinotacid").status_code == 404

@@ -61,7 +61,7 @@ def test_parents_outside_the_window_get_stubs() -> None:
 @st.composite
 def _dags(draw: st.DrawFn) -> list[Point[int]]:
     """Random DAGs in a topological order: each record names some earlier ones, in branches."""
-    n = draw(st.integers(1, 30))
+    n = draw(st.integers(1, 24))
     points: list[Point[int]] = []
     for i in range(n):
         parents = draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else set()
@@ -71,7 +71,7 @@ def _dags(draw: st.DrawFn) -> list[Point[int]]:
     return points
 
 
-@settings(max_examples=150)
+@settings(max_examples=60)
 @given(_dags())
 def test_every_record_has_one_node_its_row_and_an_edge_per_parent(points: list[Point[int]]) -> None:
     drawn = layout(points)
@@ -85,7 +85,7 @@ def test_every_record_has_one_node_its_row_and_an_edge_per_parent(points: list[P
     assert all(re.fullmatch(r"[MLC0-9, -]+", e.path) for e in drawn.edges)
 
 
-@settings(max_examples=150)
+@settings(max_examples=60)
 @given(_dags())
 def test_each_record_of_a_segment_descends_from_the_one_before(points: list[Point[int]]) -> None:
     drawn = layout(points)

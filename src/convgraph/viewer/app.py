@@ -198,7 +198,9 @@ class _Pages:
             return None
         replica = self.viewer.replica
 
-        def read() -> tuple[views.ConvView, int]:
+        def read() -> tuple[views.ConvView, int] | None:
+            if not replica.store.count(conv):  # held nowhere here: as unknown as a forbidden one
+                return None
             cursor = replica.store.cursor()  # first: a record landing while we read is sent as an event
             return views.conversation(replica, conv, branch), cursor
 
