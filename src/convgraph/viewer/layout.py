@@ -72,6 +72,8 @@ class Edge:
 
 @dataclass(frozen=True)
 class Layout(Generic[_C]):
+    """The drawing: nodes in row order, edges, the lanes used, authors by index, and the size in pixels."""
+
     nodes: tuple[Node[_C], ...]
     edges: tuple[Edge, ...]
     lanes: int
