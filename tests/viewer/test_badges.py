@@ -69,3 +69,15 @@ def test_a_conversation_held_nowhere_is_not_found(owner: Replica) -> None:
         assert client.get(conv_url("no such conversation")).status_code == 404
         assert client.get(conv_url("no such conversation", page="c/live")).status_code == 404
         assert client.get("/view/r/bafyreinotacid").status_code == 404
+
+
+def test_a_compacted_record_shows_its_header_and_where_its_content_went(tmp_path: Path) -> None:
+    with Replica.open(tmp_path / "alone") as alone:
+        conv = alone.create("compacted")
+        old = alone.say(conv, "user", "soon only in a snapshot")
+        alone.checkpoint(conv, compact=True)
+        assert alone.store.get(old.cid) is None
+        with _client(alone) as client:
+            detail = client.get(record_url(old.cid)).text
+    assert "compacted: only the header is held" in detail and str(old.cid) in detail
+    assert 'id="payload"' not in detail
