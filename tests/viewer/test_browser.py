@@ -74,8 +74,10 @@ def test_list_graph_record_and_a_live_record(served: ViewProcess, world: World, 
     expect(graph.locator("text.lane-label", has_text="day-trips")).to_have_count(1)
     lanes = {world.labels[cid]: lane for cid, lane in graph.locator("a.node").evaluate_all(
         "els => els.map(e => [e.dataset.cid, Number(e.dataset.lane)])") if cid in world.labels}
-    assert lanes["day 1"] == lanes["joined"] == lanes["merge"] == 0
-    assert lanes["budget"] != 0 and lanes["sintra?"] != 0 and lanes["sintra"] == lanes["sintra?"]
+    assert lanes["joined"] == lanes["merge"] == 0
+    # the concurrent pair: whichever sorts first (its clock, then its key) continues main
+    assert {lanes["day 1"], lanes["budget"]} == {0, 1}
+    assert lanes["sintra?"] != 0 and lanes["sintra"] == lanes["sintra?"]
     merges = graph.locator("rect.merge").evaluate_all("els => els.map(e => e.parentElement.dataset.cid)")
     assert {world.labels[c] for c in merges if c in world.labels} >= {"joined", "merge"}
     transcript = page.locator("section.transcript")
