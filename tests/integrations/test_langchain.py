@@ -208,3 +208,15 @@ def test_any_messages_round_trip_and_resume_validly(added: list[BaseMessage]) ->
         for provider in PROVIDERS:
             wire = history.resume(provider)
             assert validity.check(provider, wire) == [] and sdk.sdk_errors(provider, wire) == [], (provider, wire)
+
+
+def test_the_last_messages_are_read_from_the_turn_index_without_folding(tmp_path: Path) -> None:
+    writer = Replica.open(tmp_path / "r")
+    history = ConvgraphChatMessageHistory.new(writer)
+    for k in range(50):
+        history.add_messages([HumanMessage(f"q{k}"), AIMessage(f"a{k}")])
+    writer.close()
+    fresh = Replica.open(tmp_path / "r")
+    assert ConvgraphChatMessageHistory(fresh, history.conv).last(2) == [HumanMessage("q49"), AIMessage("a49")]
+    assert history.conv not in fresh._folds.views  # nothing was folded
+    fresh.close()

@@ -107,6 +107,7 @@ def replica() -> Replica:
 
 def test_a_runner_sees_the_same_history_as_on_the_sdks_own_session(replica: Replica) -> None:
     theirs, ours = SQLiteSession("reference"), ConvgraphSession.new(replica, "forecast")
+    assert isinstance(ours, Session)  # the SDK's runtime-checkable protocol
     their_model, our_model = run(converse(theirs)), run(converse(ours))
     expected = run(theirs.get_items())
     assert run(ours.get_items()) == expected
@@ -240,3 +241,19 @@ def test_any_items_round_trip_and_any_window_is_their_tail(added: list[dict[str,
     run(ours.add_items(added))  # type: ignore[arg-type]
     assert run(ours.get_items()) == added
     assert run(ours.get_items(limit=limit)) == (added[-limit:] if limit else [])
+
+
+def test_a_window_of_items_is_read_from_the_turn_index_without_folding(tmp_path: Path) -> None:
+    """`get_items(limit=n)` is O(n): a fresh replica answers it from the index, folding nothing."""
+    writer = Replica.open(tmp_path / "r")
+    session = ConvgraphSession.new(writer)
+    for k in range(50):
+        run(session.add_items([{"role": "user", "content": f"q{k}"},
+                               {"type": "message", "role": "assistant", "content": f"a{k}"}]))
+    expected = run(session.get_items(limit=3))
+    writer.close()
+    fresh = Replica.open(tmp_path / "r")
+    assert run(ConvgraphSession(fresh, session.session_id).get_items(limit=3)) == expected
+    assert expected[0] == {"type": "message", "role": "assistant", "content": "a48"}
+    assert session.session_id not in fresh._folds.views  # nothing was folded
+    fresh.close()
