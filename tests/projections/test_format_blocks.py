@@ -8,15 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sdk import sdk_errors
 
+from conftest import IN_CI
 from convgraph import Replica
 from convgraph.core.cid import CID
 from convgraph.projections import validity
 from convgraph.projections.message import Message
 from convgraph.projections.providers import anthropic, gemini, openai_chat, openai_responses
-from convgraph.projections.resume import PROVIDERS
-from convgraph.projections.turn import Role
+from convgraph.projections.resume import PROVIDERS, to_provider
+from convgraph.projections.turn import Role, Turn
 
 PNG = "iVBORw0KGgo="
 IMAGES: dict[str, dict[str, Any]] = {
@@ -116,3 +119,30 @@ def test_renders_says_exactly_what_the_renderer_carries(fmt: Any, role: Role, ow
     for block in BLOCKS:
         wire = fmt.to_wire([Message(role, (block,), provider=owner, ops=(CID.of_record(b"x"),))])
         assert bool(wire) is fmt.renders(block, role, owner), (block, wire)
+
+
+POOL: list[dict[str, Any]] = [
+    *(b for b in BLOCKS if b["type"] != "part"),  # a Gemini part with no data field: see the report
+
+    {"type": "text", "text": "  "}, {"type": "text", "text": "trailing  "}, {"type": "text", "text": ""},
+    {"type": "refusal", "refusal": ""}, {"type": "refusal", "refusal": " \n"}, {"type": "refusal", "refusal": "no  "},
+    {"type": "input_image", "image_url": f"data:image/tiff;base64,{PNG}", "detail": "auto"},
+    {"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}},
+]
+
+
+@settings(max_examples=400 if IN_CI else 100)
+@given(st.lists(st.tuples(st.sampled_from([Role.USER, Role.ASSISTANT]),
+                          st.lists(st.sampled_from(POOL), max_size=3),
+                          st.sampled_from([None, "anthropic", "openai", "openai-responses", "gemini"])),
+                max_size=6))
+def test_any_mix_of_foreign_blocks_resumes_validly(steps: list[tuple[Role, list[dict[str, Any]], str | None]]) -> None:
+    """Text, refusals and images of every format, blank or padded, in any order: still valid."""
+    turns = [Turn(CID.of_record(b"0"), Role.USER, ({"type": "text", "text": "go"},))]
+    turns += [Turn(CID.of_record(b"%d" % (i + 1)), role, tuple(blocks), provider=owner)
+              for i, (role, blocks, owner) in enumerate(steps)]
+    for provider in PROVIDERS:
+        wire = to_provider(turns, provider)
+        assert wire, provider
+        assert validity.check(provider, wire) == [], (provider, wire)
+        assert sdk_errors(provider, wire) == [], (provider, wire)
