@@ -241,6 +241,16 @@ def test_any_items_round_trip_and_any_window_is_their_tail(added: list[dict[str,
     run(ours.add_items(added))  # type: ignore[arg-type]
     assert run(ours.get_items()) == added
     assert run(ours.get_items(limit=limit)) == (added[-limit:] if limit else [])
+    if any(i.get("role") == "user" and _has_text(i["content"]) for i in added):
+        for provider in PROVIDERS:
+            wire = ours.resume(provider)
+            assert validity.check(provider, wire) == [] and sdk.sdk_errors(provider, wire) == [], (provider, wire)
+
+
+def _has_text(content: Any) -> bool:
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(p.get("type") == "input_text" and p["text"].strip() for p in content)
 
 
 def test_a_window_of_items_is_read_from_the_turn_index_without_folding(tmp_path: Path) -> None:
