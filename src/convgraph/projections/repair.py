@@ -4,20 +4,19 @@ The rules, in the order they apply (each is why some provider answers 400 otherw
 opaque blocks (thinking, redacted thinking, reasoning, thoughts) of another provider are
 dropped, since only their own provider can verify them; so are the blocks of a user or
 assistant message the target's format cannot carry (`renders`); empty and whitespace-only
-text and refusal blocks are dropped, and messages left empty; a tool result is moved up to right after
-the assistant message whose call it answers, across whatever lies between (a concurrent
-turn from another device, a user who spoke before the tool returned), up to a later
-call that reuses the id; a result that answers no such call is dropped (a window that
-cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
+text and refusal blocks are dropped, and messages left empty; a tool result is moved up
+to right after the assistant message whose call it answers, across whatever lies between
+(a concurrent turn from another device, a user who spoke before the tool returned), up to
+a later call that reuses the id; a result that answers no such call is dropped (a window
+that cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
 interrupted run); a call id an earlier exchange used is suffixed, with its results, so
 ids stay unique; the results of one assistant message follow it at once, in call order;
 adjacent user messages and adjacent assistant messages are coalesced (for Anthropic the
-latest part's thinking leads and earlier thinking is dropped); history starts at
-the first user message; a final assistant message loses trailing whitespace (of its last
-text or refusal block). Opaque
-blocks of the target provider are kept byte for byte and in order. Invariant: `repair`
-is pure, idempotent, and its output satisfies every rule `projections.validity` checks,
-for each provider.
+latest part's thinking leads and earlier thinking is dropped); history starts at the
+first user message; a final assistant message loses the trailing whitespace of its last
+text or refusal block. Opaque blocks of the target provider are kept byte for byte and in
+order. Invariant: `repair` is pure, idempotent, and its output satisfies every rule
+`projections.validity` checks, for each provider.
 """
 
 from __future__ import annotations
