@@ -267,3 +267,20 @@ def test_a_window_of_items_is_read_from_the_turn_index_without_folding(tmp_path:
     assert expected[0] == {"type": "message", "role": "assistant", "content": "a48"}
     assert session.session_id not in fresh._folds.views  # nothing was folded
     fresh.close()
+
+
+def test_popping_from_a_turn_of_several_items_keeps_the_others_in_place(replica: Replica) -> None:
+    """A response recorded whole is one turn of three items: popping the last retracts the
+    turn and writes the first two again, after the retraction, so the order holds."""
+    ours = ConvgraphSession.new(replica)
+    run(ours.add_items([{"role": "user", "content": "go"}]))
+    response = {"id": "resp_1", "model": "gpt-5", "status": "completed", "output": [
+        reasoning(1).model_dump(exclude_none=True), message(1, "working").model_dump(),
+        call(1, "Oslo").model_dump()]}
+    replica.record_response(ours.session_id, response, provider="openai-responses")
+    items = run(ours.get_items())
+    assert [i.get("type") for i in items] == [None, "reasoning", "message", "function_call"]
+    assert run(ours.pop_item()) == items[-1]
+    assert run(ours.get_items()) == items[:-1]
+    assert run(ours.pop_item()) == items[-2]
+    assert run(ours.get_items()) == items[:-2]
