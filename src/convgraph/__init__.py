@@ -32,6 +32,7 @@ from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     AccessConfigError,
+    AdapterError,
     AliasError,
     AuthError,
     BindError,
@@ -135,6 +136,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessConfigError",
+    "AdapterError",
     "AdoptionPolicy",
     "AliasError",
     "AuthError",

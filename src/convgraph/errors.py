@@ -591,3 +591,12 @@ _RULES: dict[type[ConvgraphError], str] = {
     UnwitnessedError: "unwitnessed",
     WitnessConfigError: "witness_config",
 }
+
+
+class AdapterError(ConvgraphError):
+    """An integration adapter (convgraph.integrations) was handed input it cannot store as
+    turns: an item or message of a shape its framework does not define. `what` names it."""
+
+    def __init__(self, message: str, *, what: object = None) -> None:
+        super().__init__(message)
+        self.what = what
