@@ -1,0 +1,158 @@
+"""`pip install convgraph` is the library and the CLI on SQLite, with a minimal, fixed set of
+dependencies; the PostgreSQL store and the sync server are extras (`[postgres]`, `[server]`).
+
+The core list is pinned by name here, so it cannot grow without this test changing. The CLI's
+local commands are run in a Python whose import system refuses every module that the core
+install would not bring (and the HTTP client stack too, which only `sync URL` loads); a command
+that needs a missing extra says which to install and exits 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
+CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
+EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11"}}
+# loaded only by `sync URL` and witness cosigning, never by a local command
+HTTP_CLIENT = {"httpx", "httpcore", "h11", "anyio"}
+# `import` hooks: every module outside the core install is refused, as if not installed
+_DRIVER = """
+import json, sys
+BLOCKED = frozenset(json.loads(sys.argv[1]))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name.partition(".")[0])
+        return None
+
+# setuptools' distutils-precedence.pth imports _distutils_hack at startup; nothing else may be in
+preloaded = [m for m in sys.modules if m.partition(".")[0] in BLOCKED - {"_distutils_hack"}]
+assert not preloaded, f"loaded before the hook: {preloaded}"
+sys.meta_path.insert(0, Block())
+import convgraph
+from convgraph.cli.main import main
+sys.argv = ["convgraph", *sys.argv[2:]]
+main()
+"""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+def _name(requirement: str) -> str:
+    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert found, requirement
+    return _normal(found.group())
+
+
+def _project() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text())["project"]
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """The distributions installing `requirements` brings, as installed here (what only an
+    extra of theirs asks for left out)."""
+    todo, seen = [_name(r) for r in requirements], {"convgraph"}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            needs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        todo += [_name(r) for r in needs if not re.search(r"\bextra\s*==", r)]
+    return seen
+
+
+def _refused(allowed: set[str]) -> set[str]:
+    """Every installed top-level module that no distribution in `allowed` provides."""
+    outside = {
+        module for module, dists in packages_distributions().items()
+        if not any(_normal(d) in allowed for d in dists)
+    }
+    return outside - set(sys.stdlib_module_names)
+
+
+@pytest.fixture(scope="module")
+def blocked() -> set[str]:
+    names = _refused(_closure(_project()["dependencies"])) | HTTP_CLIENT
+    # the hook does refuse the stacks the core install leaves out (and the walk saw them)
+    assert {"psycopg", "psycopg_pool", "starlette", "uvicorn", "h11", "httpx", "pytest", "hypothesis"} <= names
+    return names
+
+
+def _cli(blocked: set[str], home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(sorted(blocked)), "--home", str(home), *args],
+        check=False, capture_output=True, text=True, timeout=60, cwd=home.parent,
+    )
+
+
+def _ok(blocked: set[str], home: Path, *args: str) -> str:
+    done = _cli(blocked, home, *args)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_the_core_dependencies_are_exactly_the_minimal_set() -> None:
+    core = _project()["dependencies"]
+    assert {_name(r) for r in core} == CORE
+    assert [r for r in core if "==" not in r] == []
+
+
+def test_postgres_and_server_are_extras_that_all_and_dev_install() -> None:
+    extras = _project()["optional-dependencies"]
+    for extra, names in EXTRAS.items():
+        assert {_name(r) for r in extras[extra]} == names
+        assert [r for r in extras[extra] if "==" not in r] == []
+    assert set(extras["all"]) >= {"convgraph[postgres]", "convgraph[server]"}
+    assert "convgraph[all]" in extras["dev"]
+
+
+def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: set[str]) -> None:
+    home, other = tmp_path / "home", tmp_path / "other"
+    assert "actor" in _ok(blocked, home, "init")
+    _ok(blocked, home, "say", "plan three days in Lisbon")
+    _ok(blocked, home, "say", "--role", "assistant", "Day 1: Alfama.")
+    _ok(blocked, home, "append", "user_message", '{"role": "user", "content": "and day 2?"}')
+    assert "Alfama" in _ok(blocked, home, "transcript")
+    assert "user_message" in _ok(blocked, home, "log")
+    anthropic = json.loads(_ok(blocked, home, "transcript", "--format", "anthropic"))  # the resume view
+    assert [m["role"] for m in anthropic] == ["user", "assistant", "user"]
+    assert "0 failed" in _ok(blocked, home, "verify")
+    [conv] = json.loads(_ok(blocked, home, "conversations", "--json"))["conversations"]
+    _ok(blocked, other, "init")
+    _ok(blocked, other, "sync", str(home))  # replica to replica: no HTTP
+    assert "Alfama" in _ok(blocked, other, "transcript", "--conv", conv["conv"])
+    _ok(blocked, tmp_path, "demo")  # two replicas, in process
+
+
+def test_serve_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    done = _cli(blocked, tmp_path / "home", "serve", "--port", "0")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_db_without_the_postgres_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    extras = _project()["optional-dependencies"]
+    with_server = _refused(_closure([*_project()["dependencies"], *extras["server"]]))
+    assert "starlette" not in with_server and "psycopg" in with_server
+    done = _cli(with_server, tmp_path / "home", "serve", "--port", "0", "--db", "postgresql://127.0.0.1/none")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[postgres]'" in done.stderr
+    assert "Traceback" not in done.stderr
