@@ -10,7 +10,7 @@ _venv_pip() {  # pip, without the warnings this machine's pip configuration adds
 if [ ! -f "$stamp" ]; then
   echo "== setting up .venv from requirements-dev.lock (first run only)"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
-  if _venv_pip install --quiet --require-hashes -r requirements-dev.lock \
+  if _venv_pip install --quiet --progress-bar off --require-hashes -r requirements-dev.lock \
       && _venv_pip install --quiet --no-deps -e . \
       && .venv/bin/python -c "import convgraph, cbrrr, nacl, pytest"; then
     rm -f .venv/.installed-*; touch "$stamp"

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
+LOCK = PYPROJECT.parent / "requirements-dev.lock"
 CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
 EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11"}}
 # loaded only by `sync URL` and witness cosigning, never by a local command
@@ -121,6 +122,26 @@ def test_postgres_and_server_are_extras_that_all_and_dev_install() -> None:
         assert [r for r in extras[extra] if "==" not in r] == []
     assert set(extras["all"]) >= {"convgraph[postgres]", "convgraph[server]"}
     assert "convgraph[all]" in extras["dev"]
+
+
+def _expanded(extras: dict[str, list[str]], name: str) -> list[str]:
+    """The extra's requirements, with `convgraph[a,b]` expanded to those extras' lists."""
+    found = []
+    for requirement in extras[name]:
+        named = re.fullmatch(r"convgraph\[([a-z0-9,-]+)\]", requirement)
+        found += [r for n in named.group(1).split(",") for r in _expanded(extras, n)] if named else [requirement]
+    return found
+
+
+def test_the_lock_pins_every_version_pyproject_pins() -> None:
+    """A pin changed or added in pyproject.toml without running scripts/lock fails here."""
+    locked = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", LOCK.read_text(), re.M | re.I))
+    locked = {_normal(n): v for n, v in locked.items()}
+    project = _project()
+    pinned = [*project["dependencies"], *(r for extra in ("dev", "bench")
+                                           for r in _expanded(project["optional-dependencies"], extra))]
+    stale = {r: locked.get(_name(r)) for r in pinned if locked.get(_name(r)) != r.partition("==")[2]}
+    assert stale == {}, "run scripts/lock: requirements-dev.lock lags pyproject.toml"
 
 
 def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: set[str]) -> None:
