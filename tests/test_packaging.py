@@ -27,7 +27,7 @@ EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvic
 # loaded only by `sync URL` and witness cosigning, never by a local command
 HTTP_CLIENT = {"httpx", "httpcore", "h11", "anyio"}
 # `import` hooks: every module outside the core install is refused, as if not installed
-_DRIVER = """
+_HOOK = """
 import json, sys
 BLOCKED = frozenset(json.loads(sys.argv[1]))
 
@@ -41,10 +41,42 @@ class Block:
 preloaded = [m for m in sys.modules if m.partition(".")[0] in BLOCKED - {"_distutils_hack"}]
 assert not preloaded, f"loaded before the hook: {preloaded}"
 sys.meta_path.insert(0, Block())
+"""
+_DRIVER = _HOOK + """
 import convgraph
 from convgraph.cli.main import main
 sys.argv = ["convgraph", *sys.argv[2:]]
 main()
+"""
+# several commands in one process (each as the console script runs it), to spare start-ups
+_BATCH = _HOOK + """
+import contextlib, io
+import convgraph
+from convgraph.cli.main import main
+results = []
+for args in json.loads(sys.argv[2]):
+    sys.argv, out, err = ["convgraph", *args], io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    results.append({"args": args, "code": code, "out": out.getvalue(), "err": err.getvalue()})
+print(json.dumps(results))
+"""
+_IMPORTS = _HOOK + """
+import importlib
+import convgraph
+for module, extra in [("convgraph.store.postgres", "postgres"), ("convgraph.server.pg_nonces", "postgres"),
+                      ("convgraph.server.app", "server"), ("convgraph.server.listener", "server")]:
+    try:
+        importlib.import_module(module)
+    except convgraph.MissingExtraError as exc:
+        assert exc.extra == extra and isinstance(exc, ImportError), (module, exc)
+        assert f"pip install 'convgraph[{extra}]'" in str(exc), (module, exc)
+    else:
+        raise AssertionError(f"{module} imported without its extra")
 """
 
 
@@ -103,10 +135,14 @@ def _cli(blocked: set[str], home: Path, *args: str) -> subprocess.CompletedProce
     )
 
 
-def _ok(blocked: set[str], home: Path, *args: str) -> str:
-    done = _cli(blocked, home, *args)
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
+def _ok(blocked: set[str], cwd: Path, *commands: list[str]) -> list[str]:
+    """Each command's stdout, once every one has exited 0."""
+    done = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(sorted(blocked)), json.dumps(commands)],
+                          check=False, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [(r["args"], r["code"]) for r in results] == [(c, 0) for c in commands], results
+    return [r["out"] for r in results]
 
 
 def test_the_core_dependencies_are_exactly_the_minimal_set() -> None:
@@ -145,21 +181,30 @@ def test_the_lock_pins_every_version_pyproject_pins() -> None:
 
 
 def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: set[str]) -> None:
-    home, other = tmp_path / "home", tmp_path / "other"
-    assert "actor" in _ok(blocked, home, "init")
-    _ok(blocked, home, "say", "plan three days in Lisbon")
-    _ok(blocked, home, "say", "--role", "assistant", "Day 1: Alfama.")
-    _ok(blocked, home, "append", "user_message", '{"role": "user", "content": "and day 2?"}')
-    assert "Alfama" in _ok(blocked, home, "transcript")
-    assert "user_message" in _ok(blocked, home, "log")
-    anthropic = json.loads(_ok(blocked, home, "transcript", "--format", "anthropic"))  # the resume view
-    assert [m["role"] for m in anthropic] == ["user", "assistant", "user"]
-    assert "0 failed" in _ok(blocked, home, "verify")
-    [conv] = json.loads(_ok(blocked, home, "conversations", "--json"))["conversations"]
-    _ok(blocked, other, "init")
-    _ok(blocked, other, "sync", str(home))  # replica to replica: no HTTP
-    assert "Alfama" in _ok(blocked, other, "transcript", "--conv", conv["conv"])
-    _ok(blocked, tmp_path, "demo")  # two replicas, in process
+    home, other = ["--home", str(tmp_path / "home")], ["--home", str(tmp_path / "other")]
+    init, _, _, _, text, log, anthropic, verify, listed, _, _ = _ok(
+        blocked, tmp_path,
+        [*home, "init"],
+        [*home, "say", "plan three days in Lisbon"],
+        [*home, "say", "--role", "assistant", "Day 1: Alfama."],
+        [*home, "append", "user_message", '{"role": "user", "content": "and day 2?"}'],
+        [*home, "transcript"],
+        [*home, "log"],
+        [*home, "transcript", "--format", "anthropic"],  # the resume view
+        [*home, "verify"],
+        [*home, "conversations", "--json"],
+        [*other, "init"],
+        [*other, "sync", str(tmp_path / "home")],  # replica to replica: no HTTP
+    )
+    assert "actor" in init
+    assert "Alfama" in text
+    assert "user_message" in log
+    assert [m["role"] for m in json.loads(anthropic)] == ["user", "assistant", "user"]
+    assert "0 failed" in verify
+    [conv] = json.loads(listed)["conversations"]
+    synced, _ = _ok(blocked, tmp_path, [*other, "transcript", "--conv", conv["conv"]],
+                    ["demo"])  # two replicas, in process
+    assert "Alfama" in synced
 
 
 def test_serve_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
@@ -177,3 +222,9 @@ def test_serve_db_without_the_postgres_extra_names_it_and_exits_2(tmp_path: Path
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "pip install 'convgraph[postgres]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_api_behind_an_extra_raises_the_typed_error(blocked: set[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", _IMPORTS, json.dumps(sorted(blocked))],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
