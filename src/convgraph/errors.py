@@ -600,3 +600,21 @@ class AdapterError(ConvgraphError):
     def __init__(self, message: str, *, what: object = None) -> None:
         super().__init__(message)
         self.what = what
+
+
+class MissingExtraError(ConvgraphError, ImportError):
+    """A feature needs an optional extra that is not installed (`pip install 'convgraph[EXTRA]'`).
+
+    Also an `ImportError`, so `except ImportError` around an optional import still catches it;
+    `name` is the module that could not be imported.
+    """
+
+    def __init__(self, extra: str, feature: str, *, module: str | None = None) -> None:
+        missing = f" ({module} is not installed)" if module else ""
+        super().__init__(f"{feature} needs the optional '{extra}' dependencies{missing}: "
+                         f"pip install 'convgraph[{extra}]'")
+        self.extra = extra
+        self.name = module
+
+
+_RULES[MissingExtraError] = "missing_extra"

@@ -30,13 +30,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.convertors import Convertor, register_url_convertor
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
-
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
@@ -45,6 +38,7 @@ from convgraph.errors import (
     AuthError,
     ConvgraphError,
     ForbiddenError,
+    MissingExtraError,
     NotFoundError,
     ProjectionError,
     ProtocolError,
@@ -69,6 +63,16 @@ from convgraph.sync.wire import Base
 from convgraph.sync.witness_hooks import findings_of, witness_of
 from convgraph.viewer import app as viewer_app
 from convgraph.viewer.sessions import Sessions
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.convertors import Convertor, register_url_convertor
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)

@@ -21,9 +21,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
@@ -44,6 +42,13 @@ from convgraph.server import auth
 from convgraph.sync.deadline import Deadline, Monotonic
 from convgraph.sync.verify import HeldLookup, check_heads, checked_record
 from convgraph.sync.wire import DEFAULT_LIMITS
+
+if TYPE_CHECKING:
+    import httpx
+else:  # imported on first use: `import convgraph` and the local commands never load the HTTP stack
+    from convgraph._deferred import Deferred
+
+    httpx = Deferred("httpx")
 
 SYNC_TYPE = "application/vnd.convgraph.sync"
 MIN_RATE = 4096  # bytes/s that an answer must keep up, after its first `timeout_s`

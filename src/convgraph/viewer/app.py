@@ -23,17 +23,21 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, Protocol, TypeVar
 
-import jinja2
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
-
 from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
-from convgraph.errors import ConvgraphError
+from convgraph.errors import ConvgraphError, MissingExtraError
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    import jinja2
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+    from starlette.routing import Mount, Route
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the web viewer", module=exc.name) from exc
+
 from convgraph.replica import Replica
 from convgraph.server.live import Hub, poll, record_events
 from convgraph.viewer import views
