@@ -23,7 +23,7 @@ import pytest
 PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
 LOCK = PYPROJECT.parent / "requirements-dev.lock"
 CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
-EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11"}}
+EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "jinja2"}}
 # loaded only by `sync URL` and witness cosigning, never by a local command
 HTTP_CLIENT = {"httpx", "httpcore", "h11", "anyio"}
 # `import` hooks: every module outside the core install is refused, as if not installed
@@ -69,7 +69,8 @@ _IMPORTS = _HOOK + """
 import importlib
 import convgraph
 for module, extra in [("convgraph.store.postgres", "postgres"), ("convgraph.server.pg_nonces", "postgres"),
-                      ("convgraph.server.app", "server"), ("convgraph.server.listener", "server")]:
+                      ("convgraph.server.app", "server"), ("convgraph.server.listener", "server"),
+                      ("convgraph.viewer.app", "server")]:
     try:
         importlib.import_module(module)
     except convgraph.MissingExtraError as exc:
@@ -209,6 +210,15 @@ def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: s
 
 def test_serve_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
     done = _cli(blocked, tmp_path / "home", "serve", "--port", "0")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_view_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    home = tmp_path / "home"
+    assert _cli(blocked, home, "init").returncode == 0
+    done = _cli(blocked, home, "view")
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "pip install 'convgraph[server]'" in done.stderr
     assert "Traceback" not in done.stderr

@@ -16,9 +16,13 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
-
 from convgraph.core.cid import CID
+from convgraph.errors import MissingExtraError
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    from starlette.concurrency import run_in_threadpool
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
 
 Since = Callable[[int, str], tuple[list[tuple[CID, bytes]], int]]
 
