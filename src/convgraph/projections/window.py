@@ -18,8 +18,9 @@ from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.errors import CompactedError
-from convgraph.projections.index_rows import BranchRow, LineRow, TargetRow, line_of
+from convgraph.projections.index_rows import SYSTEM_KIND, SYSTEM_LINE, BranchRow, LineRow, TargetRow, line_of
 from convgraph.projections.state import Entry, OrderKey, entry_from_bytes
+from convgraph.projections.system import system_of
 from convgraph.projections.transcript import Window, resume_window_of, transcript_of
 from convgraph.projections.turn import Turn, turn_from
 
@@ -79,7 +80,9 @@ class IndexLines:
         size = max(1, min(self.first_page, MAX_PAGE))
         while True:
             rows = self.reads.line(name, below, size)
-            page = [r for r in rows if merges or r.kind != "merge"]
+            # a prompt row is read only on its own line, where only prompt rows are read
+            page = [r for r in rows if (merges or r.kind != "merge")
+                    and (r.kind == SYSTEM_KIND) == (name == SYSTEM_LINE)]
             self._prefetch([r.key[3] for r in page if r.kind != "merge"])
             # the page's cached entries are held here: the shared cache may be cleared meanwhile
             known = {r.key[3]: c[0] for r in page if (c := cache.get(r.key[3])) is not None}
@@ -182,6 +185,13 @@ def transcript(
     """`transcript.transcript` of the indexed conversation; `CompactedError`: fold instead."""
     lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)
     return transcript_of(lines, branch=branch, last=last)
+
+
+def system(reads: Reads, *, cache: Cache | None = None) -> str | None:
+    """`system.system_of` the indexed conversation, in O(1) rows unless prompts were retracted
+    or hidden; `CompactedError`: fold instead."""
+    lines = IndexLines(reads, 4, {} if cache is None else cache)
+    return system_of(lines, lines.line(SYSTEM_LINE, None, merges=False))
 
 
 def _first_page(last: int | None) -> int:
