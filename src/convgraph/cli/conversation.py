@@ -96,28 +96,7 @@ def register(cli: click.Group) -> None:
                         tool_use_id=tool_use_id, is_error=is_error, branch=branch)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
-    @cli.command()
-    @click.argument("text", type=TEXT, required=False)
-    @conv_option
-    @json_option
-    @click.pass_context
-    @_errors
-    def system(ctx: click.Context, text: str | None, conv: str | None, as_json: bool) -> None:
-        """Set the conversation's system prompt to TEXT ("" clears it); without TEXT, print it."""
-        if text is None:
-            target = conversation(ctx, conv)
-            with _replica(ctx) as r:
-                prompt = r.system(target)
-            if as_json:
-                _emit({"conv": target, "system": prompt})
-            elif prompt is None:
-                err.print("no system prompt")
-            else:
-                out.print(safe_text.block(prompt))
-            return
-        with _replica(ctx) as r, writing(ctx, r, conv) as target:
-            rec = r.set_system(target, text)
-        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+    _register_system(cli)
 
     @cli.command()
     @click.option("--format", "fmt", type=click.Choice(["text", "json", *PROVIDERS]), default="text",
@@ -190,4 +169,43 @@ def register(cli: click.Group) -> None:
         """Merge branch NAME into main: join every head, recording what was accepted."""
         with _replica(ctx) as r, writing(ctx, r, conv) as target:
             rec = r.merge(target, name, accepted=[CID.parse(c) for c in accepted], content=summary)
+        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+
+
+def _register_system(cli: click.Group) -> None:
+    """Add `system` to `cli`: the conversation's system prompt, set or shown."""
+    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
+        TEXT,
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        conversation,
+        err,
+        json_option,
+        out,
+        writing,
+    )
+
+    @cli.command()
+    @click.argument("text", type=TEXT, required=False)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def system(ctx: click.Context, text: str | None, conv: str | None, as_json: bool) -> None:
+        """Set the conversation's system prompt to TEXT ("" clears it); without TEXT, print it."""
+        if text is None:
+            target = conversation(ctx, conv)
+            with _replica(ctx) as r:
+                prompt = r.system(target)
+            if as_json:
+                _emit({"conv": target, "system": prompt})
+            elif prompt is None:
+                err.print("no system prompt")
+            else:
+                out.print(safe_text.block(prompt))
+            return
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.set_system(target, text)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
