@@ -29,7 +29,8 @@ def main() -> None:
     replica.say(conv, "user", "What's the weather in Paris?")
     calls = 0
     while True:
-        completion = client.chat.completions.create(model="gpt-4o", tools=TOOLS, **replica.request(conv, "openai"))
+        request = replica.request(conv, "openai")  # messages=, the system prompt first
+        completion = client.chat.completions.create(model="gpt-4o", tools=TOOLS, **request)
         calls += 1
         replica.record_response(conv, completion)
         message = completion.choices[0].message
