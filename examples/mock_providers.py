@@ -20,13 +20,15 @@ import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
-import openai
 
 from convgraph.projections.request import check_request
+
+if TYPE_CHECKING:  # each SDK is imported by its client alone: an example pays for the one it uses
+    import anthropic
+    import openai
 
 WEATHER = {"Paris": {"temp_c": 18, "sky": "sunny"}, "Lisbon": {"temp_c": 23, "sky": "clear"}}
 
@@ -143,6 +145,8 @@ def _anthropic_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 def anthropic_client() -> anthropic.Anthropic:
     """`anthropic.Anthropic` answering offline (see the module docstring)."""
+    import anthropic  # noqa: PLC0415 - see the TYPE_CHECKING import
+
     client = httpx2.Client(transport=transport())
     return anthropic.Anthropic(api_key="offline", max_retries=0, http_client=client)
 
@@ -173,6 +177,8 @@ def _responses_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 def openai_client() -> openai.OpenAI:
     """`openai.OpenAI` answering offline, Responses and Chat Completions alike."""
+    import openai  # noqa: PLC0415 - see the TYPE_CHECKING import
+
     client = httpx2.Client(transport=transport())
     return openai.OpenAI(api_key="offline", max_retries=0, http_client=client)
 

@@ -16,8 +16,9 @@ from mock_providers import get_weather, openai_client
 from convgraph import Replica
 
 TOOLS = [{
-    "type": "function", "name": "get_weather", "description": "Current weather for a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "type": "function", "name": "get_weather", "description": "Current weather for a city.", "strict": True,
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                   "additionalProperties": False},
 }]
 
 

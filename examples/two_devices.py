@@ -39,8 +39,10 @@ def anthropic_turn(replica: Replica, conv: str) -> str:
 
 def responses_turn(replica: Replica, conv: str) -> str:
     client = openai_client()
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+              "additionalProperties": False}
     tools: list[Any] = [{"type": "function", "name": "get_weather", "description": "Weather for a city.",
-                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+                         "strict": True, "parameters": schema}]
     while True:
         response = client.responses.create(model="gpt-5", tools=tools, store=False,
                                            **replica.request(conv, "openai-responses"))
