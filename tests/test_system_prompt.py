@@ -66,11 +66,12 @@ def _reference(r: Replica, conv: str) -> str | None:
     prompts = [x for x in records.values() if x.kind == "system_prompt" and x.cid not in hidden | retracted]
     if not prompts:
         return None
-    return max(prompts, key=lambda x: x.order_key).payload["content"] or None
+    content = max(prompts, key=lambda x: x.order_key).payload["content"]
+    return content if content.strip() else None
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["set", "set", "retract", "say", "sync", "tick"]),
-                         st.integers(0, 2), st.sampled_from(["terse", "kind", "", "formal"])), max_size=14)
+                         st.integers(0, 2), st.sampled_from(["terse", "kind", "", " \n", "formal"])), max_size=14)
 
 
 @pytest.mark.parametrize("kind", sorted(STORES))
@@ -89,7 +90,7 @@ def test_every_replica_applies_the_latest_prompt_and_the_index_equals_the_fold(
         elif op == "retract" and mine[who]:
             r.write(conv, "retraction", {"target": mine[who].pop()})
         elif op == "say":
-            r.say(conv, "user", text or "hi")
+            r.say(conv, "user", text.strip() or "hi")
         elif op == "sync":
             sync(devices)
         else:

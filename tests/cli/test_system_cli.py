@@ -24,9 +24,9 @@ def test_system_sets_prints_and_places_the_prompt(tmp_path: Path) -> None:
         request = json.loads(run(home, "transcript", "--request", provider).stdout)
         assert check_request(provider, request) == []
         assert system_of_request(provider, request) == "Answer in haiku.\nAlways."
-    assert json.loads(run(home, "transcript", "--request", "anthropic").stdout) == {
-        "messages": [{"content": [{"text": "hello", "type": "text"}], "role": "user"}],
-        "system": "Answer in haiku.\nAlways."}
+        if provider == "anthropic":
+            assert request == {"messages": [{"content": [{"text": "hello", "type": "text"}], "role": "user"}],
+                               "system": "Answer in haiku.\nAlways."}
     run(home, "system", "")
     assert run(home, "system").stderr.strip() == "no system prompt"
     assert json.loads(run(home, "transcript", "--request", "openai-responses").stdout) == {

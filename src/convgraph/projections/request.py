@@ -5,7 +5,7 @@ provider wants it (docs/conversation.md §9).
 `model`, `max_tokens`, `tools` … and call): Anthropic `messages=` and top-level `system=`;
 OpenAI Responses `input=` and `instructions=`; OpenAI Chat Completions `messages=` opened by
 one `{"role": "system"}` message; Gemini `contents=` and `config={"system_instruction": …}`.
-No prompt (None or empty) means no placement at all. `check_request` says what is wrong
+No prompt (None, empty or blank) means no placement at all. `check_request` says what is wrong
 with such kwargs, or with the JSON body an SDK sent: the history breaking a provider rule
 (`validity.check`), the prompt in another provider's place, or a system message anywhere
 but first. Pure. Invariant: `check_request(p, to_request(p, to_provider(turns, p), s))` is
@@ -52,7 +52,7 @@ def to_request(provider: str, messages: Sequence[Mapping[str, Any]], system: str
     """The SDK call's history and system placement for `provider` (see the module rule)."""
     history = [dict(m) for m in messages]
     p = _provider(provider)
-    if not system:
+    if not system or not system.strip():
         return {HISTORY_KEYS[p]: history}
     if p == "anthropic":
         return {"messages": history, "system": system}
@@ -78,7 +78,7 @@ def system_of_request(provider: str, request: Mapping[str, Any]) -> str | None:
         first = history[0] if isinstance(history, list) and history else None
         leads = isinstance(first, Mapping) and first.get("role") in _SYSTEM_ROLES
         found = first.get("content") if leads and isinstance(first, Mapping) else None
-    return found if isinstance(found, str) and found else None
+    return found if isinstance(found, str) and found.strip() else None
 
 
 def check_request(provider: str, request: Mapping[str, Any], *, thinking: bool = False) -> list[str]:

@@ -4,10 +4,10 @@ The rule (docs/conversation.md §9): of the conversation's `system_prompt` recor
 branch, the one latest in canonical order `(wall_ms, counter, actor, cid)` applies, less
 those the view hides and those retracted (by their author, or in a rooted conversation by
 anyone whose retraction was authorized). Concurrent prompts are thus settled by their HLC
-and then their author's key, the same way on every replica. Empty content means "no system
-prompt". A supersession does not apply to a prompt: a newer prompt replaces it. Invariant:
-`system_of(FoldLines(s), fold_prompts(s))` equals `system_of(IndexLines(r), index_prompts(…))`
-for the state and the index of one set of records.
+and then their author's key, the same way on every replica. Empty or blank content means
+"no system prompt". A supersession does not apply to a prompt: a newer prompt replaces it.
+Invariant: `system_of(FoldLines(s), fold_prompts(s))` equals `window.system(reads)` for the
+state and the turn index of one set of records.
 """
 
 from __future__ import annotations
@@ -33,5 +33,5 @@ def system_of(lines: Lines, prompts: Iterable[Entry]) -> str | None:
         if any(lines.any_retractor or actor == entry.actor for actor in lines.retractors(entry.cid)):
             continue
         content = entry.payload["content"]
-        return content if content else None
+        return content if content.strip() else None  # providers refuse a blank system prompt
     return None
