@@ -31,3 +31,5 @@ def test_system_sets_prints_and_places_the_prompt(tmp_path: Path) -> None:
     assert run(home, "system").stderr.strip() == "no system prompt"
     assert json.loads(run(home, "transcript", "--request", "openai-responses").stdout) == {
         "input": [{"content": [{"text": "hello", "type": "input_text"}], "role": "user"}]}
+    run(home, "append", "system_prompt", '{"content": "via append"}')
+    assert run(home, "system").stdout == "via append\n"
