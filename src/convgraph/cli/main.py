@@ -379,6 +379,7 @@ def _register() -> None:
         findings,
         rooted,
         sync,
+        view,
         witness,
     )
 
@@ -390,6 +391,7 @@ def _register() -> None:
     evidence.register(cli)
     sync.register(cli)
     witness.register(cli)
+    view.register(cli)
 
 
 _register()

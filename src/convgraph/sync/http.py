@@ -161,6 +161,18 @@ class HttpRemote:
         except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
             raise TransportError(f"{self.base_url}/v1/health names no actor: {raw[:200]!r}") from exc
 
+    def viewer_link(self, *, deadline: Deadline | None = None) -> str:
+        """A link into the server's web viewer for this key (its token is a secret: share it with no one)."""
+        route = "/v1/viewer/sessions"
+        raw = self._read(self._request("POST", route, deadline=deadline), 1 << 16, deadline)
+        try:
+            path = json.loads(raw)["path"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}{route} answered no path: {raw[:200]!r}") from exc
+        if not isinstance(path, str) or not path.startswith("/view/?token=") or not path.isascii():
+            raise TransportError(f"{self.base_url}{route} answered a path of its own: {path!r:.200}")
+        return self.base_url + path
+
     def identity(self, *, deadline: Deadline | None = None) -> bytes:
         """The key the server signs its statements with, as `/.well-known/convgraph` announces it
         (as authentic as the URL is; `sync.pins` remembers it)."""
