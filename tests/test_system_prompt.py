@@ -18,7 +18,7 @@ from convgraph.core.rooted import conv_id
 from convgraph.errors import AuthorityError, UnknownKindError
 from convgraph.projections.request import HISTORY_KEYS, check_request, system_of_request
 from convgraph.projections.resume import PROVIDERS
-from convgraph.projections.system import fold_prompts, system_of
+from convgraph.projections.system import SYSTEM_LINE, fold_prompts, system_of
 from convgraph.projections.transcript import FoldLines
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
@@ -226,3 +226,19 @@ def test_check_request_names_a_misplaced_prompt() -> None:
     assert check_request("openai-responses", {"input": history, "system": "x"})
     assert check_request("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "system": "x"})
     assert check_request("openai", {"messages": [{"role": "developer", "content": "x"}, *history]}) == []
+
+
+def test_a_branch_named_like_the_prompt_line_keeps_turns_and_prompts_apart(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    r = Replica(SqliteStore(tmp_path / "r.sqlite"), SigningKey(b"\x06" * 32), clock=clock)
+    conv = r.create("odd")
+    root = r.say(conv, "user", "on main")
+    odd = SYSTEM_LINE  # a legal branch name, if a strange one
+    r.branch(conv, odd, root.cid)
+    r.say(conv, "assistant", "on the odd branch", branch=odd)
+    r.set_system(conv, "the prompt")
+    r.write(conv, "system_prompt", {"content": "written on the branch"}, branch=odd)
+    assert r.system(conv) == _folded(r, conv) == "written on the branch"  # prompts ignore branches
+    texts = [t.text for t in r.transcript(conv, branch=odd)]
+    assert texts == ["on main", "on the odd branch"]
+    assert [t.text for t in TurnIndex(r.store).transcript(conv, branch=odd) or []] == texts

@@ -65,6 +65,7 @@ class IndexLines:
     reads: Reads
     first_page: int = 64
     cache: Cache = field(default_factory=dict)
+    prompts: bool = False  # read `system_prompt` rows only (on SYSTEM_LINE), else never them
     # the retractions and supersessions read so far, by target (a target read with none: absent)
     _targets: dict[bytes, list[TargetRow]] = field(default_factory=dict, init=False)
     _asked: set[bytes] = field(default_factory=set, init=False)
@@ -80,9 +81,9 @@ class IndexLines:
         size = max(1, min(self.first_page, MAX_PAGE))
         while True:
             rows = self.reads.line(name, below, size)
-            # a prompt row is read only on its own line, where only prompt rows are read
-            page = [r for r in rows if (merges or r.kind != "merge")
-                    and (r.kind == SYSTEM_KIND) == (name == SYSTEM_LINE)]
+            # a branch may bear SYSTEM_LINE's name: the kind tells its turns from the prompts
+            page = [r for r in rows
+                    if (merges or r.kind != "merge") and (r.kind == SYSTEM_KIND) == self.prompts]
             self._prefetch([r.key[3] for r in page if r.kind != "merge"])
             # the page's cached entries are held here: the shared cache may be cleared meanwhile
             known = {r.key[3]: c[0] for r in page if (c := cache.get(r.key[3])) is not None}
@@ -190,7 +191,7 @@ def transcript(
 def system(reads: Reads, *, cache: Cache | None = None) -> str | None:
     """`system.system_of` the indexed conversation, in O(1) rows unless prompts were retracted
     or hidden; `CompactedError`: fold instead."""
-    lines = IndexLines(reads, 4, {} if cache is None else cache)
+    lines = IndexLines(reads, 4, {} if cache is None else cache, prompts=True)
     return system_of(lines, lines.line(SYSTEM_LINE, None, merges=False))
 
 
