@@ -63,3 +63,9 @@ def test_check_request_reads_thinking_from_an_anthropic_body() -> None:
     assert check_request("anthropic", body) == []
     assert check_request("anthropic", {**body, "thinking": {"type": "enabled", "budget_tokens": 1024}})
     assert check_request("anthropic", {"messages": "hi"}) == ["'messages' must be a list of messages"]
+
+
+def test_check_request_counts_positions_in_the_list_sent() -> None:
+    system = {"role": "system", "content": "x"}
+    body = {"messages": [system, {"role": "user", "content": "hi"}, system]}
+    assert check_request("openai", body) == ["messages[2] is a system message; the system prompt goes in messages[0]"]

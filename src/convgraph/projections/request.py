@@ -91,12 +91,12 @@ def check_request(provider: str, request: Mapping[str, Any], *, thinking: bool =
     history = request.get(HISTORY_KEYS[p])
     if not isinstance(history, list):
         return [*out, f"{HISTORY_KEYS[p]!r} must be a list of messages"]
-    lead = history[0] if history else None
+    lead, offset = (history[0] if history else None), 0
     if p == "openai" and isinstance(lead, Mapping) and lead.get("role") in _SYSTEM_ROLES:
         if not isinstance(lead.get("content"), str):
             out.append("the leading system message must hold text")
-        history = history[1:]
-    for i, m in enumerate(history):
+        history, offset = history[1:], 1
+    for i, m in enumerate(history, offset):
         if isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES:
             out.append(f"{HISTORY_KEYS[p]}[{i}] is a {m.get('role')} message; the system prompt goes in "
                        f"{SYSTEM_KEYS[p]}")
@@ -109,5 +109,6 @@ def check_request(provider: str, request: Mapping[str, Any], *, thinking: bool =
     thinking = thinking or (p == "anthropic" and isinstance(request.get("thinking"), Mapping)
                             and request["thinking"].get("type") in ("enabled", "adaptive"))
     rest = [m for m in history if not (isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES)]
-    out += [f"{HISTORY_KEYS[p]}[{v.index}]: {v.rule}: {v.message}" for v in check(p, rest, thinking=thinking)]
+    out += [f"{HISTORY_KEYS[p]}[{v.index + offset}]: {v.rule}: {v.message}"
+            for v in check(p, rest, thinking=thinking)]
     return out
