@@ -53,6 +53,7 @@ from convgraph.errors import (
     KeyFileError,
     LegacyConversationError,
     MigrationError,
+    MissingExtraError,
     NonCanonicalError,
     NonceLogFullError,
     NotFoundError,
@@ -109,6 +110,7 @@ from convgraph.integrity.statement import Statement, decode_statement, sign_stat
 from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
+from convgraph.projections.request import check_request, to_request
 from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState, apply, fold, restore, snapshot
@@ -182,6 +184,7 @@ __all__ = [
     "Message",
     "Migration",
     "MigrationError",
+    "MissingExtraError",
     "NoUserTurnError",
     "NonCanonicalError",
     "NonceLogFullError",
@@ -259,6 +262,7 @@ __all__ = [
     "canonical_order",
     "check_causality",
     "check_payload",
+    "check_request",
     "closure",
     "compaction_of",
     "conv_id",
@@ -288,6 +292,7 @@ __all__ = [
     "synchronize",
     "system_clock",
     "to_provider",
+    "to_request",
     "transcript",
     "transcript_bytes",
     "transcript_cid",

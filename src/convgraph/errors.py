@@ -43,7 +43,6 @@
     ├── AliasError                  a malformed local alias, or an alias file that cannot be read
     ├── BindError                   the sync server cannot listen on the address asked for
     ├── AccessConfigError           a sync server's access configuration that cannot be used
-    ├── AdapterError                input an agent-framework adapter cannot map onto records
     ├── ProjectionError             a view cannot be built as asked
     │   ├── RetentionRefusedError   a retention rule on a surface that must never be trimmed
     │   ├── CompactedError          the raw records asked for were compacted away
@@ -595,5 +594,27 @@ _RULES: dict[type[ConvgraphError], str] = {
 
 
 class AdapterError(ConvgraphError):
-    """Input an agent-framework adapter (`convgraph.integrations`) cannot map onto records:
-    a config without the key the framework promises, or a value of the wrong shape."""
+    """An integration adapter (convgraph.integrations) was handed input it cannot store as
+    turns: an item or message of a shape its framework does not define. `what` names it."""
+
+    def __init__(self, message: str, *, what: object = None) -> None:
+        super().__init__(message)
+        self.what = what
+
+
+class MissingExtraError(ConvgraphError, ImportError):
+    """A feature needs an optional extra that is not installed (`pip install 'convgraph[EXTRA]'`).
+
+    Also an `ImportError`, so `except ImportError` around an optional import still catches it;
+    `name` is the module that could not be imported.
+    """
+
+    def __init__(self, extra: str, feature: str, *, module: str | None = None) -> None:
+        missing = f" ({module} is not installed)" if module else ""
+        super().__init__(f"{feature} needs the optional '{extra}' dependencies{missing}: "
+                         f"pip install 'convgraph[{extra}]'")
+        self.extra = extra
+        self.name = module
+
+
+_RULES[MissingExtraError] = "missing_extra"

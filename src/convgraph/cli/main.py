@@ -221,7 +221,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=click.Choice(sorted({*KINDS, "system_prompt"})))  # genesis: `new` writes it
 @click.argument("payload", type=TEXT)
 @click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
 @click.option("--branch", default=None, type=TEXT, help="Branch the record belongs to.")
@@ -379,6 +379,7 @@ def _register() -> None:
         findings,
         rooted,
         sync,
+        view,
         witness,
     )
 
@@ -390,6 +391,7 @@ def _register() -> None:
     evidence.register(cli)
     sync.register(cli)
     witness.register(cli)
+    view.register(cli)
 
 
 _register()
