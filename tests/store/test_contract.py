@@ -1028,3 +1028,19 @@ def test_headers_are_stored_as_compaction_leaves_them(new_store: StoreMaker) -> 
         commit(adopted, headers=[r.meta for r in c1])  # again: nothing changes
         commit(adopted, headers=[c2[0].meta])  # a header for a record held whole keeps its bytes
         assert observe(adopted, universe) == want
+
+
+def test_cids_like_matches_the_head_and_tail_bytes_of_stored_records(store: Store) -> None:
+    records = chain(40)
+    commit(store, *records)
+    cids = sorted(r.cid for r in records)
+    raw = [bytes(c) for c in cids]
+    assert store.cids_like(b"", b"", 100) == cids and store.cids_like(b"", b"", 3) == cids[:3]
+    for c in raw[:5]:
+        assert store.cids_like(c[:6], b"", 100) == [CID(c)]
+        assert store.cids_like(b"", c[-4:], 100) == [CID(c)]
+        assert store.cids_like(c[:5], c[-3:], 100) == [CID(c)]
+    assert store.cids_like(raw[0][:4], b"", 100) == cids  # every record CID starts 01 71 12 20
+    by_byte = [c for c in cids if bytes(c)[-1] == raw[0][-1]]
+    assert store.cids_like(b"", raw[0][-1:], 100) == by_byte
+    assert store.cids_like(b"\xff" * 5, b"", 100) == [] and store.cids_like(b"", bytes(GHOSTS[0])[-8:], 9) == []
