@@ -19,7 +19,7 @@ from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any
 
 from convgraph import checkpointing, replica_home, turn_index, witness_policy, witnessing
 from convgraph.core.cid import CID

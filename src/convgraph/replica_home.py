@@ -15,7 +15,14 @@ import shlex
 from pathlib import Path
 from typing import Final
 
-from convgraph.errors import MissingKeyError, NoReplicaError, StoreCorruptError, UnusableStoreError
+from convgraph.core.keys import SigningKey, save_key
+from convgraph.errors import (
+    KeyFileError,
+    MissingKeyError,
+    NoReplicaError,
+    StoreCorruptError,
+    UnusableStoreError,
+)
 
 KEY_FILE: Final = "actor.key"
 DB_FILE: Final = "replica.sqlite"
@@ -56,3 +63,14 @@ def unusable(home: Path, exc: StoreCorruptError) -> UnusableStoreError:
         f"{db} cannot be used as a replica store ({exc.message}): restore it from a backup; or move it "
         f"aside and run `{init_command(home)}` to start again with no records and the same key",
         path=str(db))
+
+
+def replace_lost_key(home: Path) -> None:
+    """Give a replica whose store is there and whose key is gone a new key (`init --new-key`):
+    asked for by name only, since the new key is a new author. Never overwrites a key."""
+    key = home / KEY_FILE
+    if key.exists():
+        raise KeyFileError(f"{key} is there: --new-key only replaces a key that is lost, never one that "
+                           "exists (leave it out to keep this replica's author)")
+    if (home / DB_FILE).exists():
+        save_key(SigningKey.generate(), key)

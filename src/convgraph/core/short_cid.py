@@ -41,7 +41,7 @@ def resolve(text: str, lookup: Lookup) -> CID:
         raise DecodeError(
             f"{text[:80]!r} is not a CID: expected its base32 text (bafyrei…, 59 characters) or at least "
             f"{MIN_CHARS} of its characters from the start or the end (the short id `convgraph log` prints)")
-    found = set()
+    found: set[CID] = set()
     if text.startswith("b"):
         found.update(c for c in lookup(_head(text[1:]), b"", _SCAN) if str(c).startswith(text))
     if len(text) <= _TEXT_LEN:
