@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
 
-from convgraph.cli import aliases, compacted, graph_view, home, inputs, listing, safe_text
+from convgraph.cli import aliases, compacted, graph_view, hints, home, inputs, listing, safe_text
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
@@ -62,6 +62,9 @@ def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
             return fn(*args, **kwargs)
         except ConvgraphError as exc:
             err.print(error_line("error:", str(exc)))
+            then = hints.hint(exc)
+            if then is not None:
+                err.print(error_line("hint:", then))
             sys.exit(2)
 
     return run

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -182,7 +182,8 @@ def _print(summary: dict[str, Any], out: Any) -> None:
                   f"{there['released']} released, {there['duplicate']} duplicate), "
                   f"{adopted}{safe_text.line(conv['statement'])}")
         for rejection in conv["rejected_here"] + conv["rejected_there"]:
-            out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
+            which = rejection["cid"] or f"a record with no CID ({rejection['no_cid']})"
+            out.print(f"  rejected {which}: {safe_text.line(rejection['rule'])}")
         for waiting in conv["waiting_there"]:
             out.print(f"  {waiting['fate']} at the peer {waiting['cid']}: {waiting['detail']}")
         for cid in conv["unconfirmed"]:
@@ -284,9 +285,22 @@ def _waiting(e: Reported) -> dict[str, Any]:
             "detail": "waiting for " + ", ".join(parents)}
 
 
+_NO_CID: Final = "larger than the record limit, so never hashed"
+
+
+def _rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, Any]]:
+    """Each rejected record once (a second session that is sent it again is refused again), by
+    CID; one too large to hash has none, and says so."""
+    seen: dict[tuple[bytes | None, str], dict[str, Any]] = {}
+    for digest, rule in items:
+        if (digest, rule) not in seen:
+            seen[digest, rule] = ({"cid": str(cid_of(digest)), "rule": rule} if digest else
+                                  {"cid": None, "rule": rule, "no_cid": _NO_CID})
+    return list(seen.values())
+
+
 def _summary(report: SyncReport, target: str) -> dict[str, Any]:
-    def rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, str]]:
-        return [{"cid": str(cid_of(d)) if d else "?", "rule": rule} for d, rule in items]
+    rejections = _rejections
 
     convs = {
         name: {
