@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -366,3 +368,21 @@ def test_the_sqlite_server_fsyncs_every_commit_so_its_receipts_survive_a_power_l
         assert replica.store.synchronous == "FULL"  # type: ignore[attr-defined]
     with Replica.open(tmp_path / "server") as client:  # a client's own replica keeps the faster default
         assert client.store.synchronous == "NORMAL"  # type: ignore[attr-defined]
+
+
+def test_a_rejected_record_is_named_by_its_cid_once(tmp_path: Path) -> None:
+    """A peer's record that fails its signature is reported once, by CID, although the second
+    session is sent it again (it read `rejected ?: signature`, twice)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(a, "init")
+    legacy_say(b, "c", "hello there")
+    legacy_say(b, "c", "second one")
+    db = sqlite3.connect(b / "replica.sqlite")  # the peer's copy of the second turn, altered
+    db.execute("UPDATE records SET data = replace(data, CAST('second' AS BLOB), CAST('secOnd' AS BLOB))")
+    db.commit()
+    db.close()
+    proc = run(a, "sync", str(b), "--conv", "c", ok=False)
+    assert proc.returncode == 1, proc.stderr
+    rejected = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("rejected ")]
+    assert len(rejected) == 1 and re.fullmatch(r"rejected bafyrei[a-z2-7]{52}: signature", rejected[0]), proc.stdout
+    assert "1 record rejected here" in proc.stdout
