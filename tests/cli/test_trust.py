@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from convgraph import Replica
 from convgraph.cli import home as cli_home
 from convgraph.cli.main import cli
-from convgraph.errors import ProjectionError
+from convgraph.errors import MissingKeyError, ProjectionError
 
 pytestmark = pytest.mark.usefixtures("product_defaults")
 
@@ -45,7 +45,7 @@ def home(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("args", [
     ["log"], ["say", "hi"], ["verify"], ["conversations"], ["new", "t"], ["alias"], ["witness", "list"],
     ["checkpoint"], ["show", "abcdef"], ["findings"], ["export", "x.car"], ["members"],
-], ids=lambda a: " ".join(a))
+], ids=" ".join)
 def test_a_mistyped_home_makes_nothing_and_says_how_to_make_one(tmp_path: Path, args: list[str]) -> None:
     typo = tmp_path / "typo"
     refused = cg(typo, *args, code=2)
@@ -105,7 +105,7 @@ def test_a_deleted_key_is_an_error_that_says_how_to_recover_and_is_never_replace
         assert "actor.key is missing" in said(refused) and "restore actor.key from a backup" in said(refused)
         assert f"convgraph init --home {home} --new-key" in said(refused)
         assert not (home / "actor.key").exists()
-    with pytest.raises(Exception, match="actor.key is missing"):
+    with pytest.raises(MissingKeyError, match=r"actor\.key is missing"):
         Replica.open(home)  # the library refuses too
     renewed = json.loads(cg(home, "init", "--new-key", "--json").stdout)
     assert renewed["created"] is False and (home / "actor.key").exists()

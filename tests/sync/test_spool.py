@@ -87,7 +87,7 @@ def test_a_spool_nobody_serves_is_waited_on_as_long_as_the_error_says(tmp_path: 
     waited = time.monotonic() - start
     assert "within 1 s" in str(caught.value) and waited >= 1.0
     assert f"convgraph serve --spool {tmp_path}" in str(caught.value)  # what to start
-    with pytest.raises(TransportError, match="within 0.2 s"):  # on its own: its own wait, as said
+    with pytest.raises(TransportError, match=r"within 0\.2 s"):  # on its own: its own wait, as said
         SpoolTransport(tmp_path, timeout_s=0.2)(b"\x01")
 
 
