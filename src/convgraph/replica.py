@@ -107,16 +107,18 @@ class Replica:
         (with `create` false, `NoReplicaError` instead). A store whose key is gone, or an empty or
         foreign database, is an error that says how to recover, never replaced (`replica_home`)."""
         home = Path(path)
-        replica_home.check(home, create=create)
-        try:
-            home.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
-        key = load_or_create_key(home / KEY_FILE)
-        try:
-            store = SqliteStore(home / DB_FILE, synchronous=synchronous)
-        except StoreCorruptError as exc:
-            raise replica_home.unusable(home, exc) from exc
+        if create:
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
+        with replica_home.opening(home):
+            replica_home.check(home, create=create)
+            key = load_or_create_key(home / KEY_FILE)
+            try:
+                store = SqliteStore(home / DB_FILE, synchronous=synchronous)
+            except StoreCorruptError as exc:
+                raise replica_home.unusable(home, exc) from exc
         replica = cls(store, key, clock=clock, config=config)
         replica.home = home
         return replica

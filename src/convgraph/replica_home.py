@@ -11,7 +11,11 @@ database is not an empty file.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -54,6 +58,23 @@ def check(home: Path, *, create: bool) -> None:
         raise NoReplicaError(
             f"{where} {home}{held}: `{init_command(home)}` creates one, or point --home (or "
             "CONVGRAPH_HOME) at an existing replica", home=str(home))
+
+
+@contextmanager
+def opening(home: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the directory `home` (no file is made) while a replica is
+    opened there: SQLite creates the database file empty and writes its first page a moment
+    later, and a concurrent opener must not take that moment's 0-byte file for an emptied one."""
+    try:
+        fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # no directory: `check` says so
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def unusable(home: Path, exc: StoreCorruptError) -> UnusableStoreError:
