@@ -2,17 +2,16 @@
 
 Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`): only `init`
 creates a replica there, any other command on a directory with none exits 2 saying so
-(`cli/home.py`). Where
-it concerns one conversation, `--conv C`: a local alias, a rooted conversation id, or the
-literal name of a legacy conversation (`aliases.resolve`). Without it, the conversation is
-the alias `default`; the first write with no such alias creates a rooted conversation and
-aliases it `default`. `--json` prints machine output on stdout; content and payloads may come
-from `-` (stdin) or `@FILE`, and a CID may be cut short as `log` prints it (`cli/inputs.py`).
-A `ConvgraphError` exits 2
-with its message; `verify` exits 1 when any stored record fails or two equivocate. Text that
-others wrote (record content, names, a server's words) reaches the terminal only through `safe_text`,
-and the consoles read no Rich markup, so no control sequence or "[style]" in it acts on
-the terminal.
+(`cli/home.py`). Where it concerns one conversation, `--conv C`: a local alias, a rooted
+conversation id, or the literal name of a legacy conversation (`aliases.resolve`). Without
+it, the conversation is the alias `default`; the first write with no such alias creates a
+rooted conversation and aliases it `default`. `--json` prints machine output on stdout;
+content and payloads may come from `-` (stdin) or `@FILE`, and a CID may be cut short as
+`log` prints it (`cli/inputs.py`). A `ConvgraphError` exits 2 with its message (and a hint,
+`cli/hints.py`); `verify` exits 1 when any stored record fails or two equivocate. Text that
+others wrote (record content, names, a server's words) reaches the terminal only through
+`safe_text`, and the consoles read no Rich markup, so no control sequence or "[style]" in it
+acts on the terminal.
 """
 
 from __future__ import annotations
