@@ -3,8 +3,8 @@ skips `scripts/test` still gets a suite that collects.
 
 Every module imported anywhere under `tests/` is the standard library, first-party
 (`convgraph` and the tests' own helper modules), or comes from a distribution that
-pyproject.toml declares, pinned, in `dependencies` or the `dev` extra: the two lists
-`.[dev]` installs. Something that only arrives as another package's dependency is not
+pyproject.toml declares, pinned, in `dependencies` or the `dev` extra (with the extras it
+names, `convgraph[all]`): the lists `.[dev]` installs. Something that only arrives as another package's dependency is not
 declared, and fails here.
 """
 
@@ -48,9 +48,18 @@ def _first_party() -> set[str]:
     return local | {"convgraph", "tests"}
 
 
+def _extra(extras: dict[str, list[str]], name: str) -> list[str]:
+    """The extra's requirements, with `convgraph[a,b]` (one extra naming others) expanded."""
+    expanded = []
+    for requirement in extras[name]:
+        named = re.fullmatch(r"convgraph\[([a-z0-9,-]+)\]", requirement)
+        expanded += [r for other in named.group(1).split(",") for r in _extra(extras, other)] if named else [requirement]
+    return expanded
+
+
 def _dev_install() -> dict[str, str]:
     project = tomllib.loads(PYPROJECT.read_text())["project"]
-    requirements = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    requirements = [*project["dependencies"], *_extra(project["optional-dependencies"], "dev")]
     return {_requirement_name(r): r for r in requirements}
 
 
@@ -69,5 +78,5 @@ def test_every_third_party_module_the_tests_import_is_declared_for_dev() -> None
 
 
 def test_the_dev_extra_pins_exact_versions() -> None:
-    dev = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["dev"]
+    dev = _extra(tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"], "dev")
     assert [r for r in dev if "==" not in r] == []

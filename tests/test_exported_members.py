@@ -22,7 +22,8 @@ def test_every_public_name_is_exported() -> None:
     modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "integrity", "migration", "projections", "replica",
                "replica_checkpoints", "replica_drafts", "replica_folds", "replica_home", "replica_intake", "replica_verify",
                "replica_writes", "server", "store", "sync", "witnessing",
-               "checkpointing", "collector", "turn_index", "witness_client", "witness_policy"}
+               "checkpointing", "collector", "turn_index", "witness_client", "witness_policy", "viewer",
+               "integrations"}
     assert public - modules == set(convgraph.__all__)
 
 

@@ -32,6 +32,7 @@ from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.validation import check_causality
 from convgraph.errors import (
     AccessConfigError,
+    AdapterError,
     AliasError,
     AmbiguousCidError,
     AuthError,
@@ -53,6 +54,7 @@ from convgraph.errors import (
     KeyFileError,
     LegacyConversationError,
     MigrationError,
+    MissingExtraError,
     MissingKeyError,
     NonCanonicalError,
     NonceLogFullError,
@@ -113,6 +115,7 @@ from convgraph.integrity.statement import Statement, decode_statement, sign_stat
 from convgraph.migration import Migration, migrate
 from convgraph.projections.message import Message
 from convgraph.projections.repair import repair
+from convgraph.projections.request import check_request, to_request
 from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState, apply, fold, restore, snapshot
@@ -140,6 +143,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessConfigError",
+    "AdapterError",
     "AdoptionPolicy",
     "AliasError",
     "AmbiguousCidError",
@@ -186,6 +190,7 @@ __all__ = [
     "Message",
     "Migration",
     "MigrationError",
+    "MissingExtraError",
     "MissingKeyError",
     "NoReplicaError",
     "NoUserTurnError",
@@ -267,6 +272,7 @@ __all__ = [
     "canonical_order",
     "check_causality",
     "check_payload",
+    "check_request",
     "closure",
     "compaction_of",
     "conv_id",
@@ -296,6 +302,7 @@ __all__ = [
     "synchronize",
     "system_clock",
     "to_provider",
+    "to_request",
     "transcript",
     "transcript_bytes",
     "transcript_cid",

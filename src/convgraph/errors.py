@@ -598,6 +598,33 @@ _RULES: dict[type[ConvgraphError], str] = {
 }
 
 
+class AdapterError(ConvgraphError):
+    """An integration adapter (convgraph.integrations) was handed input it cannot store as
+    turns: an item or message of a shape its framework does not define. `what` names it."""
+
+    def __init__(self, message: str, *, what: object = None) -> None:
+        super().__init__(message)
+        self.what = what
+
+
+class MissingExtraError(ConvgraphError, ImportError):
+    """A feature needs an optional extra that is not installed (`pip install 'convgraph[EXTRA]'`).
+
+    Also an `ImportError`, so `except ImportError` around an optional import still catches it;
+    `name` is the module that could not be imported.
+    """
+
+    def __init__(self, extra: str, feature: str, *, module: str | None = None) -> None:
+        missing = f" ({module} is not installed)" if module else ""
+        super().__init__(f"{feature} needs the optional '{extra}' dependencies{missing}: "
+                         f"pip install 'convgraph[{extra}]'")
+        self.extra = extra
+        self.name = module
+
+
+_RULES[MissingExtraError] = "missing_extra"
+
+
 class NoReplicaError(ConvgraphError):
     """A directory that holds no replica, where one was expected: only `convgraph init` (or
     `Replica.open(path)`, which creates) makes one, so a mistyped `--home` makes nothing.

@@ -43,11 +43,13 @@ from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority
+from convgraph.projections.request import to_request
 from convgraph.projections.resume import to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
-from convgraph.projections.transcript import Window, resume_window, transcript
+from convgraph.projections.system import fold_prompts, system_of
+from convgraph.projections.transcript import FoldLines, Window, resume_window, transcript
 from convgraph.projections.turn import Role, ToolCall, Turn
 from convgraph.replica_checkpoints import claim, refuse_unwritten, require_witnessed
 from convgraph.replica_drafts import Draft, genesis_payload, response_drafts, turn_draft
@@ -281,6 +283,26 @@ class Replica:
         """The turns `resume` renders, and how far the window was widened to open on a user turn."""
         found = self._index.resume_window(check_text(conv, "conv"), branch=branch, last=last)
         return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
+
+    def set_system(self, conv: str, text: str, *, meta: dict[str, Any] | None = None) -> Record:
+        """Write `text` as `conv`'s system prompt (empty: none from now on); the latest prompt in
+        canonical order applies to every later request (docs/conversation.md §9)."""
+        return self.write(conv, "system_prompt", {"content": text, **({"meta": meta} if meta else {})})
+
+    def system(self, conv: str) -> str | None:
+        """The system prompt that applies to `conv` now (None: none), read in O(1) index rows."""
+        found = self._index.system(check_text(conv, "conv"))
+        if found is not None:
+            return found[0]
+        folded = self.visible(conv)
+        return system_of(FoldLines(folded), fold_prompts(folded))
+
+    def request(
+        self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
+    ) -> dict[str, Any]:
+        """The SDK call's kwargs to continue `conv`: the `resume` history and the system prompt,
+        each where `provider` wants it (`projections.request.to_request`); add model and call."""
+        return to_request(provider, self.resume(conv, provider, last=last, branch=branch), self.system(conv))
 
     def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
         """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""

@@ -65,6 +65,10 @@ class TurnIndex:
         """`transcript.transcript` of `conv` from the index; None: fold instead."""
         return self._answer(conv, partial(window.transcript, branch=branch, last=last, cache=self.cache))
 
+    def system(self, conv: str) -> tuple[str | None] | None:
+        """`(system prompt,)` of `conv` from the index (docs/conversation.md §9); None: fold instead."""
+        return self._answer(conv, lambda reads: (window.system(reads, cache=self.cache),))
+
     def _answer(self, conv: str, read: Callable[[window.Reads], _T]) -> _T | None:
         with self.store.reading():  # every page and look-up of one answer sees one state
             reads = self.reads(conv)

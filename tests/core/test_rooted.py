@@ -158,9 +158,9 @@ def test_is_rooted_is_exactly_the_documented_pattern(text: str) -> None:
     assert is_rooted(text) == by_hand
 
 
-def test_the_rooted_table_adds_genesis_to_the_legacy_twenty() -> None:
-    assert len(KINDS) == 20 and "genesis" not in KINDS
-    assert set(ROOTED_KINDS) == set(KINDS) | {"genesis"} and len(ROOTED_KINDS) == 21
+def test_the_rooted_table_adds_genesis_and_system_prompt_to_the_legacy_twenty() -> None:
+    assert len(KINDS) == 20 and "genesis" not in KINDS and "system_prompt" not in KINDS
+    assert set(ROOTED_KINDS) == set(KINDS) | {"genesis", "system_prompt"} and len(ROOTED_KINDS) == 22
     assert CAPABILITIES == ("admin", "decide", "merge", "read", "review", "write")
 
 

@@ -174,8 +174,8 @@ def root_faults(m: dict[str, Any]) -> list[str]:
 
 
 def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
-    assert {c["inputs"]["kind"] for c in CASES} == set(ROOTED_KINDS) == set(KINDS) | {"genesis"}
-    assert len(KINDS) == 20 and len(ROOTED_KINDS) == 21
+    assert {c["inputs"]["kind"] for c in CASES} == set(ROOTED_KINDS) == set(KINDS) | {"genesis", "system_prompt"}
+    assert len(KINDS) == 20 and len(ROOTED_KINDS) == 22
     names = {c["name"] for c in CASES}
     assert {
         "genesis_user_message", "two_parents_and_refs", "record_on_branch", "float_payload",
@@ -184,7 +184,7 @@ def test_golden_cases_cover_every_kind_and_the_required_shapes() -> None:
         "latency_ms_float_at_bound", "grant_rights_all_three",
         # rooted conversations (§15)
         "rooted_genesis", "rooted_user_message", "rooted_grant_all_six", "rooted_revocation",
-        "rooted_decision_request",
+        "rooted_decision_request", "rooted_system_prompt",
     } <= names
     assert len(names) == len(CASES)
     shapes = {c["name"]: c["inputs"] for c in CASES}
@@ -217,7 +217,8 @@ def test_invalid_cases_cover_the_required_rules() -> None:
         "genesis_nonce_does_not_derive_conv", "genesis_by_stranger", "genesis_seq_2",
         "genesis_with_parent", "genesis_with_branch", "rooted_revocation_by_target",
         "rooted_grant_unknown_right", "rooted_grant_rights_unsorted", "genesis_nonce_15_bytes",
-        "rooted_decision_request_reviewers_unsorted",
+        "rooted_decision_request_reviewers_unsorted", "system_prompt_in_legacy_conversation",
+        "rooted_system_prompt_blocks",
     } <= names
 
 

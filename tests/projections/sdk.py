@@ -13,12 +13,13 @@ google-genai models already forbid extras; the rewrite changes nothing there but
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from anthropic.types import MessageParam
-from google.genai.types import Content
+from google.genai.types import Content, GenerateContentConfig
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter, ValidationError
@@ -82,3 +83,45 @@ def _describe(err: ValidationError) -> list[str]:
 def _path(loc: tuple[int | str, ...]) -> str:
     # drop pydantic's synthetic schema tags such as `list[union[...]]`, keep branch names
     return ".".join(str(part) for part in loc if not (isinstance(part, str) and "[" in part))
+
+
+# ---------------------------------------------------------------- whole requests (system placement included)
+
+_CALL_TYPES: dict[str, Any] = {
+    "anthropic": "anthropic.types.message_create_params:MessageCreateParamsNonStreaming",
+    "openai": "openai.types.chat.completion_create_params:CompletionCreateParamsNonStreaming",
+    "openai-responses": "openai.types.responses.response_create_params:ResponseCreateParamsNonStreaming",
+}
+_NEEDED: dict[str, dict[str, Any]] = {  # what a call needs beside the history, if the request lacks it
+    "anthropic": {"model": "claude-x", "max_tokens": 1024},
+    "openai": {"model": "gpt-x"},
+    "openai-responses": {"model": "gpt-x"},
+}
+
+
+@cache
+def _call_validator(provider: str) -> SchemaValidator:
+    module, name = _CALL_TYPES[provider].split(":")
+    schema = copy.deepcopy(TypeAdapter(getattr(importlib.import_module(module), name)).core_schema)
+    _strict(schema)
+    return SchemaValidator(schema)
+
+
+def request_errors(provider: str, request: Mapping[str, Any]) -> list[str]:
+    """Why the SDK's own call-parameter type refuses `request` (`Replica.request` kwargs, or the
+    JSON body an SDK sent), every key checked strictly; Gemini's kwargs are `contents` checked
+    as `Content`s and `config` as `GenerateContentConfig`."""
+    if provider == "gemini":
+        out = sdk_errors(provider, request.get("contents", []))
+        extra = sorted(set(request) - {"contents", "config", "model"})
+        out += [f"{k}: not a generate_content argument" for k in extra]
+        try:
+            GenerateContentConfig.model_validate(request.get("config", {}))
+        except ValidationError as err:
+            out += _describe(err)
+        return out
+    try:
+        _call_validator(provider).validate_python({**_NEEDED[provider], **request})
+    except ValidationError as err:
+        return _describe(err)
+    return []

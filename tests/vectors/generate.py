@@ -407,6 +407,14 @@ def _cases() -> list[tuple[str, str, dict[str, Any]]]:
         payload={"question": "Ship it?", "options": ["yes", "no"], "subject": made["rooted_user_message"],
                  "reviews": 2, "reviewers": sorted([KEY.public, OTHER_KEY.public])},
     )
+    add(
+        "rooted_system_prompt",
+        "A rooted system_prompt: {content: text}; the latest in canonical order applies to the "
+        "conversation's requests (docs/conversation.md section 9). Known in rooted conversations only.",
+        conv=ROOTED_CONV, seq=6, hlc=(T0 + 30_005, 0), parents=[made["rooted_decision_request"]],
+        kind="system_prompt",
+        payload={"content": "You review designs. Be brief.", "meta": {"author": "owner"}},
+    )
     covered = {fields["kind"] for _, _, fields in out}
     assert covered == set(ROOTED_KINDS), f"kinds without a vector: {set(ROOTED_KINDS) - covered}"
     return out
@@ -951,6 +959,12 @@ def _invalid() -> list[dict[str, Any]]:
         signed({**after, "kind": "decision_request", "payload": {
             "question": "Ship it?", "reviews": 1,
             "reviewers": sorted([KEY.public, OTHER_KEY.public], reverse=True)}}))
+    bad("system_prompt_in_legacy_conversation", "UnknownKindError",
+        "A system_prompt in a legacy conversation: the kind is in the rooted table only.",
+        signed(with_(kind="system_prompt", payload={"content": "Be brief."})))
+    bad("rooted_system_prompt_blocks", "SchemaError",
+        "A rooted system_prompt whose content is a list of blocks: it must be text.",
+        signed({**after, "kind": "system_prompt", "payload": {"content": [{"type": "text", "text": "x"}]}}))
     return out
 
 
@@ -1031,6 +1045,7 @@ _BECAUSE: dict[str, str] = {
     "genesis_nonce_15_bytes": "'nonce'", "rooted_revocation_by_target": "'grantee'",
     "rooted_grant_unknown_right": "'rights'", "rooted_grant_rights_unsorted": "'rights'",
     "rooted_decision_request_reviewers_unsorted": "'reviewers'",
+    "system_prompt_in_legacy_conversation": "system_prompt", "rooted_system_prompt_blocks": "'content'",
 }
 
 

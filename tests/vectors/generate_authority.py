@@ -366,13 +366,14 @@ def _write_kinds(root: CID) -> list[tuple[str, dict[str, Any]]]:
         ("branch", {"name": "exp", "from": root}),
         ("checkpoint", {"heads": [root], "count": 1, "snapshot": CID.of_raw(b"snapshot")}),
         ("routing_observation", {"model": "m", "latency_ms": 12, "ok": True}),
+        ("system_prompt", {"content": "Be brief."}),
     ]
 
 
 @case
 def needs_write() -> Case:
     c = Case("needs_write", "§3 needs-row write: each of the turn kinds, code_snapshot, patch, "
-             "decision_request, branch, checkpoint and routing_observation by a holder of write is "
+             "decision_request, branch, checkpoint, routing_observation and system_prompt by a holder of write is "
              "accepted and by a holder of read alone is AuthorityError.")
     c.genesis()
     c.grant("gC", "owner", "C", "read", "write")

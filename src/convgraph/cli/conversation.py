@@ -1,8 +1,10 @@
-"""The conversation commands: `say`, `transcript`, `branch`, `merge` (`checkpoint`: cli/witness.py).
+"""The conversation commands: `say`, `system`, `transcript`, `branch`, `merge` (`checkpoint`:
+cli/witness.py).
 
-A thin shell over `Replica.say/transcript/resume/branch/merge`; registered on
-the main group by `register`. Provider formats print the exact JSON list a request would
-carry (`messages`, `input` or `contents`).
+A thin shell over `Replica.say/set_system/system/transcript/resume/request/branch/merge`;
+registered on the main group by `register`. Provider formats print the exact JSON list a
+request would carry (`messages`, `input` or `contents`); `--request` the whole request's
+kwargs, system prompt placed.
 """
 
 from __future__ import annotations
@@ -109,23 +111,33 @@ def register(cli: click.Group) -> None:
                         tool_use_id=tool_use_id, is_error=is_error, branch=branch)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
+    _register_system(cli)
+
     @cli.command()
     @click.option("--format", "fmt", type=click.Choice(["text", "json", *PROVIDERS]), default="text",
                   show_default=True, help="Plain text, turns as JSON, or a provider's request messages.")
     @click.option("--last", type=click.IntRange(min=0), default=None, help="Only the final N turns.")
     @click.option("--branch", default=None, type=TEXT, help="The branch's transcript (main when absent).")
+    @click.option("--request", "request", type=click.Choice(PROVIDERS), default=None,
+                  help="Print the whole request's kwargs for this provider, system prompt placed.")
     @conv_option
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (as --format json).")
     @click.pass_context
     @_errors
     def transcript(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, fmt: str, last: int | None, branch: str | None, conv: str | None, as_json: bool,
+        ctx: click.Context, fmt: str, last: int | None, branch: str | None, request: str | None,
+        conv: str | None, as_json: bool,
     ) -> None:
         """The conversation's transcript: turns in canonical order, repaired for a provider."""
         if as_json and fmt == "text":
             fmt = "json"
         with _replica(ctx) as r:
             target = inputs.existing(ctx.obj["home"], r, conv)
+            if request is not None:
+                if last == 0:
+                    raise click.BadParameter("a resume window holds at least one turn", param_hint="--last")
+                _emit(to_json(r.request(target, request, last=last, branch=branch)))
+                return
             if fmt in PROVIDERS:
                 if last == 0:
                     raise click.BadParameter("a resume window holds at least one turn", param_hint="--last")
@@ -179,4 +191,41 @@ def register(cli: click.Group) -> None:
         with _replica(ctx) as r:
             target = inputs.existing(ctx.obj["home"], r, conv)
             rec = r.merge(target, name, accepted=[_held(r, target, c) for c in accepted], content=summary)
+        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+
+
+def _register_system(cli: click.Group) -> None:
+    """Add `system` to `cli`: the conversation's system prompt, set or shown."""
+    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
+        _emit,
+        _errors,
+        _replica,
+        conv_option,
+        err,
+        json_option,
+        out,
+        writing,
+    )
+
+    @cli.command()
+    @click.argument("text", type=inputs.CONTENT, required=False)
+    @conv_option
+    @json_option
+    @click.pass_context
+    @_errors
+    def system(ctx: click.Context, text: str | None, conv: str | None, as_json: bool) -> None:
+        """Set the conversation's system prompt to TEXT ("" clears it); without TEXT, print it."""
+        if text is None:
+            with _replica(ctx) as r:
+                target = inputs.existing(ctx.obj["home"], r, conv)
+                prompt = r.system(target)
+            if as_json:
+                _emit({"conv": target, "system": prompt})
+            elif prompt is None:
+                err.print("no system prompt")
+            else:
+                out.print(safe_text.block(prompt))
+            return
+        with _replica(ctx) as r, writing(ctx, r, conv) as target:
+            rec = r.set_system(target, text)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))

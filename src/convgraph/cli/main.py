@@ -234,7 +234,7 @@ def init(ctx: click.Context, new_key: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=click.Choice(sorted({*KINDS, "system_prompt"})))  # genesis: `new` writes it
 @click.argument("payload", type=inputs.CONTENT)
 @click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
 @click.option("--branch", default=None, type=TEXT, help="Branch the record belongs to.")
@@ -401,6 +401,7 @@ def _register() -> None:
         findings,
         rooted,
         sync,
+        view,
         witness,
     )
 
@@ -412,6 +413,7 @@ def _register() -> None:
     evidence.register(cli)
     sync.register(cli)
     witness.register(cli)
+    view.register(cli)
     home.add_everywhere(cli)  # last: every command registered above takes --home
 
 

@@ -222,6 +222,8 @@ ROOTED_SCHEMAS: Final[Mapping[str, Schema]] = {
         {"grantee": _actor, "rights": _text_set(*CAPABILITIES)},
         {"reason": _text},
     ),
+    # rooted only: the legacy table stays exactly what a version-1 replica accepts
+    "system_prompt": Schema({"content": _text}),
 }
 
 KINDS: Final = tuple(sorted(SCHEMAS))

@@ -1,11 +1,12 @@
 """The rows of the turn index: what a resume window reads instead of the fold.
 
 One entry (a record's CID, kind, actor, hlc, branch and payload) makes at most one row: a
-turn or a `merge` a `LineRow` on its line, a `retraction` or `supersession` a `TargetRow`
-under its target, a `branch` record a `BranchRow` under its name; other kinds none. Every
-row carries the entry's canonical order key `(wall_ms, counter, actor, cid)`, the tail of
-the stores' primary keys (docs/conversation.md §8.1). Invariant: a conversation's rows are
-`row_of(e)` for each entry `e` of its fold, so they are a function of the set of records.
+turn or a `merge` a `LineRow` on its line, a `system_prompt` one on `SYSTEM_LINE`, a
+`retraction` or `supersession` a `TargetRow` under its target, a `branch` record a
+`BranchRow` under its name; other kinds none. Every row carries the entry's canonical order
+key `(wall_ms, counter, actor, cid)`, the tail of the stores' primary keys (docs/conversation.md
+§8.1). Invariant: a conversation's rows are `row_of(e)` for each entry `e` of its fold, so they
+are a function of the set of records.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from convgraph.errors import ConvgraphError, SnapshotError
 from convgraph.projections.state import Entry, OrderKey
 from convgraph.projections.turn import TURN_KINDS, Folded
 
-__all__ = ["LINE_KINDS", "MAIN", "TARGET_KINDS", "BranchRow", "LineRow", "OrderKey", "Row", "TargetRow",
-           "line_of", "order_key", "row_of", "rows_of", "snapshot_entries", "snapshot_rows"]
+__all__ = ["LINE_KINDS", "MAIN", "SYSTEM_KIND", "SYSTEM_LINE", "TARGET_KINDS", "BranchRow", "LineRow",
+           "OrderKey", "Row", "TargetRow", "line_of", "order_key", "row_of", "rows_of", "snapshot_entries",
+           "snapshot_rows"]
 
 MAIN: Final = ""  # the line of records on no branch (a branch name is never empty)
+SYSTEM_KIND: Final = "system_prompt"
+SYSTEM_LINE: Final = "\x1fsystem_prompt"
+"""The line `system_prompt` rows sit on, whatever their branch (docs/conversation.md §9); rows
+are also told apart by kind, so a branch of that name (legal, if odd) shares it harmlessly."""
 LINE_KINDS: Final = TURN_KINDS | {"merge"}
 TARGET_KINDS: Final = frozenset({"retraction", "supersession"})
 _MALFORMED: Final = (ConvgraphError, LookupError, TypeError, ValueError, AttributeError)
@@ -86,6 +92,8 @@ def row_of(entry: Folded) -> Row | None:
     kind = entry.kind
     if kind in LINE_KINDS:
         return LineRow(line_of(entry.branch), order_key(entry), kind)
+    if kind == SYSTEM_KIND:
+        return LineRow(SYSTEM_LINE, order_key(entry), kind)
     if kind in TARGET_KINDS:
         return TargetRow(entry.payload["target"], order_key(entry), kind)
     if kind == "branch":

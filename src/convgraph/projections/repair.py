@@ -2,35 +2,48 @@
 
 The rules, in the order they apply (each is why some provider answers 400 otherwise):
 opaque blocks (thinking, redacted thinking, reasoning, thoughts) of another provider are
-dropped, since only their own provider can verify them; empty and whitespace-only text
-blocks are dropped, and messages left empty; a tool result is moved up to right after
-the assistant message whose call it answers, across whatever lies between (a concurrent
-turn from another device, a user who spoke before the tool returned), up to a later
-call that reuses the id; a result that answers no such call is dropped (a window that
-cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
+dropped, since only their own provider can verify them; so are the blocks of a user or
+assistant message the target's format cannot carry (`renders`); empty and whitespace-only
+text and refusal blocks are dropped, and messages left empty; a tool result is moved up
+to right after the assistant message whose call it answers, across whatever lies between
+(a concurrent turn from another device, a user who spoke before the tool returned), up to
+a later call that reuses the id; a result that answers no such call is dropped (a window
+that cut inside an exchange, a duplicate answer); a call no result answers is stripped (an
 interrupted run); a call id an earlier exchange used is suffixed, with its results, so
 ids stay unique; the results of one assistant message follow it at once, in call order;
 adjacent user messages and adjacent assistant messages are coalesced (for Anthropic the
-latest part's thinking leads and earlier thinking is dropped); history starts at
-the first user message; a final assistant message loses trailing whitespace. Opaque
-blocks of the target provider are kept byte for byte and in order. Invariant: `repair`
-is pure, idempotent, and its output satisfies every rule `projections.validity` checks,
-for each provider.
+latest part's thinking leads and earlier thinking is dropped); history starts at the
+first user message; a final assistant message loses the trailing whitespace of its last
+text or refusal block. Opaque blocks of the target provider are kept byte for byte and in
+order. Invariant: `repair` is pure, idempotent, and its output satisfies every rule
+`projections.validity` checks, for each provider.
 """
 
 from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Final
 
 from convgraph.projections.message import OPAQUE_BLOCKS, Message
+from convgraph.projections.providers import anthropic, gemini, openai_chat, openai_responses
 from convgraph.projections.turn import Block, Role
 
 EMPTY_RESULT: Final = "(no output)"
 """Text a tool result with no content is given: every provider refuses empty content."""
+
+_RENDERS: Final[dict[str, Callable[[Block, Role, str | None], bool]]] = {
+    anthropic.PROVIDER: anthropic.renders,
+    openai_chat.PROVIDER: openai_chat.renders,
+    openai_responses.PROVIDER: openai_responses.renders,
+    gemini.PROVIDER: gemini.renders,
+}
+"""Per provider: whether its renderer carries a block of a user or assistant message. Repair
+drops what it would not, so a message emptied by the format vanishes here, before neighbours
+coalesce and the final assistant message is trimmed (else an image-only user message that
+Anthropic cannot show left the previous answer final, trailing whitespace and all)."""
 
 
 def repair(messages: Sequence[Message], provider: str) -> list[Message]:
@@ -46,7 +59,9 @@ def repair(messages: Sequence[Message], provider: str) -> list[Message]:
 
 def _clean(m: Message, provider: str) -> Message | None:
     # messages come back unchanged (no copy) when nothing in them needs repair: the common case
-    blocks = tuple(b for b in m.content if _keep(b, m.provider, provider))
+    renders = _RENDERS.get(provider) if m.role is not Role.TOOL else None
+    blocks = tuple(b for b in m.content
+                   if _keep(b, m.provider, provider) and (renders is None or renders(b, m.role, m.provider)))
     if m.role is Role.TOOL:
         if not m.tool_use_id:
             return None
@@ -69,10 +84,15 @@ def _keep(block: Block, owner: str | None, provider: str) -> bool:
     kind = block.get("type")
     if kind in OPAQUE_BLOCKS:
         return owner == provider == OPAQUE_BLOCKS[kind]
-    if kind == "text":
-        text = block.get("text")
+    if kind in _TEXTS:
+        text = block.get(_TEXTS[kind])
         return isinstance(text, str) and text.strip() != ""
     return True
+
+
+_TEXTS: Final = {"text": "text", "refusal": "refusal"}
+"""Block types that are text, and the key holding it: a refusal is rendered as text by the
+formats without a refusal field, so a blank one is an empty text block there."""
 
 
 def _pair_results(messages: list[Message]) -> list[Message]:
@@ -202,11 +222,12 @@ def _rstrip_final(m: Message) -> Message:
     content = list(m.content)
     for i in range(len(content) - 1, -1, -1):
         block = content[i]
-        if block.get("type") != "text":
+        key = _TEXTS.get(block.get("type", ""))
+        if key is None:
             continue
-        text = str(block["text"]).rstrip()
+        text = str(block[key]).rstrip()
         if text:
-            content[i] = {**block, "text": text}
+            content[i] = {**block, key: text}
         else:
             del content[i]
         break

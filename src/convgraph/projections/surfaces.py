@@ -42,6 +42,7 @@ SURFACES: Final[Mapping[str, Surface]] = {
     "routing_observation": Surface.REPLAY,
     "code_snapshot": Surface.ENTITY,
     "decision": Surface.ENTITY,
+    "system_prompt": Surface.ENTITY,
     "branch": Surface.CONTROL,
     "merge": Surface.CONTROL,
     "retraction": Surface.CONTROL,
@@ -58,6 +59,7 @@ assert SURFACES.keys() == ROOTED_SCHEMAS.keys(), "every kind needs a surface"
 ENTITY_KEYS: Final[Mapping[str, Callable[[Mapping[str, Any]], Any]]] = {
     "code_snapshot": lambda p: p.get("path", ""),
     "decision": lambda p: p["request"],  # a later decision on one request overrides
+    "system_prompt": lambda _: "",  # one per conversation (docs/conversation.md §9)
 }
 """The key an entity record writes; the last writer per (kind, key) wins."""
 

@@ -18,8 +18,9 @@ from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.errors import CompactedError
-from convgraph.projections.index_rows import BranchRow, LineRow, TargetRow, line_of
+from convgraph.projections.index_rows import SYSTEM_KIND, SYSTEM_LINE, BranchRow, LineRow, TargetRow, line_of
 from convgraph.projections.state import Entry, OrderKey, entry_from_bytes
+from convgraph.projections.system import system_of
 from convgraph.projections.transcript import Window, resume_window_of, transcript_of
 from convgraph.projections.turn import Turn, turn_from
 
@@ -64,6 +65,7 @@ class IndexLines:
     reads: Reads
     first_page: int = 64
     cache: Cache = field(default_factory=dict)
+    prompts: bool = False  # read `system_prompt` rows only (on SYSTEM_LINE), else never them
     # the retractions and supersessions read so far, by target (a target read with none: absent)
     _targets: dict[bytes, list[TargetRow]] = field(default_factory=dict, init=False)
     _asked: set[bytes] = field(default_factory=set, init=False)
@@ -79,7 +81,9 @@ class IndexLines:
         size = max(1, min(self.first_page, MAX_PAGE))
         while True:
             rows = self.reads.line(name, below, size)
-            page = [r for r in rows if merges or r.kind != "merge"]
+            # a branch may bear SYSTEM_LINE's name: the kind tells its turns from the prompts
+            page = [r for r in rows
+                    if (merges or r.kind != "merge") and (r.kind == SYSTEM_KIND) == self.prompts]
             self._prefetch([r.key[3] for r in page if r.kind != "merge"])
             # the page's cached entries are held here: the shared cache may be cleared meanwhile
             known = {r.key[3]: c[0] for r in page if (c := cache.get(r.key[3])) is not None}
@@ -182,6 +186,13 @@ def transcript(
     """`transcript.transcript` of the indexed conversation; `CompactedError`: fold instead."""
     lines = IndexLines(reads, _first_page(last), {} if cache is None else cache)
     return transcript_of(lines, branch=branch, last=last)
+
+
+def system(reads: Reads, *, cache: Cache | None = None) -> str | None:
+    """`system.system_of` the indexed conversation, in O(1) rows unless prompts were retracted
+    or hidden; `CompactedError`: fold instead."""
+    lines = IndexLines(reads, 4, {} if cache is None else cache, prompts=True)
+    return system_of(lines, lines.line(SYSTEM_LINE, None, merges=False))
 
 
 def _first_page(last: int | None) -> int:

@@ -22,7 +22,6 @@ each go through full validation.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import re
@@ -30,13 +29,6 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.convertors import Convertor, register_url_convertor
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
@@ -46,6 +38,7 @@ from convgraph.errors import (
     AuthError,
     ConvgraphError,
     ForbiddenError,
+    MissingExtraError,
     NotFoundError,
     ProjectionError,
     ProtocolError,
@@ -59,7 +52,7 @@ from convgraph.server import openapi
 from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
-from convgraph.server.live import Hub, poll
+from convgraph.server.live import Hub, poll, record_events
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
@@ -68,6 +61,18 @@ from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base
 from convgraph.sync.witness_hooks import findings_of, witness_of
+from convgraph.viewer import app as viewer_app
+from convgraph.viewer.sessions import Sessions
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.convertors import Convertor, register_url_convertor
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
 
 RECORD_TYPE = "application/vnd.ipld.dag-cbor"
 _CURSOR = re.compile(r"[0-9]{1,19}", re.ASCII)
@@ -181,6 +186,7 @@ class _Server:
         self.gate = Gate(replica, cfg.access, self.lock)
         self.witness = witness_of(replica)
         self.decoders, self.in_flight = asyncio.Semaphore(cfg.decoders), _InFlight(cfg.per_key)
+        self.sessions = Sessions(clock)
 
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -314,23 +320,19 @@ class _Server:
         return StreamingResponse(self._stream(request, actor, conv, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def _stream(self, request: Request, actor: bytes, conv: str, cursor: int) -> AsyncIterator[bytes]:
-        yield f"event: ready\nid: {cursor}\ndata: {json.dumps({'cursor': cursor})}\n\n".encode()
-        while not await request.is_disconnected():
-            found, cursor = await run_in_threadpool(self.replica.store.since, cursor, conv)
-            if found and is_rooted(conv):  # a revocation that landed ends the stream before what follows it
-                try:
-                    await run_in_threadpool(self.gate.check_read, actor, [conv])
-                except ForbiddenError as exc:
-                    yield f"event: forbidden\ndata: {json.dumps(_forbidden_body(exc))}\n\n".encode()
-                    return
-            for i, (cid, data) in enumerate(found):
-                payload = json.dumps({"cid": str(cid), "record": base64.b64encode(data).decode()})
-                ident = f"id: {cursor}\n" if i == len(found) - 1 else ""
-                yield f"event: record\n{ident}data: {payload}\n\n".encode()
-            if not found:
-                await self.hub.wait(conv, self.cfg.heartbeat_s)
-                yield b": keep-alive\n\n"
+    def _stream(self, request: Request, actor: bytes, conv: str, cursor: int) -> AsyncIterator[bytes]:
+        async def refusal() -> dict[str, Any] | None:
+            if not is_rooted(conv):
+                return None
+            try:
+                await run_in_threadpool(self.gate.check_read, actor, [conv])
+            except ForbiddenError as exc:
+                return _forbidden_body(exc)
+            return None
+
+        return record_events(self.replica.store.since, self.hub, conv, cursor,
+                             disconnected=request.is_disconnected, refusal=refusal,
+                             heartbeat_s=self.cfg.heartbeat_s)
 
     async def authority(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
@@ -371,6 +373,12 @@ class _Server:
             return JSONResponse(await run_in_threadpool(self.cosigner.cosign, conv, cid))
         except WitnessRefusedError as exc:
             return JSONResponse({"error": "witness", "reason": exc.reason, "detail": exc.message}, 409)
+
+    async def viewer_session(self, _: Request, actor: bytes, __: bytes) -> Response:
+        """A link into the web viewer for this key: it sees what the key may read (viewer/app.py)."""
+        token = self.sessions.issue(actor)
+        return JSONResponse({"path": f"{viewer_app.BASE}/?token={token}",
+                             "expires_ms": self.clock() + self.sessions.ttl_ms})
 
     async def identity(self, _: Request) -> Response:
         key = self.replica.actor
@@ -417,6 +425,10 @@ def create_app(
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/authority", server.guarded(server.authority), methods=["GET"]),
         Route("/v1/witness/{conv:conv}/cosign", server.guarded(server.cosign), methods=["POST"]),
+        Route("/v1/viewer/sessions", server.guarded(server.viewer_session), methods=["POST"]),
+        viewer_app.mount(viewer_app.Viewer(
+            replica, server.sessions, lambda session: _GateReader(server.gate, session.actor), server.hub,
+            server.lock, server.cfg.heartbeat_s)),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
@@ -440,6 +452,16 @@ class _ConvConvertor(Convertor[str]):
 
 
 register_url_convertor("conv", _ConvConvertor())
+
+
+class _GateReader:
+    """A viewer session of a key: it reads what the key may read."""
+
+    def __init__(self, gate: Gate, actor: bytes | None) -> None:
+        self.gate, self.actor = gate, actor
+
+    def can_read(self, conv: str) -> bool:
+        return self.actor is not None and self.gate.can_read(self.actor, conv)
 
 
 class _TooLargeError(Exception):

@@ -22,12 +22,15 @@ import socket
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-import h11
-import uvicorn
-from starlette.types import ASGIApp
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from convgraph.errors import BindError, MissingExtraError
 
-from convgraph.errors import BindError
+try:  # the [server] extra: without it, a typed error that says what to install
+    import h11
+    import uvicorn
+    from starlette.types import ASGIApp
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
 
 _RESERVE: Final = 128  # descriptors kept for the store, the loop, the log and connections being accepted
 _ACCEPT_BATCH: Final = 16  # connections asyncio accepts per wake-up (see `_Server`)

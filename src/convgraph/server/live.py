@@ -10,8 +10,21 @@ its cursor, so a lost or doubled wake-up costs a query, never a record.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from convgraph.core.cid import CID
+from convgraph.errors import MissingExtraError
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    from starlette.concurrency import run_in_threadpool
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
+
+Since = Callable[[int, str], tuple[list[tuple[CID, bytes]], int]]
 
 
 class Hub:
@@ -68,3 +81,28 @@ async def poll(hub: Hub, token: Callable[[], object], every_s: float) -> None:
         if now != last:
             last = now
             hub.ring(None)
+
+
+async def record_events(
+    since: Since, hub: Hub, conv: str, cursor: int, *, disconnected: Callable[[], Awaitable[bool]],
+    refusal: Callable[[], Awaitable[dict[str, Any] | None]], heartbeat_s: float,
+) -> AsyncIterator[bytes]:
+    """The server-sent events of `conv` after `cursor` (docs/sync.md): `ready`, then each new
+    record as `record` with `{cid, record}` (base64 DAG-CBOR), the cursor as the id of the last
+    of a batch, and a comment line each `heartbeat_s` when quiet. Before each batch `refusal()`
+    asks whether the reader may still read; a reason ends the stream with `forbidden`."""
+    yield f"event: ready\nid: {cursor}\ndata: {json.dumps({'cursor': cursor})}\n\n".encode()
+    while not await disconnected():
+        found, cursor = await run_in_threadpool(since, cursor, conv)
+        if found:
+            refused = await refusal()
+            if refused is not None:  # a revocation that landed ends the stream before what follows it
+                yield f"event: forbidden\ndata: {json.dumps(refused)}\n\n".encode()
+                return
+        for i, (cid, data) in enumerate(found):
+            payload = json.dumps({"cid": str(cid), "record": base64.b64encode(data).decode()})
+            ident = f"id: {cursor}\n" if i == len(found) - 1 else ""
+            yield f"event: record\n{ident}data: {payload}\n\n".encode()
+        if not found:
+            await hub.wait(conv, heartbeat_s)
+            yield b": keep-alive\n\n"

@@ -348,6 +348,26 @@ SPEC: Final[dict[str, Any]] = {
                 },
             }
         },
+        "/v1/viewer/sessions": {
+            "post": {
+                "operationId": "viewerSession",
+                "summary": "A link into the web viewer (`/view/`) for the signing key",
+                "description": "The viewer shows the conversations this key may read. Open `path` on this "
+                "server within `expires_ms`; the token in it is a secret: it sets a cookie and is dropped "
+                "from the address. The body is ignored.",
+                "security": _SIGNED,
+                "responses": {
+                    "200": {
+                        "description": "the link",
+                        "content": {"application/json": {"schema": _object(
+                            path={"type": "string", "description": "/view/?token=…"},
+                            expires_ms={"type": "integer", "minimum": 0},
+                        )}},
+                    },
+                    **_errors(401, 403, *_ANY_SIGNED),
+                },
+            }
+        },
     },
     "components": {
         "securitySchemes": {

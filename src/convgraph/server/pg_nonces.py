@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import threading
 
-import psycopg
-from psycopg import sql
-from psycopg_pool import ConnectionPool
+from convgraph.errors import MissingExtraError, StoreError
 
-from convgraph.errors import StoreError
+try:  # the [postgres] extra: without it, a typed error that says what to install
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("postgres", "the PostgreSQL store", module=exc.name) from exc
 
 
 class PostgresNonces:

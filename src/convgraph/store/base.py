@@ -27,6 +27,8 @@ from convgraph.integrity.statement import Statement
 from convgraph.projections.index_rows import (
     LINE_KINDS,
     MAIN,
+    SYSTEM_KIND,
+    SYSTEM_LINE,
     TARGET_KINDS,
     BranchRow,
     LineRow,
@@ -396,6 +398,8 @@ def record_params(records: Iterable[Record]) -> IndexParams:
         kind, (wall, counter) = r.kind, r.hlc
         if kind in LINE_KINDS:
             lines.append((r.conv, r.branch or MAIN, wall, counter, r.actor, bytes(r.cid), kind))
+        elif kind == SYSTEM_KIND:
+            lines.append((r.conv, SYSTEM_LINE, wall, counter, r.actor, bytes(r.cid), kind))
         elif kind in TARGET_KINDS:
             targets.append((r.conv, bytes(r.payload["target"]), wall, counter, r.actor, bytes(r.cid), kind))
         elif kind == "branch":

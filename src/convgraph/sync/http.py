@@ -21,9 +21,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
@@ -44,6 +42,13 @@ from convgraph.server import auth
 from convgraph.sync.deadline import Deadline, Monotonic
 from convgraph.sync.verify import HeldLookup, check_heads, checked_record
 from convgraph.sync.wire import DEFAULT_LIMITS
+
+if TYPE_CHECKING:
+    import httpx
+else:  # imported on first use: `import convgraph` and the local commands never load the HTTP stack
+    from convgraph._deferred import Deferred
+
+    httpx = Deferred("httpx")
 
 SYNC_TYPE = "application/vnd.convgraph.sync"
 MIN_RATE = 4096  # bytes/s that an answer must keep up, after its first `timeout_s`
@@ -160,6 +165,18 @@ class HttpRemote:
             return parse_actor(json.loads(raw)["actor"])
         except (ValueError, KeyError, TypeError, ConvgraphError) as exc:
             raise TransportError(f"{self.base_url}/v1/health names no actor: {raw[:200]!r}") from exc
+
+    def viewer_link(self, *, deadline: Deadline | None = None) -> str:
+        """A link into the server's web viewer for this key (its token is a secret: share it with no one)."""
+        route = "/v1/viewer/sessions"
+        raw = self._read(self._request("POST", route, deadline=deadline), 1 << 16, deadline)
+        try:
+            path = json.loads(raw)["path"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TransportError(f"{self.base_url}{route} answered no path: {raw[:200]!r}") from exc
+        if not isinstance(path, str) or not path.startswith("/view/?token=") or not path.isascii():
+            raise TransportError(f"{self.base_url}{route} answered a path of its own: {path!r:.200}")
+        return self.base_url + path
 
     def identity(self, *, deadline: Deadline | None = None) -> bytes:
         """The key the server signs its statements with, as `/.well-known/convgraph` announces it

@@ -20,7 +20,7 @@ READ: Final = "read"
 
 WRITE_KINDS: Final = frozenset({
     "user_message", "agent_message", "tool_invocation", "tool_result", "code_snapshot", "patch",
-    "decision_request", "branch", "checkpoint", "routing_observation",
+    "decision_request", "branch", "checkpoint", "routing_observation", "system_prompt",
 })
 
 _REVIEW_KINDS: Final = frozenset({"review_comment", "attestation", "audit"})

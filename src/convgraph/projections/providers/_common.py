@@ -141,10 +141,43 @@ def texts(blocks: Iterable[Block]) -> list[str]:
     return [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
 
 
+IMAGE_PARTS: Final = frozenset({"image", "input_image", "image_url"})
+"""Image blocks in the three shapes the formats use: Anthropic `image`, Responses
+`input_image` (`image_url` a string), Chat `image_url` (`image_url.url`). Each renderer
+carries any of them that names a URL or base64 data, as its own format's image."""
+
+
+def image_source(block: Block) -> dict[str, Any] | None:
+    """An image block of any shape (`IMAGE_PARTS`) as an Anthropic image `source`, or None
+    (a file id, a malformed URL, another block type)."""
+    kind = block.get("type")
+    if kind == "image":
+        source = block.get("source")
+        return source if isinstance(source, dict) else None
+    url: Any = block.get("image_url") if kind == "input_image" else None
+    if kind == "image_url" and isinstance(block.get("image_url"), dict):
+        url = block["image_url"].get("url")
+    if not isinstance(url, str):
+        return None
+    if url.startswith("data:"):
+        head, comma, data = url[len("data:"):].partition(",")
+        media, _, encoding = head.partition(";")
+        ok = comma and media and encoding == "base64"
+        return {"type": "base64", "media_type": media, "data": data} if ok else None
+    return {"type": "url", "url": url} if url.startswith(("https://", "http://")) else None
+
+
+def image_detail(block: Block) -> str | None:
+    """The `detail` an OpenAI-shaped image block asked for, if any."""
+    inner = block.get("image_url")
+    detail = inner.get("detail") if isinstance(inner, dict) else block.get("detail")
+    return detail if isinstance(detail, str) else None
+
+
 def image_url(block: Block) -> str | None:
-    """An Anthropic-shaped image block as a URL (a data: URL for base64), or None."""
-    source = block.get("source")
-    if not isinstance(source, dict):
+    """An image block of any shape as a URL (a data: URL for base64), or None."""
+    source = image_source(block)
+    if source is None:
         return None
     if source.get("type") == "base64" and isinstance(source.get("data"), str):
         return f"data:{source.get('media_type', 'image/png')};base64,{source['data']}"
@@ -153,9 +186,9 @@ def image_url(block: Block) -> str | None:
 
 
 def image_blob(block: Block) -> dict[str, Any] | None:
-    """An Anthropic-shaped base64 image block as a Gemini blob, or None (URLs, bad base64)."""
-    source = block.get("source")
-    if not isinstance(source, dict) or source.get("type") != "base64":
+    """An image block of any shape holding base64 data as a Gemini blob, or None (URLs, bad base64)."""
+    source = image_source(block)
+    if source is None or source.get("type") != "base64":
         return None
     try:
         data = base64.b64decode(source.get("data", ""), validate=True)

@@ -3,10 +3,11 @@
 Rendering: a user message is its blocks; an assistant message is its blocks then one
 `tool_use` per call; the tool messages after it become one user message of `tool_result`
 blocks, which the next user message's blocks join after. Text blocks keep only
-Anthropic's keys, refusals become text, thinking and redacted thinking are replayed byte
-for byte only to the provider that made them, other formats' block types are dropped and
-everything else passes through. Invariant: for a response `r`, the assistant entry of
-`to_wire` of the message recorded from `r` is `{"role": "assistant", "content": r.content}`.
+Anthropic's keys, refusals become text, OpenAI-shaped images become image blocks, thinking
+and redacted thinking are replayed byte for byte only to the provider that made them, other
+formats' block types are dropped and everything else passes through. Invariant: for a
+response `r`, the assistant entry of `to_wire` of the message recorded from `r` is
+`{"role": "assistant", "content": r.content}`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from convgraph.projections.providers._common import (
     agent_draft,
     append_merged,
     dump,
+    image_source,
     keeps_opaque,
 )
 from convgraph.projections.turn import Block, Role, ToolCall
@@ -31,6 +33,28 @@ _TEXT_KEYS: Final = ("type", "text", "citations", "cache_control")
 # the block types a tool_result's content may hold (ToolResultBlockParam.content)
 _RESULT_TYPES: Final = frozenset({"text", "image", "document", "search_result", "tool_reference"})
 _CALL_KEYS: Final = frozenset({"type", "id", "name", "input"})
+_MEDIA: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_OPENAI_IMAGES: Final = frozenset({"input_image", "image_url"})
+
+
+def renders(block: Block, role: Role, owner: str | None) -> bool:  # noqa: ARG001 (one signature for all)
+    """Whether `to_wire` carries `block` of a user or assistant message (repair drops the rest,
+    so a message left empty vanishes before neighbours coalesce and the final one is trimmed)."""
+    kind = block.get("type", "")
+    if kind in OPAQUE_BLOCKS:
+        return keeps_opaque(block, owner, PROVIDER)
+    if kind in _OPENAI_IMAGES:
+        return _image(block) is not None
+    return kind not in FOREIGN
+
+
+def _image(block: Block) -> Block | None:
+    """An OpenAI-shaped image as an Anthropic image block, when it names a URL or base64 data
+    of a media type Anthropic takes."""
+    source = image_source(block)
+    if source is None or (source["type"] == "base64" and source.get("media_type") not in _MEDIA):
+        return None
+    return {"type": "image", "source": source}
 
 
 def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -60,6 +84,9 @@ def _blocks(m: Message) -> list[Block]:
             out.append({k: b[k] for k in _TEXT_KEYS if k in b})  # other formats' extras would be refused
         elif kind == "refusal":
             out.append({"type": "text", "text": b.get("refusal", "")})
+        elif kind in _OPENAI_IMAGES:
+            if (image := _image(b)) is not None:
+                out.append(image)
         elif kind not in FOREIGN:
             out.append(dict(b))
     return out

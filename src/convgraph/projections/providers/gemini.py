@@ -23,6 +23,7 @@ from typing import Any, Final
 from convgraph.projections.message import Message
 from convgraph.projections.providers._common import (
     GEMINI_KINDS,
+    IMAGE_PARTS,
     OMITTED,
     agent_draft,
     append_merged,
@@ -65,11 +66,26 @@ def _parts(m: Message) -> list[dict[str, Any]]:
             parts.append(_native(b, own) if own else {"text": b["text"]})
         elif kind == "refusal":
             parts.append({"text": b.get("refusal", "")})
-        elif kind == "image" and (blob := image_blob(b)) is not None:
+        elif kind in IMAGE_PARTS and (blob := image_blob(b)) is not None:
             parts.append({"inline_data": blob})
         elif kind in GEMINI_KINDS and kind != "text" and (own or kind != "thought"):
             parts.append(_native(b, own))
     return [p for p in parts if p]  # a bare signature part from elsewhere is left empty
+
+
+def renders(block: Block, role: Role, owner: str | None) -> bool:  # noqa: ARG001 (one signature for all)
+    """Whether `to_wire` carries `block` of a user or assistant message (repair drops the rest)."""
+    kind = block.get("type", "")
+    own = owner == PROVIDER
+    if kind == "text":
+        return isinstance(block.get("text"), str)
+    if kind == "refusal":
+        return True
+    if kind in IMAGE_PARTS:
+        return image_blob(block) is not None
+    if kind == "part":  # a bare signature part from elsewhere would be left empty
+        return own or any(k not in ("type", _SIGNATURE) for k in block)
+    return kind in GEMINI_KINDS and (own or kind != "thought")
 
 
 def _native(block: Block, own: bool) -> dict[str, Any]:

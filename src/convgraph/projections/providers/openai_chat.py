@@ -1,7 +1,7 @@
 """The OpenAI Chat Completions format: `messages=` from neutral messages, drafts from a completion.
 
 Content is a string when it is exactly one text part, else a list of parts. A user
-message carries text, Anthropic-shaped images as `image_url` parts and Chat's own parts;
+message carries text, Anthropic and Responses images as `image_url` parts and Chat's own parts;
 an assistant message carries text, its refusals as `refusal` and its calls as
 `tool_calls`; a tool message carries text only. Every other block is dropped: Chat has no
 place for thinking, reasoning or another format's parts. Invariant: for a completion `r`,
@@ -16,10 +16,12 @@ from typing import Any, Final
 
 from convgraph.projections.message import Message
 from convgraph.projections.providers._common import (
+    IMAGE_PARTS,
     OMITTED,
     agent_draft,
     append_merged,
     dump,
+    image_detail,
     image_url,
     parse_arguments,
     texts,
@@ -29,6 +31,19 @@ from convgraph.projections.turn import Block, Role, ToolCall
 PROVIDER: Final = "openai"
 
 _USER_PARTS: Final = frozenset({"image_url", "input_audio", "file"})
+_DETAILS: Final = frozenset({"auto", "low", "high"})
+
+
+def renders(block: Block, role: Role, owner: str | None) -> bool:  # noqa: ARG001 (one signature for all)
+    """Whether `to_wire` carries `block` of a user or assistant message (repair drops the rest)."""
+    kind = block.get("type")
+    if kind == "text":
+        return isinstance(block.get("text"), str)
+    if role is Role.ASSISTANT:
+        return kind == "refusal" and "refusal" in block
+    if kind in IMAGE_PARTS - _USER_PARTS:
+        return image_url(block) is not None
+    return kind in _USER_PARTS
 
 
 def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -80,8 +95,10 @@ def _user_parts(blocks: Sequence[Block]) -> list[Block]:
         kind = b.get("type")
         if kind == "text" and isinstance(b.get("text"), str):
             parts.append(_text_part(b["text"]))
-        elif kind == "image" and (url := image_url(b)) is not None:
-            parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind in IMAGE_PARTS - _USER_PARTS and (url := image_url(b)) is not None:
+            detail = image_detail(b)
+            image = {"url": url, **({"detail": detail} if detail in _DETAILS else {})}
+            parts.append({"type": "image_url", "image_url": image})
         elif kind in _USER_PARTS:
             parts.append(dict(b))
     return parts

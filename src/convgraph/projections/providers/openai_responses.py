@@ -23,6 +23,7 @@ from convgraph.projections.providers._common import (
     agent_draft,
     append_merged,
     dump,
+    image_detail,
     image_url,
     keeps_opaque,
     parse_arguments,
@@ -35,6 +36,20 @@ PROVIDER: Final = "openai-responses"
 _INPUT_PARTS: Final = frozenset({"input_text", "input_image", "input_file"})
 _CALL_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id"})
 _MESSAGE_KEYS: Final = frozenset({"type", "role", "content", "id"})
+_OTHER_IMAGES: Final = frozenset({"image", "image_url"})
+_DETAILS: Final = frozenset({"auto", "low", "high"})
+
+
+def renders(block: Block, role: Role, owner: str | None) -> bool:
+    """Whether `to_wire` carries `block` of a user or assistant message (repair drops the rest)."""
+    kind = block.get("type", "")
+    if kind == "text":
+        return isinstance(block.get("text"), str) or role is Role.ASSISTANT
+    if role is Role.USER:
+        return kind in _INPUT_PARTS or (kind in _OTHER_IMAGES and image_url(block) is not None)
+    if kind == "reasoning":
+        return keeps_opaque(block, owner, PROVIDER)
+    return kind == "refusal" or kind in RESPONSES_ITEMS
 
 
 def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -58,8 +73,10 @@ def _user_parts(blocks: Sequence[Block]) -> list[Block]:
         kind = b.get("type")
         if kind == "text" and isinstance(b.get("text"), str):
             parts.append({"type": "input_text", "text": b["text"]})
-        elif kind == "image" and (url := image_url(b)) is not None:
-            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        elif kind in _OTHER_IMAGES and (url := image_url(b)) is not None:
+            detail = image_detail(b)
+            detail = detail if detail in _DETAILS else "auto"
+            parts.append({"type": "input_image", "image_url": url, "detail": detail})
         elif kind in _INPUT_PARTS:
             parts.append(dict(b))
     return parts

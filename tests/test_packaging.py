@@ -1,0 +1,240 @@
+"""`pip install convgraph` is the library and the CLI on SQLite, with a minimal, fixed set of
+dependencies; the PostgreSQL store and the sync server are extras (`[postgres]`, `[server]`).
+
+The core list is pinned by name here, so it cannot grow without this test changing. The CLI's
+local commands are run in a Python whose import system refuses every module that the core
+install would not bring (and the HTTP client stack too, which only `sync URL` loads); a command
+that needs a missing extra says which to install and exits 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
+LOCK = PYPROJECT.parent / "requirements-dev.lock"
+CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
+EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "jinja2"}}
+# loaded only by `sync URL` and witness cosigning, never by a local command
+HTTP_CLIENT = {"httpx", "httpcore", "h11", "anyio"}
+# `import` hooks: every module outside the core install is refused, as if not installed
+_HOOK = """
+import json, sys
+BLOCKED = frozenset(json.loads(sys.argv[1]))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name.partition(".")[0])
+        return None
+
+# setuptools' distutils-precedence.pth imports _distutils_hack at startup; nothing else may be in
+preloaded = [m for m in sys.modules if m.partition(".")[0] in BLOCKED - {"_distutils_hack"}]
+assert not preloaded, f"loaded before the hook: {preloaded}"
+sys.meta_path.insert(0, Block())
+"""
+_DRIVER = _HOOK + """
+import convgraph
+from convgraph.cli.main import main
+sys.argv = ["convgraph", *sys.argv[2:]]
+main()
+"""
+# several commands in one process (each as the console script runs it), to spare start-ups
+_BATCH = _HOOK + """
+import contextlib, io
+import convgraph
+from convgraph.cli.main import main
+results = []
+for args in json.loads(sys.argv[2]):
+    sys.argv, out, err = ["convgraph", *args], io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    results.append({"args": args, "code": code, "out": out.getvalue(), "err": err.getvalue()})
+print(json.dumps(results))
+"""
+_IMPORTS = _HOOK + """
+import importlib
+import convgraph
+for module, extra in [("convgraph.store.postgres", "postgres"), ("convgraph.server.pg_nonces", "postgres"),
+                      ("convgraph.server.app", "server"), ("convgraph.server.listener", "server"),
+                      ("convgraph.viewer.app", "server")]:
+    try:
+        importlib.import_module(module)
+    except convgraph.MissingExtraError as exc:
+        assert exc.extra == extra and isinstance(exc, ImportError), (module, exc)
+        assert f"pip install 'convgraph[{extra}]'" in str(exc), (module, exc)
+    else:
+        raise AssertionError(f"{module} imported without its extra")
+"""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+def _name(requirement: str) -> str:
+    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert found, requirement
+    return _normal(found.group())
+
+
+def _project() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text())["project"]
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """The distributions installing `requirements` brings, as installed here (what only an
+    extra of theirs asks for left out)."""
+    todo, seen = [_name(r) for r in requirements], {"convgraph"}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            needs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        todo += [_name(r) for r in needs if not re.search(r"\bextra\s*==", r)]
+    return seen
+
+
+def _refused(allowed: set[str]) -> set[str]:
+    """Every installed top-level module that no distribution in `allowed` provides."""
+    outside = {
+        module for module, dists in packages_distributions().items()
+        if not any(_normal(d) in allowed for d in dists)
+    }
+    return outside - set(sys.stdlib_module_names)
+
+
+@pytest.fixture(scope="module")
+def blocked() -> set[str]:
+    names = _refused(_closure(_project()["dependencies"])) | HTTP_CLIENT
+    # the hook does refuse the stacks the core install leaves out (and the walk saw them)
+    assert {"psycopg", "psycopg_pool", "starlette", "uvicorn", "h11", "httpx", "pytest", "hypothesis"} <= names
+    return names
+
+
+def _cli(blocked: set[str], home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(sorted(blocked)), "--home", str(home), *args],
+        check=False, capture_output=True, text=True, timeout=60, cwd=home.parent,
+    )
+
+
+def _ok(blocked: set[str], cwd: Path, *commands: list[str]) -> list[str]:
+    """Each command's stdout, once every one has exited 0."""
+    done = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(sorted(blocked)), json.dumps(commands)],
+                          check=False, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [(r["args"], r["code"]) for r in results] == [(c, 0) for c in commands], results
+    return [r["out"] for r in results]
+
+
+def test_the_core_dependencies_are_exactly_the_minimal_set() -> None:
+    core = _project()["dependencies"]
+    assert {_name(r) for r in core} == CORE
+    assert [r for r in core if "==" not in r] == []
+
+
+def test_postgres_and_server_are_extras_that_all_and_dev_install() -> None:
+    extras = _project()["optional-dependencies"]
+    for extra, names in EXTRAS.items():
+        assert {_name(r) for r in extras[extra]} == names
+        assert [r for r in extras[extra] if "==" not in r] == []
+    assert set(extras["all"]) >= {"convgraph[postgres]", "convgraph[server]"}
+    assert "convgraph[all]" in extras["dev"]
+
+
+def _expanded(extras: dict[str, list[str]], name: str) -> list[str]:
+    """The extra's requirements, with `convgraph[a,b]` expanded to those extras' lists."""
+    found = []
+    for requirement in extras[name]:
+        named = re.fullmatch(r"convgraph\[([a-z0-9,-]+)\]", requirement)
+        found += [r for n in named.group(1).split(",") for r in _expanded(extras, n)] if named else [requirement]
+    return found
+
+
+def test_the_lock_pins_every_version_pyproject_pins() -> None:
+    """A pin changed or added in pyproject.toml without running scripts/lock fails here."""
+    locked = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", LOCK.read_text(), re.M | re.I))
+    locked = {_normal(n): v for n, v in locked.items()}
+    project = _project()
+    pinned = [*project["dependencies"], *(r for extra in ("dev", "bench")
+                                           for r in _expanded(project["optional-dependencies"], extra))]
+    stale = {r: locked.get(_name(r)) for r in pinned if locked.get(_name(r)) != r.partition("==")[2]}
+    assert stale == {}, "run scripts/lock: requirements-dev.lock lags pyproject.toml"
+
+
+def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: set[str]) -> None:
+    home, other = ["--home", str(tmp_path / "home")], ["--home", str(tmp_path / "other")]
+    init, _, _, _, text, log, anthropic, verify, listed, _, _ = _ok(
+        blocked, tmp_path,
+        [*home, "init"],
+        [*home, "say", "plan three days in Lisbon"],
+        [*home, "say", "--role", "assistant", "Day 1: Alfama."],
+        [*home, "append", "user_message", '{"role": "user", "content": "and day 2?"}'],
+        [*home, "transcript"],
+        [*home, "log"],
+        [*home, "transcript", "--format", "anthropic"],  # the resume view
+        [*home, "verify"],
+        [*home, "conversations", "--json"],
+        [*other, "init"],
+        [*other, "sync", str(tmp_path / "home")],  # replica to replica: no HTTP
+    )
+    assert "actor" in init
+    assert "Alfama" in text
+    assert "user_message" in log
+    assert [m["role"] for m in json.loads(anthropic)] == ["user", "assistant", "user"]
+    assert "0 failed" in verify
+    [conv] = json.loads(listed)["conversations"]
+    synced, _ = _ok(blocked, tmp_path, [*other, "transcript", "--conv", conv["conv"]],
+                    ["demo"])  # two replicas, in process
+    assert "Alfama" in synced
+
+
+def test_serve_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    done = _cli(blocked, tmp_path / "home", "serve", "--port", "0")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_view_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    home = tmp_path / "home"
+    assert _cli(blocked, home, "init").returncode == 0
+    done = _cli(blocked, home, "view")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_db_without_the_postgres_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
+    extras = _project()["optional-dependencies"]
+    with_server = _refused(_closure([*_project()["dependencies"], *extras["server"]]))
+    assert "starlette" not in with_server and "psycopg" in with_server
+    done = _cli(with_server, tmp_path / "home", "serve", "--port", "0", "--db", "postgresql://127.0.0.1/none")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'convgraph[postgres]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_api_behind_an_extra_raises_the_typed_error(blocked: set[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", _IMPORTS, json.dumps(sorted(blocked))],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
