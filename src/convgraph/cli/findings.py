@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding
 
@@ -42,6 +42,7 @@ def register(cli: click.Group) -> None:
         _errors,
         _replica,
         conv_option,
+        conversation,
         json_option,
         out,
     )
@@ -56,8 +57,8 @@ def register(cli: click.Group) -> None:
     def findings(ctx: click.Context, conv: str | None, save: Path | None, as_json: bool) -> None:
         """The findings this replica holds (of one conversation with --conv): rollbacks,
         deletions, withholding, split views and record equivocations, each with its proof."""
+        target = None if conv is None else conversation(ctx, conv)  # a finding may name one not held
         with _replica(ctx) as r:
-            target = None if conv is None else inputs.existing(ctx.obj["home"], r, conv)
             found = r.findings(target)
         saved = save_bundles(found, save) if save is not None else []
         if as_json:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from convgraph.cli import aliases, safe_text
@@ -167,7 +167,8 @@ def _register_listings(cli: click.Group) -> None:
         if as_json:
             _emit({"conversations": [x.to_json(x.conv in table) for x in listed]})
             return
-        view = Table("alias", "conversation", "title", "records", "last activity (UTC)", box=None)
+        view = Table("alias", "conversation", "title", "records", Column("last activity (UTC)", no_wrap=True),
+                     box=None)
         for x in listed:
             view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
                          _title(x, shadowed=x.conv in table), str(x.records), utc(x.last) if x.last else "-")
