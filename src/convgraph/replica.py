@@ -56,6 +56,7 @@ from convgraph.replica_folds import Folds
 from convgraph.replica_intake import Intake
 from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.replica_writes import Writer
+from convgraph.resume_cache import ResumeCache
 from convgraph.store.base import QuarantineBounds, Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
@@ -95,6 +96,7 @@ class Replica:
         self.config = config or Config()
         self._folds = Folds(store)
         self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
+        self._answers = ResumeCache(store, self._window, to_provider)  # while the store is unchanged
         self._checkpoints = checkpointing.Watch()
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
@@ -268,11 +270,14 @@ class Replica:
     ) -> list[dict[str, Any]]:
         """The provider-valid message list to continue `conv` with: at least the final `last`
         turns, widened back to the nearest user turn with text (never empty)."""
-        return to_provider(self.resume_window(conv, branch=branch, last=last).turns, provider)
+        return self._answers.resume(check_text(conv, "conv"), provider, branch=branch, last=last)
 
     def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
         """The turns `resume` renders, and how far the window was widened to open on a user turn."""
-        found = self._index.resume_window(check_text(conv, "conv"), branch=branch, last=last)
+        return self._answers.window(check_text(conv, "conv"), branch=branch, last=last)
+
+    def _window(self, conv: str, branch: str | None, last: int | None) -> Window:
+        found = self._index.resume_window(conv, branch=branch, last=last)
         return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def set_system(self, conv: str, text: str, *, meta: dict[str, Any] | None = None) -> Record:
