@@ -18,7 +18,6 @@ Usage: .venv/bin/python bench/resume_warm.py [--steps 10000] [--rounds 5] [--cal
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -30,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import resume as bench  # noqa: E402  (bench/resume.py: the same conversation and peers)
+import resume as bench  # bench/resume.py: the same conversation and peers
 
-from convgraph.projections.resume import to_provider  # noqa: E402
+from convgraph.projections.resume import to_provider
 
 
 def _median_ms(fn: Callable[[], Any], calls: int) -> float:
@@ -78,7 +77,7 @@ def main() -> int:
             return lambda: to_provider(r._window(conv, None, last).turns, p)
 
         for p in ("anthropic", "openai"):  # the cached answer is the uncached one, byte for byte
-            if json.dumps(r.resume(conv, p, last=last), default=repr) != json.dumps(uncached(p)(), default=repr):
+            if repr(r.resume(conv, p, last=last)) != repr(uncached(p)()):
                 raise AssertionError(f"cached {p} resume differs from the uncached one")
         figures: dict[str, list[float]] = {}
         for _ in range(args.rounds):

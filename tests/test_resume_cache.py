@@ -172,7 +172,7 @@ def test_the_cache_keeps_at_most_its_limit_of_answers() -> None:
     r = Replica.in_memory(SigningKey(b"\x07" * 32), clock=ManualClock(T0))
     for k in range(6):
         r.say("c", "user", f"turn {k}")
-    cache = ResumeCache(r.store, r._window, to_provider, limit=3)
+    cache = ResumeCache(r.store, r._window, limit=3)
     for last in range(1, 7):
         assert cache.resume("c", "openai", branch=None, last=last) == r.resume("c", "openai", last=last)
     assert len(cache._held[1]) == 3

@@ -43,7 +43,6 @@ from convgraph.integrity.statement import Statement
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority
 from convgraph.projections.request import to_request
-from convgraph.projections.resume import to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
@@ -96,7 +95,7 @@ class Replica:
         self.config = config or Config()
         self._folds = Folds(store)
         self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
-        self._answers = ResumeCache(store, self._window, to_provider)  # while the store is unchanged
+        self._answers = ResumeCache(store, self._window)  # while the store is unchanged
         self._checkpoints = checkpointing.Watch()
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
+from convgraph.projections.resume import Cleaned, to_provider
 from convgraph.projections.transcript import Window
 from convgraph.store.base import Store
 
@@ -27,18 +28,16 @@ MAX_TURNS: Final = 4096
 
 WindowOf = Callable[[str, "str | None", "int | None"], Window]
 """`(conv, branch, last)` → the window, computed afresh."""
-Render = Callable[[list[Any], str], list[dict[str, Any]]]
-"""`(turns, provider)` → the provider's messages, computed afresh."""
 
 
 class ResumeCache:
     """Windows and rendered messages by `(conv, branch, last[, provider])`, for one token."""
 
-    def __init__(self, store: Store, window_of: WindowOf, render: Render, *, limit: int = LIMIT) -> None:
+    def __init__(self, store: Store, window_of: WindowOf, *, limit: int = LIMIT) -> None:
         self.store = store
         self.limit = limit
         self._window_of = window_of
-        self._render = render
+        self._cleaned: Cleaned = {}  # each turn's cleaned message: a moved window cleans only its new turns
         self._lock = threading.Lock()
         # one assignment swaps token and entries together: a reader sees an old pair or a new one
         self._held: tuple[object, OrderedDict[Hashable, Any]] = (_NOTHING, OrderedDict())
@@ -52,13 +51,13 @@ class ResumeCache:
     def resume(
         self, conv: str, provider: str, *, branch: str | None, last: int | None
     ) -> list[dict[str, Any]]:
-        """`render(window.turns, provider)`, from the cache when the store has not changed."""
+        """`to_provider(window.turns, provider)`, from the cache when the store has not changed."""
         entries = self._entries()
         key = ("resume", conv, branch, last, provider)
         found = self._get(entries, key)
         if found is None:
             turns = self._window(entries, conv, branch, last).turns
-            found = self._render(turns, provider)
+            found = to_provider(turns, provider, memo=self._cleaned)
             self._put(entries, key, found, len(turns))
         return [_fresh(m) for m in found]
 
