@@ -27,7 +27,7 @@ REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_conten
 THOUGHT = {"type": "thought", "thought": True, "text": "pondering", "thought_signature": b"\x01sig"}
 OPAQUE = {"anthropic": THINKING, "openai-responses": REASONING, "gemini": THOUGHT}
 OPENING = [("user", 0, 1, None), ("assistant", 1, 2, None), ("user", 2, 3, None)]  # something to resume
-STEPS = ["ingest", "ingest", "elsewhere", "elsewhere", "say", "think", "compact", "reindex"]
+STEPS = ["ingest", "ingest", "elsewhere", "elsewhere", "say", "say", "think", "compact", "reindex"]
 
 
 def _outcome(read: Callable[[], object]) -> str:
@@ -43,9 +43,10 @@ def _uncached(r: Replica, conv: str, provider: str | None, branch: str | None, l
     return window if provider is None else to_provider(window.turns, provider)
 
 
-def _same_answers(r: Replica, conv: str, data: st.DataObject) -> None:
+def _same_answers(r: Replica, conv: str, data: st.DataObject, main: int | None) -> None:
+    """Main's window with the same `last` every time (so that it moves on), a branch's any."""
     for branch in (None, BRANCHES[0]):
-        last = data.draw(st.one_of(st.none(), st.integers(1, 8)), label="last")
+        last = main if branch is None else data.draw(st.sampled_from([None, 1, 3, 6]), label="last")
         want = _outcome(partial(_uncached, r, conv, None, branch, last))
         for _ in range(2):  # the second one is answered from the cache
             assert _outcome(partial(r.resume_window, conv, branch=branch, last=last)) == want
@@ -69,7 +70,7 @@ def test_at_every_step_the_cached_resume_is_the_uncached_one_byte_for_byte(
 ) -> None:
     made = iter(range(10**6))
 
-    @settings(max_examples=(25 if kind == "memory" else 15) * (4 if IN_CI else 1))
+    @settings(max_examples=(40 if kind == "memory" else 25) * (4 if IN_CI else 1))
     @given(script=ops(3, max_size=24, revoke=rooted), data=st.data())
     def run(script: list[tuple[Any, ...]], data: st.DataObject) -> None:
         world = World.rooted() if rooted else World.new(3)
@@ -83,9 +84,9 @@ def test_at_every_step_the_cached_resume_is_the_uncached_one_byte_for_byte(
         clock = ManualClock(T0 + 10**7)
         observer = Replica(store, SigningKey(b"\x09" * 32), clock=clock)
         other = _elsewhere(kind, home, SigningKey(b"\x0b" * 32))
-        i = 0
+        i, main = 0, data.draw(st.sampled_from([None, 1, 2, 4]), label="main's last")
         try:
-            _same_answers(observer, conv, data)
+            _same_answers(observer, conv, data, main)
             while i < len(order):
                 step = data.draw(st.sampled_from(STEPS), label="step")
                 clock.advance(1)
@@ -105,11 +106,10 @@ def test_at_every_step_the_cached_resume_is_the_uncached_one_byte_for_byte(
                                                                "content": [OPAQUE[provider], {"type": "text", "text": "ok"}]})
                 elif step == "compact" and observer.heads(conv):
                     observer.checkpoint(conv, compact=True)
-                elif step == "reindex":  # rows wiped then rebuilt: each state's answers are its own
+                elif step == "reindex":  # rows wiped behind the cache's back, then rebuilt
                     observer.store.reindex(conv, [])
-                    _same_answers_as_uncached_index(observer, conv)
                     observer.repair_index()
-                _same_answers(observer, conv, data)
+                _same_answers(observer, conv, data, main)
         finally:
             if kind != "memory":
                 observer.close()
@@ -117,13 +117,6 @@ def test_at_every_step_the_cached_resume_is_the_uncached_one_byte_for_byte(
                 other.close()
 
     run()
-
-
-def _same_answers_as_uncached_index(r: Replica, conv: str) -> None:
-    """With the index wiped the views differ from the fold: the cache must follow the index."""
-    for provider in PROVIDERS:
-        want = _outcome(lambda p=provider: to_provider(r._window(conv, None, 3).turns, p))  # type: ignore[misc]
-        assert _outcome(partial(r.resume, conv, provider, last=3)) == want
 
 
 def test_changing_an_answer_changes_no_later_answer() -> None:

@@ -95,7 +95,7 @@ class Replica:
         self.config = config or Config()
         self._folds = Folds(store)
         self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
-        self._answers = ResumeCache(store, self._window)  # while the store is unchanged
+        self._answers = ResumeCache(store, self._window, decoded=self._index.cache)
         self._checkpoints = checkpointing.Watch()
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
@@ -347,7 +347,9 @@ class Replica:
     def repair_index(self) -> list[str]:
         """Rebuild the turn index from the records (docs/conversation.md §8.5); the
         conversations whose index was wrong."""
-        return turn_index.repair(self.store)
+        changed = turn_index.repair(self.store)
+        self._answers.forget()  # rows no record moved: no window may be moved on from before
+        return changed
 
     # ------------------------------------------------------------ witnessed history (witnessing.py)
 
