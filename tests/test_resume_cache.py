@@ -18,6 +18,7 @@ from convgraph import ManualClock, MemoryStore, Replica, SigningKey, SqliteStore
 from convgraph.errors import ConvgraphError
 from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.transcript import resume_window
+from convgraph.projections.turn import ToolCall
 from convgraph.resume_cache import ResumeCache
 from convgraph.store.base import Store
 from projections.window_world import BRANCHES, T0, World, ops
@@ -169,3 +170,60 @@ def test_the_cache_keeps_at_most_its_limit_of_answers() -> None:
     for last in range(1, 7):
         assert cache.resume("c", "openai", branch=None, last=last) == r.resume("c", "openai", last=last)
     assert len(cache._held[1]) == 3
+
+
+LOOP = ["step", "step", "step", "late", "retract", "supersede", "branch turn", "reopen"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: Path) -> None:
+    """Every resume follows a write (the case windows move on for), now and then a late turn of
+    another device lands inside the window, or a recent turn is retracted or superseded."""
+    made = iter(range(10**6))
+
+    @settings(max_examples=(30 if kind == "memory" else 20) * (4 if IN_CI else 1))
+    @given(script=st.lists(st.sampled_from(LOOP), min_size=3, max_size=25), last=st.sampled_from([1, 2, 5]),
+           data=st.data())
+    def run(script: list[str], last: int, data: st.DataObject) -> None:
+        home = tmp_path / f"l{next(made)}"
+        home.mkdir()
+        clock, late_clock = ManualClock(T0), ManualClock(T0)
+        store: Store = MemoryStore() if kind == "memory" else SqliteStore(home / "agent.sqlite")
+        agent = Replica(store, SigningKey(b"\x0c" * 32), clock=clock)
+        device = Replica.in_memory(SigningKey(b"\x0d" * 32), clock=late_clock)
+        written = [agent.say("c", "user", "start")]
+        try:
+            for k, action in enumerate(script):
+                clock.advance(2)
+                if action == "step":
+                    call = [ToolCall(f"t{k}", "lookup", {"q": k})]
+                    written += [agent.say("c", "user", f"ask {k}"), agent.say("c", "assistant", "", tool_calls=call),
+                                agent.say("c", "tool", f"found {k}", tool_use_id=f"t{k}")]
+                elif action == "late":  # stamped when the device last synced: it lands mid-line
+                    device.ingest([r.data for r in agent.iter_records()])
+                    late = device.say("c", data.draw(st.sampled_from(["user", "assistant"])), f"late {k}")
+                    agent.ingest([late.data])
+                    late_clock.advance(1)
+                elif action in ("retract", "supersede"):
+                    target = data.draw(st.sampled_from(written[-4:]))
+                    if action == "retract":
+                        agent.write("c", "retraction", {"target": target.cid})
+                    else:
+                        agent.write("c", "supersession", {"target": target.cid, "content": f"edited {k}"})
+                elif action == "branch turn":
+                    agent.branch("c", "b1", written[-1].cid)
+                    written.append(agent.say("c", "user", f"aside {k}", branch="b1"))
+                elif kind == "sqlite":  # a second connection writes: only PRAGMA data_version tells
+                    with Replica(SqliteStore(home / "agent.sqlite"), SigningKey(b"\x0e" * 32),
+                                 clock=clock) as other:
+                        written.append(other.say("c", "user", f"elsewhere {k}"))
+                for provider in PROVIDERS:
+                    want = _outcome(partial(_uncached, agent, "c", provider, None, last))
+                    assert _outcome(partial(agent.resume, "c", provider, last=last)) == want, (action, provider)
+                assert _outcome(partial(agent.resume_window, "c", last=last)) == _outcome(
+                    partial(_uncached, agent, "c", None, None, last))
+        finally:
+            if kind != "memory":
+                agent.close()
+
+    run()
