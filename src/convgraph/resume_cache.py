@@ -7,7 +7,8 @@ or another. So an answer computed after the token was read is still right while 
 token reads the same: the token is read first, and a commit landing meanwhile only makes
 the entry unreachable. Nothing is kept from inside an open transaction, which may roll
 back without moving the token. Each call gets its own lists and maps, so a caller that
-appends to the messages, or marks one for prompt caching, changes no later answer.
+appends to the messages, or marks one for prompt caching, changes no later answer;
+rendered messages are kept from the second time they are asked for under one token.
 
 When the token moved, a main-line window is extended rather than read again if everything
 that arrived since is turns of this conversation appended after the line's last entry:
@@ -92,11 +93,14 @@ class ResumeCache:
         token, entries = self._entries()
         key = ("resume", conv, branch, last, provider)
         found = self._get(entries, key)
-        if found is None:
-            turns = self._window(token, entries, conv, branch, last).turns
-            found = to_provider(turns, provider, memo=self._cleaned)
-            self._put(entries, key, found, len(turns))
-        return [_fresh(m) for m in found]
+        if found is not None and found is not _ONCE:
+            return [_fresh(m) for m in found]
+        turns = self._window(token, entries, conv, branch, last).turns
+        out = to_provider(turns, provider, memo=self._cleaned)
+        # kept (a copy: `out` is the caller's) once asked twice for one state: an agent loop,
+        # whose every resume follows a write, never pays for the copy
+        self._put(entries, key, _ONCE if found is None else [_fresh(m) for m in out], len(turns))
+        return out
 
     def forget(self) -> None:
         """Drop every answer and base (the index was rebuilt: rows no record change moved)."""
@@ -209,6 +213,7 @@ class ResumeCache:
 
 
 _NOTHING: Final = object()
+_ONCE: Final = object()  # an answer given once for this token, not kept
 
 
 def _fresh(value: Any) -> Any:
