@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 
 from conftest import IN_CI
 from convgraph import ManualClock, MemoryStore, Replica, SigningKey, SqliteStore
+from convgraph.core.cid import CID
 from convgraph.errors import ConvgraphError
 from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.transcript import resume_window
 from convgraph.projections.turn import ToolCall
-from convgraph.resume_cache import ResumeCache
+from convgraph.resume_cache import MAX_NEW, ResumeCache
 from convgraph.store.base import Store
 from projections.window_world import BRANCHES, T0, World, ops
 
@@ -230,3 +231,33 @@ def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: 
                 agent.close()
 
     run()
+
+
+class _Counting(MemoryStore):
+    """A memory store that remembers how many records each `since` handed out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed: list[int] = []
+
+    def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        found = super().since(cursor, conv)
+        self.handed.append(len(found[0]))
+        return found
+
+
+def test_a_window_far_behind_is_read_again_not_moved_over_everything_since() -> None:
+    store = _Counting()
+    r = Replica(store, SigningKey(b"\x07" * 32), clock=ManualClock(T0))
+    r.say("c", "user", "first")
+    r.resume("c", last=2)
+    for k in range(MAX_NEW + 5):
+        r.say("c", "user", f"turn {k}")
+    got = r.resume("c", last=2)
+    assert store.handed == []  # read again, not moved over everything since
+    assert got == to_provider(resume_window(r.visible("c"), last=2).turns, "anthropic")
+    before = len(store.handed)  # the fold above reads with `since` too
+    r.say("c", "user", "one more")
+    moved = r.resume("c", last=2)
+    assert store.handed[before:] == [1]  # a move of one turn reads one record
+    assert moved == to_provider(resume_window(r.visible("c"), last=2).turns, "anthropic")

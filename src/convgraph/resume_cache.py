@@ -151,6 +151,8 @@ class ResumeCache:
         if base is None:
             return None
         store = self.store
+        if store.cursor() - base.cursor > MAX_NEW:
+            return None  # more arrived than a move is worth (and `since` would read it all)
         arrived, cursor = store.since(base.cursor, conv)
         if not arrived or len(arrived) > MAX_NEW or cursor - base.cursor != len(arrived):
             return None  # nothing of ours (the token moved for another reason), or not ours alone
