@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pg
 from conftest import IN_CI
 from convgraph import ManualClock, MemoryStore, Replica, SigningKey, SqliteStore
 from convgraph.core.cid import CID
@@ -22,6 +23,7 @@ from convgraph.projections.transcript import resume_window
 from convgraph.projections.turn import ToolCall
 from convgraph.resume_cache import MAX_NEW, ResumeCache
 from convgraph.store.base import Store
+from convgraph.store.postgres import PostgresStore
 from projections.window_world import BRANCHES, T0, World, ops
 
 THINKING = {"type": "thinking", "thinking": "let me think", "signature": "RXFzaWduYXR1cmU="}
@@ -179,21 +181,36 @@ def test_the_cache_keeps_at_most_its_limit_of_answers() -> None:
 LOOP = ["step", "step", "step", "late", "retract", "supersede", "branch turn", "reopen"]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+LOOP_EXAMPLES = {"memory": 30, "sqlite": 20, "postgres": 6}
+
+
+def _opener(kind: str, home: Path) -> Callable[[], Store]:
+    """Connections to one store: each call opens another (a memory store has only the one)."""
+    if kind == "memory":
+        memory = MemoryStore()
+        return lambda: memory
+    if kind == "sqlite":
+        return lambda: SqliteStore(home / "agent.sqlite")
+    dsn = pg.dsn()
+    schema = pg.fresh_schema(dsn)
+    return lambda: PostgresStore(dsn, schema=schema, pool_size=2)
+
+
+@pytest.mark.parametrize("kind", sorted(LOOP_EXAMPLES))
 def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: Path) -> None:
     """Every resume follows a write (the case windows move on for), now and then a late turn of
     another device lands inside the window, or a recent turn is retracted or superseded."""
     made = iter(range(10**6))
 
-    @settings(max_examples=(30 if kind == "memory" else 20) * (4 if IN_CI else 1))
+    @settings(max_examples=LOOP_EXAMPLES[kind] * (4 if IN_CI else 1))
     @given(script=st.lists(st.sampled_from(LOOP), min_size=3, max_size=25), last=st.sampled_from([1, 2, 5]),
            data=st.data())
     def run(script: list[str], last: int, data: st.DataObject) -> None:
         home = tmp_path / f"l{next(made)}"
         home.mkdir()
         clock, late_clock = ManualClock(T0), ManualClock(T0)
-        store: Store = MemoryStore() if kind == "memory" else SqliteStore(home / "agent.sqlite")
-        agent = Replica(store, SigningKey(b"\x0c" * 32), clock=clock)
+        connect = _opener(kind, home)
+        agent = Replica(connect(), SigningKey(b"\x0c" * 32), clock=clock)
         device = Replica.in_memory(SigningKey(b"\x0d" * 32), clock=late_clock)
         written = [agent.say("c", "user", "start")]
         try:
@@ -217,9 +234,8 @@ def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: 
                 elif action == "branch turn":
                     agent.branch("c", "b1", written[-1].cid)
                     written.append(agent.say("c", "user", f"aside {k}", branch="b1"))
-                elif kind == "sqlite":  # a second connection writes: only PRAGMA data_version tells
-                    with Replica(SqliteStore(home / "agent.sqlite"), SigningKey(b"\x0e" * 32),
-                                 clock=clock) as other:
+                elif kind != "memory":  # another connection writes: only the store's token tells
+                    with Replica(connect(), SigningKey(b"\x0e" * 32), clock=clock) as other:
                         written.append(other.say("c", "user", f"elsewhere {k}"))
                 for provider in PROVIDERS:
                     want = _outcome(partial(_uncached, agent, "c", provider, None, last))
