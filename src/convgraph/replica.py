@@ -46,7 +46,6 @@ from convgraph.integrity.statement import Statement
 from convgraph.projections import state as state_
 from convgraph.projections.authority import Authority
 from convgraph.projections.request import to_request
-from convgraph.projections.resume import to_provider
 from convgraph.projections.retention import LastN
 from convgraph.projections.state import ConvState
 from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
@@ -60,6 +59,7 @@ from convgraph.replica_home import DB_FILE, KEY_FILE
 from convgraph.replica_intake import Intake
 from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.replica_writes import Writer
+from convgraph.resume_cache import ResumeCache
 from convgraph.store.base import QuarantineBounds, Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
@@ -97,6 +97,7 @@ class Replica:
         self.config = config or Config()
         self._folds = Folds(store)
         self._index = turn_index.TurnIndex(store)  # views in O(window) rows (docs/conversation.md §8)
+        self._answers = ResumeCache(store, self._window, decoded=self._index.cache)
         self._checkpoints = checkpointing.Watch()
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
@@ -298,11 +299,14 @@ class Replica:
     ) -> list[dict[str, Any]]:
         """The provider-valid message list to continue `conv` with: at least the final `last`
         turns, widened back to the nearest user turn with text (never empty)."""
-        return to_provider(self.resume_window(conv, branch=branch, last=last).turns, provider)
+        return self._answers.resume(check_text(conv, "conv"), provider, branch=branch, last=last)
 
     def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
         """The turns `resume` renders, and how far the window was widened to open on a user turn."""
-        found = self._index.resume_window(check_text(conv, "conv"), branch=branch, last=last)
+        return self._answers.window(check_text(conv, "conv"), branch=branch, last=last)
+
+    def _window(self, conv: str, branch: str | None, last: int | None) -> Window:
+        found = self._index.resume_window(conv, branch=branch, last=last)
         return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def set_system(self, conv: str, text: str, *, meta: dict[str, Any] | None = None) -> Record:
@@ -373,7 +377,9 @@ class Replica:
     def repair_index(self) -> list[str]:
         """Rebuild the turn index from the records (docs/conversation.md §8.5); the
         conversations whose index was wrong."""
-        return turn_index.repair(self.store)
+        changed = turn_index.repair(self.store)
+        self._answers.forget()  # rows no record moved: no window may be moved on from before
+        return changed
 
     # ------------------------------------------------------------ witnessed history (witnessing.py)
 

@@ -48,7 +48,11 @@ Anthropic cannot show left the previous answer final, trailing whitespace and al
 
 def repair(messages: Sequence[Message], provider: str) -> list[Message]:
     """A provider-valid version of `messages` for `provider`, losing as little as possible."""
-    cleaned = [m for m in (_clean(m, provider) for m in messages) if m is not None]
+    return repair_cleaned([m for m in (clean(m, provider) for m in messages) if m is not None], provider)
+
+
+def repair_cleaned(cleaned: list[Message], provider: str) -> list[Message]:
+    """`repair` of messages each already passed through `clean` (and left out when it gave None)."""
     out = _coalesce_adjacent(_pair_results(cleaned), provider)
     while out and out[0].role is not Role.USER:
         out.pop(0)
@@ -57,7 +61,8 @@ def repair(messages: Sequence[Message], provider: str) -> list[Message]:
     return out
 
 
-def _clean(m: Message, provider: str) -> Message | None:
+def clean(m: Message, provider: str) -> Message | None:
+    """Repair's rules that read one message alone: a pure function of `m` and `provider`."""
     # messages come back unchanged (no copy) when nothing in them needs repair: the common case
     renders = _RENDERS.get(provider) if m.role is not Role.TOOL else None
     blocks = tuple(b for b in m.content

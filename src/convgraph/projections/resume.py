@@ -8,13 +8,13 @@ repaired sequence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import Any, Final
 
 from convgraph.errors import ProjectionError
-from convgraph.projections.message import Message, messages_of
+from convgraph.projections.message import Message, message_of
 from convgraph.projections.providers import anthropic, gemini, openai_chat, openai_responses
-from convgraph.projections.repair import repair
+from convgraph.projections.repair import clean, repair_cleaned
 from convgraph.projections.turn import Turn
 from convgraph.projections.validity import PROVIDERS, Provider
 
@@ -32,12 +32,36 @@ RECORDERS: Final[dict[str, Callable[[Any], list[tuple[str, dict[str, Any]]]]]] =
 }
 """Per provider: a response (SDK object or dict) → turn drafts `(kind, payload)`."""
 
-__all__ = ["PROVIDERS", "RECORDERS", "Provider", "to_provider"]
+__all__ = ["PROVIDERS", "RECORDERS", "Cleaned", "Provider", "to_provider"]
+
+Cleaned = MutableMapping[int, tuple[Turn, dict[str, "Message | None"]]]
+"""Per turn (by `id`, the turn kept beside so the id cannot be reused): its message as repair
+cleaned it, per provider. A turn is immutable and cleaning reads one message alone."""
+MEMO_LIMIT: Final = 8192  # turns a `Cleaned` memo holds before it starts afresh
 
 
-def to_provider(turns: Iterable[Turn], provider: str) -> list[dict[str, Any]]:
-    """The provider-valid message list (request `messages` / `input` / `contents`) for `turns`."""
+def to_provider(turns: Iterable[Turn], provider: str, *, memo: Cleaned | None = None) -> list[dict[str, Any]]:
+    """The provider-valid message list (request `messages` / `input` / `contents`) for `turns`.
+
+    `memo` may keep each turn's cleaned message across calls: the answer is the same."""
     render = _RENDERERS.get(provider)
     if render is None:
         raise ProjectionError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
-    return render(repair(messages_of(turns), provider))
+    if memo is None:
+        cleaned = [m for m in (clean(message_of(t), provider) for t in turns) if m is not None]
+    else:
+        cleaned = [m for m in (_cleaned(memo, t, provider) for t in turns) if m is not None]
+    return render(repair_cleaned(cleaned, provider))
+
+
+def _cleaned(memo: Cleaned, turn: Turn, provider: str) -> Message | None:
+    found = memo.get(id(turn))
+    if found is None or found[0] is not turn:
+        if len(memo) >= MEMO_LIMIT:
+            memo.clear()
+        found = memo[id(turn)] = (turn, {})
+    per = found[1]
+    if provider in per:
+        return per[provider]
+    m = per[provider] = clean(message_of(turn), provider)
+    return m

@@ -401,6 +401,7 @@ class MemoryStore:
 
     def reindex(self, conv: str, rows: Iterable[Row]) -> None:
         with self.transaction():
+            self._version += 1  # the views read these rows: cached answers must see the change
             tables: list[dict[Any, Any]] = [self._lines, self._targets, self._branch_rows]
             for table in tables:
                 for key in [k for k in table if k[0] == conv]:
@@ -417,7 +418,10 @@ class MemoryStore:
 
     def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
         with self.transaction():
-            self._set(self._hidden, conv, (frozenset(cids), len(self._arrival)))
+            held, wanted = self._hidden.get(conv), frozenset(cids)
+            if held is None or held[0] != wanted:
+                self._version += 1  # a moved marker alone changes no view (index and fold agree)
+            self._set(self._hidden, conv, (wanted, len(self._arrival)))
 
     # ------------------------------------------------------------ witnessed history
 

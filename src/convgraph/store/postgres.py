@@ -671,6 +671,7 @@ class PostgresStore:
 
     def reindex(self, conv: str, rows: Iterable[Row]) -> None:
         with self.transaction(), self._translated(), self._conn() as conn:
+            self._bump(conn)  # the views read these rows: cached answers must see the change
             for table in ("turn_line", "turn_targets", "turn_branches"):
                 self._run(conn, f"DELETE FROM {{s}}.{table} WHERE conv = %s", conv)
             self._index(conn, ((conv, row) for row in rows))
@@ -692,6 +693,7 @@ class PostgresStore:
             rows = self._run(conn, "SELECT cid FROM {s}.turn_hidden WHERE conv = %s", conv)
             held = {bytes(r[0]) for r in rows}
             if held != wanted:
+                self._bump(conn)  # a moved marker alone changes no view (index and fold agree)
                 self._run(conn, "DELETE FROM {s}.turn_hidden WHERE conv = %s", conv)
                 with conn.cursor() as cur:
                     cur.executemany(self._sql("INSERT INTO {s}.turn_hidden VALUES (%s, %s)"),

@@ -637,6 +637,7 @@ class SqliteStore:
 
     def reindex(self, conv: str, rows: Iterable[Row]) -> None:
         with self.transaction(), _translated():
+            self._commits += 1  # the views read these rows: cached answers must see the change
             for table in ("turn_line", "turn_targets", "turn_branches"):
                 self._db.execute(f"DELETE FROM {table} WHERE conv = ?", (conv,))
             self._index((conv, row) for row in rows)
@@ -656,6 +657,7 @@ class SqliteStore:
         with self.transaction(), _translated():
             db = self._db
             if {r[0] for r in db.execute("SELECT cid FROM turn_hidden WHERE conv = ?", (conv,))} != wanted:
+                self._commits += 1  # a moved marker alone changes no view (index and fold agree)
                 db.execute("DELETE FROM turn_hidden WHERE conv = ?", (conv,))
                 db.executemany("INSERT INTO turn_hidden VALUES (?, ?)", [(conv, c) for c in sorted(wanted)])
             db.execute("INSERT OR REPLACE INTO turn_hidden_as_of VALUES (?, (SELECT coalesce(max(id), 0)"
