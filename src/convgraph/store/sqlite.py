@@ -143,6 +143,11 @@ _INDEX_INSERTS: Final = (
 _ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?"
 
 Synchronous = Literal["FULL", "NORMAL"]
+# Python 3.11's sqlite3 offers every `bytes` parameter to its adapters first (a failed
+# attribute look-up that formats an error message: ~3,000 instructions a value, more than
+# its row costs SQLite) but binds a `bytearray` as it is; both are stored as the same BLOB,
+# and read back as `bytes`. The per-record paths (commit, the look-ups by CID) bind these.
+_blob: Final = bytearray
 
 
 @contextmanager
@@ -307,7 +312,7 @@ class SqliteStore:
             headers = {m.cid: m for m in writes.headers if m.cid not in held and m.cid not in fresh}
             # one pass over the batch, keyed by the CIDs' bytes: their hashes and comparisons
             # stay in C (a `CID`'s are Python calls), and each CID is turned to bytes once
-            rows = [*map(header_row, headers.values())]
+            rows: list[tuple[object, ...]] = [*map(header_row, headers.values())]
             added: list[tuple[str, bytes]] = [(m.conv, bytes(m.cid)) for m in headers.values()]
             named: set[tuple[str, bytes]] = set()
             for m in headers.values():
@@ -315,7 +320,8 @@ class SqliteStore:
             for r in fresh.values():
                 raw, conv, parents = bytes(r.cid), r.conv, [bytes(p) for p in r.parents]
                 wall, counter = r.hlc
-                rows.append((raw, conv, r.actor, r.seq, wall, counter, b"".join(parents), r.data))
+                rows.append((_blob(raw), conv, _blob(r.actor), r.seq, wall, counter,
+                             _blob(b"".join(parents)), _blob(r.data)))
                 added.append((conv, raw))
                 named.update((conv, p) for p in parents)
             db.executemany(
@@ -323,15 +329,16 @@ class SqliteStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            self._insert_index(record_params(fresh.values()))
+            self._insert_index(record_params(fresh.values(), _blob))
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
             batch = {raw for _, raw in added}
             db.executemany(  # a parent inside the batch never became a head row
                 "DELETE FROM heads WHERE conv = ? AND cid = ?",
-                [(c, p) for c, p in named if p not in batch],
+                [(c, _blob(p)) for c, p in named if p not in batch],
             )
-            db.executemany("INSERT INTO heads VALUES (?, ?)", [a for a in added if a not in named])
+            db.executemany("INSERT INTO heads VALUES (?, ?)",
+                           [(c, _blob(raw)) for c, raw in added if (c, raw) not in named])
             for cid in writes.pending_remove:
                 self._unpend(bytes(cid))
             for p in writes.pending_put:  # a later entry for one CID replaces an earlier one
@@ -357,7 +364,7 @@ class SqliteStore:
 
     def _rows_for(self, select: str, cids: Iterable[CID]) -> list[Any]:
         """Rows of `select … WHERE cid IN (…)` over `cids`, in chunks SQLite accepts."""
-        wanted = [bytes(c) for c in set(cids)]
+        wanted = [_blob(bytes(c)) for c in set(cids)]
         rows: list[Any] = []
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
