@@ -307,7 +307,8 @@ class SqliteStore:
             self._commits += 1
             db = self._db
             stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
-            fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
+            # dedup, keep order (an empty `stored` is not asked: a CID's hash is a Python call)
+            fresh = {r.cid: r for r in writes.records if not stored or r.cid not in stored}
             held = self._stored(m.cid for m in writes.headers) if writes.headers else set()
             headers = {m.cid: m for m in writes.headers if m.cid not in held and m.cid not in fresh}
             # one pass over the batch, keyed by the CIDs' bytes: their hashes and comparisons
