@@ -141,9 +141,13 @@ def landed(
 ) -> list[Finding]:
     """Check the checkpoints and cosignatures in `records` (just stored), and the checkpoints
     that waited for any of them; the new findings. Called inside the storing transaction."""
-    cids = {r.cid for r in records}
     convs = {r.conv for r in records if r.kind in ("checkpoint", "attestation")}
-    convs |= {r.conv for r in records if any(cids & missing for missing in watch.waiting.values())}
+    cids: set[CID] = set()
+    if watch.waiting:  # most batches land with no checkpoint waiting: skip the set of their CIDs
+        cids = {r.cid for r in records}
+        convs |= {r.conv for r in records if any(cids & missing for missing in watch.waiting.values())}
+    if not convs:
+        return []
     new: list[Finding] = []
     for conv in sorted(convs):
         view = ConvView(store, conv)

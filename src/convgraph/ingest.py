@@ -152,10 +152,11 @@ class _Plan:
         self.writes.records.append(rec)
         self.report.accepted.append(cid)
         self.report.accepted_hlcs.append(rec.hlc)
-        if cid in self.was_pending:
+        # both are empty in the common case: the tests of emptiness spare two hashes of `cid`
+        if self.was_pending and cid in self.was_pending:
             self.pending[cid] = None  # `run` turns this into a removal from the stored quarantine
             self.report.released.append(cid)
-        elif cid in self.pending:
+        elif self.pending and cid in self.pending:
             self.pending[cid] = None  # it waited in this plan: it is placed now, not put
         key = (rec.actor, rec.conv, rec.seq)
         same = self.chain.get(key)
@@ -269,7 +270,7 @@ def plan_ingest(
     stored = set(store.metas(fresh))
     queued = set(store.pending_get(c for c in fresh if c not in stored)) if plan.store_waits else set()
     for cid, rec in fresh.items():
-        if cid in stored or cid in queued:
+        if (stored and cid in stored) or (queued and cid in queued):
             plan.report.duplicates.append(cid)
         else:
             plan.work.append(rec)

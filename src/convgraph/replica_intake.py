@@ -44,7 +44,15 @@ class Intake:
         self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
     ) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest."""
-        with collector.paused(), self.store.transaction():
+        # the batch's records, plans and decoded maps die when `_ingest` returns, before the
+        # collector resumes: it then traces only what outlives the batch, not the whole batch
+        with collector.paused():
+            return self._ingest(items, config=config, clock=clock, conversations=conversations)
+
+    def _ingest(
+        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
+    ) -> IngestReport:
+        with self.store.transaction():
             now = clock()
             states: dict[str, AuthorityState | None] = {}
 

@@ -6,12 +6,21 @@ import pickle
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
-from convgraph.core.record import Limits, decode_record, load_trusted, sign_record, signing_bytes
+from convgraph.core.record import (
+    Limits,
+    _signed_part,
+    decode_record,
+    load_trusted,
+    sign_record,
+    signing_bytes,
+)
 from convgraph.errors import (
     CidMismatchError,
     DecodeError,
@@ -290,3 +299,29 @@ def test_a_trusted_load_rebuilds_the_whole_record() -> None:
     back = load_trusted(rec.data, rec.cid)
     assert (back.sig, back.data, back.cid, back.branch, back.payload) == (rec.sig, rec.data, rec.cid, "b", rec.payload)
     assert back.to_map() == codec.decode(rec.data)
+
+
+_WIDTHS = [0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**53 - 1]
+
+
+@given(
+    wall=st.sampled_from(_WIDTHS) | st.integers(0, 2**53 - 1),
+    counter=st.sampled_from(_WIDTHS[:8]) | st.integers(0, 2**32 - 1),
+    seq=st.sampled_from(_WIDTHS[1:]) | st.integers(1, 2**53 - 1),
+    branch=st.none() | st.text(min_size=1, max_size=5),
+    parents=st.integers(0, 2),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_signature_covers_the_record_without_sig_at_every_width_of_hlc_and_seq(
+    wall: int, counter: int, seq: int, branch: str | None, parents: int
+) -> None:
+    """decode_record cuts the signed bytes out of the record's own rather than encoding them
+    again: the same bytes as `signing_bytes`, whatever the widths before the `sig` entry."""
+    rec = make(hlc=Hlc(wall, counter), seq=seq, branch=branch, parents=[P1, P2][:parents])
+    m = codec.decode(rec.data)
+    sig = m.pop("sig")
+    assert _signed_part(m, sig, rec.data) == signing_bytes(m)
+    assert decode_record(rec.data) == rec
+    other = SigningKey(bytes(32)).sign(signing_bytes(m))  # right bytes, wrong key: still refused
+    with pytest.raises(SignatureError):
+        decode_record(codec.encode({**m, "sig": other}))

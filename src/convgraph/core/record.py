@@ -274,9 +274,32 @@ def decode_record(
     _check_structure(value, limits, text)
     check_payload(value["kind"], value["payload"], cid=text, rooted=is_rooted(value["conv"]))
     check_root(value, text)
-    if not keys.verify(value["actor"], signing_bytes(value), sig):
+    if not keys.verify(value["actor"], _signed_part(value, sig, data), sig):
         raise SignatureError("signature does not verify under the record's actor", cid=text)
     return _build(value, sig, data, cid)
+
+
+_SIG_ENTRY: Final = b"\x63sig\x58\x40"  # the text key "sig", then the head of a 64-byte string
+
+
+def _signed_part(m: dict[str, Any], sig: bytes, data: bytes) -> bytes:
+    """`signing_bytes(m)` cut out of `data`, the canonical bytes of `m` plus `sig` (checked
+    structure), instead of encoded a second time.
+
+    A canonical map is its head, then its entries in key order, shorter keys first: `hlc` and
+    `seq` are the only keys before `sig`, so its entry starts where their values' widths put it,
+    and the bytes without it are those of `m` under a head counting one entry less.
+    """
+    wall, counter = m["hlc"]
+    at = 10 + _uint_width(wall) + _uint_width(counter) + _uint_width(m["seq"])
+    if 0xA1 <= data[0] <= 0xB7 and data[at : at + 70] == _SIG_ENTRY + sig:
+        return b"".join((SIGNING_DOMAIN, bytes((data[0] - 1,)), data[1:at], data[at + 70 :]))
+    return signing_bytes(m)  # not reached for canonical bytes of a checked structure
+
+
+def _uint_width(n: int) -> int:
+    """Bytes in the canonical CBOR encoding of the unsigned integer `n`."""
+    return 1 if n < 24 else 2 if n < 0x100 else 3 if n < 0x10000 else 5 if n < 0x100000000 else 9
 
 
 def load_trusted(data: bytes, cid: CID) -> Record:

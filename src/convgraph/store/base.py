@@ -13,7 +13,7 @@ cannot race another writer, in this process or another.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
@@ -389,23 +389,26 @@ def index_params(rows: Iterable[tuple[str, Row]]) -> IndexParams:
     return lines, targets, branches
 
 
-def record_params(records: Iterable[Record]) -> IndexParams:
+def record_params(records: Iterable[Record], blob: Callable[[bytes], object] = bytes) -> IndexParams:
     """`index_params` of the rows of `records`, built straight from their headers: what each
-    commit pays for its index (a turn's payload is never decoded)."""
+    commit pays for its index (a turn's payload is never decoded); each byte string as `blob`
+    makes it (a store may bind another type of the same bytes)."""
     lines: list[tuple[object, ...]] = []
     targets: list[tuple[object, ...]] = []
     branches: list[tuple[object, ...]] = []
     for r in records:
         kind, (wall, counter) = r.kind, r.hlc
         if kind in LINE_KINDS:
-            lines.append((r.conv, r.branch or MAIN, wall, counter, r.actor, bytes(r.cid), kind))
+            lines.append((r.conv, r.branch or MAIN, wall, counter, blob(r.actor), blob(bytes(r.cid)), kind))
         elif kind == SYSTEM_KIND:
-            lines.append((r.conv, SYSTEM_LINE, wall, counter, r.actor, bytes(r.cid), kind))
+            lines.append((r.conv, SYSTEM_LINE, wall, counter, blob(r.actor), blob(bytes(r.cid)), kind))
         elif kind in TARGET_KINDS:
-            targets.append((r.conv, bytes(r.payload["target"]), wall, counter, r.actor, bytes(r.cid), kind))
+            targets.append((r.conv, blob(bytes(r.payload["target"])), wall, counter, blob(r.actor),
+                            blob(bytes(r.cid)), kind))
         elif kind == "branch":
             p = r.payload
-            branches.append((r.conv, p["name"], wall, counter, r.actor, bytes(r.cid), bytes(p["from"])))
+            branches.append((r.conv, p["name"], wall, counter, blob(r.actor), blob(bytes(r.cid)),
+                             blob(bytes(p["from"]))))
     return lines, targets, branches
 
 

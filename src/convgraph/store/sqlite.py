@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import Record, RecordMeta
+from convgraph.core.record import RecordMeta
 from convgraph.errors import (
     NonceLogFullError,
     StoreBusyError,
@@ -144,6 +144,11 @@ _INDEX_INSERTS: Final = (
 _ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT ?"
 
 Synchronous = Literal["FULL", "NORMAL"]
+# Python 3.11's sqlite3 offers every `bytes` parameter to its adapters first (a failed
+# attribute look-up that formats an error message: ~3,000 instructions a value, more than
+# its row costs SQLite) but binds a `bytearray` as it is; both are stored as the same BLOB,
+# and read back as `bytes`. The per-record paths (commit, the look-ups by CID) bind these.
+_blob: Final = bytearray
 
 
 @contextmanager
@@ -304,29 +309,39 @@ class SqliteStore:
             self._commits += 1
             db = self._db
             stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
-            fresh = {r.cid: r for r in writes.records if r.cid not in stored}  # dedup, keep order
+            # dedup, keep order (an empty `stored` is not asked: a CID's hash is a Python call)
+            fresh = {r.cid: r for r in writes.records if not stored or r.cid not in stored}
             held = self._stored(m.cid for m in writes.headers) if writes.headers else set()
             headers = {m.cid: m for m in writes.headers if m.cid not in held and m.cid not in fresh}
+            # one pass over the batch, keyed by the CIDs' bytes: their hashes and comparisons
+            # stay in C (a `CID`'s are Python calls), and each CID is turned to bytes once
+            rows: list[tuple[object, ...]] = [*map(header_row, headers.values())]
+            added: list[tuple[str, bytes]] = [(m.conv, bytes(m.cid)) for m in headers.values()]
+            named: set[tuple[str, bytes]] = set()
+            for m in headers.values():
+                named.update((m.conv, bytes(p)) for p in m.parents)
+            for r in fresh.values():
+                raw, conv, parents = bytes(r.cid), r.conv, [bytes(p) for p in r.parents]
+                wall, counter = r.hlc
+                rows.append((_blob(raw), conv, _blob(r.actor), r.seq, wall, counter,
+                             _blob(b"".join(parents)), _blob(r.data)))
+                added.append((conv, raw))
+                named.update((conv, p) for p in parents)
             db.executemany(
                 "INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [*map(header_row, headers.values()),
-                 *((bytes(r.cid), r.conv, r.actor, r.seq, r.hlc.wall_ms, r.hlc.counter,
-                    b"".join(map(bytes, r.parents)), r.data) for r in fresh.values())],
+                rows,
             )
-            self._insert_index(record_params(fresh.values()))
+            self._insert_index(record_params(fresh.values(), _blob))
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
-            added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
-            named = {(r.conv, p) for r in added for p in r.parents}
+            batch = {raw for _, raw in added}
             db.executemany(  # a parent inside the batch never became a head row
                 "DELETE FROM heads WHERE conv = ? AND cid = ?",
-                [(c, bytes(p)) for c, p in named if p not in fresh and p not in headers],
+                [(c, _blob(p)) for c, p in named if p not in batch],
             )
-            db.executemany(
-                "INSERT INTO heads VALUES (?, ?)",
-                [(r.conv, bytes(r.cid)) for r in added if (r.conv, r.cid) not in named],
-            )
+            db.executemany("INSERT INTO heads VALUES (?, ?)",
+                           [(c, _blob(raw)) for c, raw in added if (c, raw) not in named])
             for cid in writes.pending_remove:
                 self._unpend(bytes(cid))
             for p in writes.pending_put:  # a later entry for one CID replaces an earlier one
@@ -352,7 +367,7 @@ class SqliteStore:
 
     def _rows_for(self, select: str, cids: Iterable[CID]) -> list[Any]:
         """Rows of `select … WHERE cid IN (…)` over `cids`, in chunks SQLite accepts."""
-        wanted = [bytes(c) for c in set(cids)]
+        wanted = [_blob(bytes(c)) for c in set(cids)]
         rows: list[Any] = []
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
