@@ -96,7 +96,7 @@ def test_the_api_reference_names_every_public_name() -> None:
     import convgraph
 
     api = (DOCS / "api.md").read_text("utf-8")
-    listed = set(re.findall(r"^\s*-\s+(\w+)\s*$", api, re.MULTILINE))
+    listed = set(re.findall(r"^::: convgraph\.(\w+)\s*$", api, re.MULTILINE))
     assert set(convgraph.__all__) - listed == set(), "public names missing from docs/api.md"
     assert listed - set(convgraph.__all__) == set(), "docs/api.md lists names that are not public"
 
