@@ -15,6 +15,7 @@ so the docs cannot go stale.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import os
@@ -190,10 +191,8 @@ def test_shell_blocks_run(page: str, tmp_path: Path) -> None:
             try:
                 proc.wait(timeout=60)
             finally:
-                try:  # whatever the block started and left running is ended with it
+                with contextlib.suppress(ProcessLookupError):  # what the block left running ends with it
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait()
             out.seek(0)
             err.seek(0)
