@@ -55,6 +55,11 @@ The peers, each driven as its users drive it:
   (the SQLite default both peers run with). Resume is `convgraph.resume(replica, conv,
   provider="anthropic", last=200)` and `provider="openai"`. A longer run (100,000 steps)
   checks that append cost and bytes per step stay flat and that resume stays fast.
+* **LangGraph checkpointers side by side** (`--only saver`): one small graph,
+  `StateGraph(MessagesState)` whose one node appends a fixed assistant message (no LLM),
+  compiled once with `SqliteSaver` and once with convgraph's `ConvgraphSaver` (on a replica's
+  SQLite file); a step is one `invoke` with the step's user message (2 messages a step).
+  Resume is `graph.get_state(config).values["messages"][-200:]` (no format conversion).
 
 The run imports convgraph from a copy of src/ taken when it starts (see `--no-snapshot`),
 so concurrent edits cannot change the code under test halfway through.
@@ -476,7 +481,75 @@ class ConvgraphPeer:
         self.replica.close()
 
 
-PEERS: dict[str, Any] = {"langgraph": LangGraphPeer, "agents": AgentsPeer, "convgraph": ConvgraphPeer}
+class SaverPeer:
+    """One small LangGraph graph on either checkpointer: `StateGraph(MessagesState)` whose one
+    node appends a fixed assistant message (no LLM); a step is one `invoke` with the step's
+    user message, so 2 messages a step. Variant `SqliteSaver` or `ConvgraphSaver` (on a
+    replica's SQLite file): the same graph and input, only the checkpointer differs."""
+
+    slow = True
+
+    def __init__(self, home: Path, variant: str) -> None:
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langgraph.graph import END, START, MessagesState, StateGraph
+
+        self.HumanMessage = HumanMessage
+        self.variant = variant
+        self.name = f"LangGraph graph on {variant}"
+        self.conn: sqlite3.Connection | None = None
+        self.replica: Any = None
+        if variant == "ConvgraphSaver":
+            from convgraph import Replica
+            from convgraph.integrations.langgraph import ConvgraphSaver
+
+            self.replica = Replica.open(home / "replica")
+            self.db = home / "replica" / "replica.sqlite"
+            saver: Any = ConvgraphSaver(self.replica)
+        else:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            self.db = home / "langgraph.sqlite"
+            self.conn = sqlite3.connect(self.db, check_same_thread=False)
+            saver = SqliteSaver(self.conn)
+
+        def reply(_state: MessagesState) -> dict[str, Any]:
+            return {"messages": [AIMessage(content="Noted; carrying on.")]}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("reply", reply)
+        builder.add_edge(START, "reply")
+        builder.add_edge("reply", END)
+        self.graph = builder.compile(checkpointer=saver)
+        self.config: Any = {"configurable": {"thread_id": CONV}}
+        self.resumes = {
+            "get_state, last 200": timed(lambda: self.graph.get_state(self.config).values["messages"][-LAST:])
+        }
+
+    def info(self) -> dict[str, Any]:
+        if self.replica is not None:
+            return {"records": sum(1 for _ in self.replica.store.iter_all())}
+        assert self.conn is not None
+        tables = ("checkpoints", "writes")
+        return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+    def prepare(self, step: Step) -> Any:
+        return {"messages": [self.HumanMessage(content=step.user)]}
+
+    def append(self, prepared: Any) -> int:
+        t = time.perf_counter_ns()
+        self.graph.invoke(prepared, config=self.config)
+        return time.perf_counter_ns() - t
+
+    def close(self) -> None:
+        if self.replica is not None:
+            self.replica.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+PEERS: dict[str, Any] = {
+    "langgraph": LangGraphPeer, "agents": AgentsPeer, "convgraph": ConvgraphPeer, "saver": SaverPeer,
+}
 
 
 def summarize(times_ns: Sequence[int], n: int) -> dict[str, float]:
@@ -608,6 +681,8 @@ def plan(sizes: Sizes, langgraph_max: int | None, langgraph_exit: bool = False) 
         Run("convgraph", "write per message", side, c, "convgraph write x3/step"),
         Run("convgraph", "write_many per step, synchronous=FULL", side, c, "convgraph write_many/step, FULL"),
         Run("convgraph", "write_many per step (long run)", sizes.ours, c, "convgraph write_many/step, long"),
+        Run("saver", "SqliteSaver", side, slow, "LangGraph graph on SqliteSaver, invoke/step (2 msgs)"),
+        Run("saver", "ConvgraphSaver", side, slow, "LangGraph graph on ConvgraphSaver, invoke/step (2 msgs)"),
     ]
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -99,6 +101,7 @@ class Replica:
         self._writer = Writer(store, self._folds)
         self._intake = Intake(store, self._folds, self._checkpoints, self._writer, self._entries)
         self.home: Path | None = None  # the directory `open` read, where its configuration lives
+        self._local = threading.local()  # `transaction` nesting, per thread
 
     @classmethod
     def open(
@@ -141,11 +144,29 @@ class Replica:
         nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         conv = conv_id(self.actor, nonce)
         payload = genesis_payload(nonce, title, migrated_from)
-        with self.store.transaction():  # the check and the genesis in one step: no second root
+        with self.transaction():  # the check and the genesis in one step: no second root
             if self.store.heads(conv):
                 raise GenesisError(f"conversation {conv} exists already: pick another nonce")
             self.write(conv, "genesis", payload, refs=refs)
         return conv
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the store's write lock: the writes made inside land together at exit, or none.
+
+        Nests (an inner one joins the outer). When the outermost commits, what the folds took
+        in on trust inside it is confirmed, so later writes stop re-checking it; when it rolls
+        back, the writer and the folds notice and rebuild from what the store holds.
+        """
+        depth = getattr(self._local, "depth", 0)  # this thread's: a store's flag is any thread's
+        with self.store.transaction():
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+        if depth == 0:
+            self._folds.confirmed(self._folds.authorities)
 
     def write(
         self, conv: str, kind: str, payload: dict[str, Any], *, refs: Sequence[CID] = (),
@@ -223,7 +244,7 @@ class Replica:
         content: str | list[dict[str, Any]] | None = None,
     ) -> Record:
         """Join every current head of `conv` on main, saying what of `branch` was accepted."""
-        with self.store.transaction():  # the heads it names are exactly the parents it gets
+        with self.transaction():  # the heads it names are exactly the parents it gets
             payload: dict[str, Any] = {
                 "branch": branch, "heads": self.heads(conv), "accepted": sorted(set(accepted)),
             }

@@ -1028,3 +1028,26 @@ def test_headers_are_stored_as_compaction_leaves_them(new_store: StoreMaker) -> 
         commit(adopted, headers=[r.meta for r in c1])  # again: nothing changes
         commit(adopted, headers=[c2[0].meta])  # a header for a record held whole keeps its bytes
         assert observe(adopted, universe) == want
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def test_a_rollback_moves_the_change_token_past_any_read_inside(store: Store) -> None:
+    """A writer caches its tips under the token it read after its own commit; if that commit
+    was inside a transaction that rolled back, the cache names records that are gone."""
+    a, b = chain(2)
+    commit(store, a)
+    seen: list[object] = []
+
+    def write_then_fail() -> None:
+        with store.transaction():
+            commit(store, b)
+            seen.append(store.change_token())
+            raise _RolledBack
+
+    with pytest.raises(_RolledBack):
+        write_then_fail()
+    assert not store.has(b.cid)
+    assert store.change_token() != seen[0]

@@ -127,7 +127,8 @@ class Store(Protocol):
         """A value that differs after any commit lands, from this or another connection.
 
         Read inside a transaction it stays put until that transaction commits, which is
-        what lets a writer trust state it cached at its own last commit.
+        what lets a writer trust state it cached at its own last commit; after a rollback it
+        matches no value read inside, so state cached there is never trusted.
         """
         ...
 

@@ -95,6 +95,7 @@ class MemoryStore:
                 for undo in reversed(self._undo):
                     undo()
                 self._max_hlc, self._pending = saved
+                self._version += 1  # a token read after a commit inside must not match what is left
                 raise
             finally:
                 self._undo = None

@@ -271,6 +271,7 @@ class SqliteStore:
                 yield
             except BaseException:
                 self._depth = 0
+                self._commits += 1  # a token read after a commit inside must not match what is left
                 with _translated():
                     self._db.execute("ROLLBACK")
                 raise

@@ -1,0 +1,94 @@
+"""How LangGraph's values map onto convgraph's, for `ConvgraphSaver`: a thread's genesis
+nonce, a LangChain message's turn record (and back), a config's thread, namespace and
+checkpoint. Pure. Invariant: a message becomes a turn only when the turn holds it whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from convgraph.core import codec
+from convgraph.core.kinds import check_payload
+from convgraph.errors import AdapterError, ConvgraphError
+from convgraph.replica_drafts import Draft
+
+_NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
+
+
+def thread_nonce(thread_id: str) -> bytes:
+    """The genesis nonce of a thread's conversation: the same on every replica."""
+    return hashlib.sha256(_NONCE_DOMAIN + thread_id.encode("utf-8")).digest()[:16]
+
+
+def turn_draft(
+    conv: str, message: BaseMessage, branch: str | None, dump: Callable[[Any], Any]
+) -> Draft | None:
+    """The turn record a message becomes, or None when no turn kind can hold it whole."""
+    payload: dict[str, Any] = {"conversation_id": conv, "content": message.content}
+    if isinstance(message, HumanMessage):
+        kind, payload["role"] = "user_message", "user"
+    elif isinstance(message, AIMessage):
+        kind, payload["role"] = "agent_message", "assistant"
+        if message.tool_calls:
+            payload["tool_calls"] = [{"id": c["id"], "name": c["name"], "input": c["args"]}
+                                     for c in message.tool_calls]
+    elif isinstance(message, ToolMessage):
+        kind, payload["role"] = "tool_result", "tool"
+        payload["tool_use_id"] = message.tool_call_id
+        if message.status == "error":
+            payload["is_error"] = True
+    else:
+        return None  # system and custom-role messages: no turn kind says what they are
+    payload["meta"] = {"langchain": dump(message.model_copy(update={"content": ""}))}
+    try:
+        check_payload(kind, payload, rooted=True)
+        codec.encode(payload)
+    except (ConvgraphError, TypeError, ValueError, OverflowError):
+        return None  # content DAG-CBOR or the turn schema cannot hold: kept inline instead
+    return Draft(kind, payload, branch=branch)
+
+
+def bare_message(payload: dict[str, Any]) -> BaseMessage:
+    content = payload.get("content", payload.get("text", ""))
+    role = payload.get("role")
+    if role == "tool" or "tool_use_id" in payload:
+        return ToolMessage(content=content, tool_call_id=payload["tool_use_id"])
+    if role == "assistant":
+        calls = [{"id": c["id"], "name": c["name"], "args": c["input"]}
+                 for c in payload.get("tool_calls", ())]
+        return AIMessage(content=content, tool_calls=calls)
+    return HumanMessage(content=content)
+
+
+def text(value: object, what: str) -> str:
+    if type(value) is not str:
+        raise AdapterError(f"{what} must be text, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AdapterError(f"{what} {value[:64]!r} is not valid UTF-8 text") from None
+    return value
+
+
+def target(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """(thread id, namespace, checkpoint id or None) of a config; `AdapterError` without a thread."""
+    conf = config.get("configurable") if isinstance(config, dict) else None
+    if not isinstance(conf, dict) or conf.get("thread_id") is None:
+        raise AdapterError("a LangGraph config needs config['configurable']['thread_id']")
+    thread_id = conf["thread_id"]
+    thread_id = str(thread_id) if type(thread_id) is int else thread_id
+    checkpoint_id = conf.get("checkpoint_id")
+    return (text(thread_id, "thread_id"), text(conf.get("checkpoint_ns", ""), "checkpoint_ns"),
+            None if checkpoint_id is None else text(checkpoint_id, "checkpoint_id"))
+
+
+def config_of(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}

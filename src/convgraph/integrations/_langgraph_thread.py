@@ -1,0 +1,188 @@
+"""One LangGraph thread as the records of one convgraph conversation, read back incrementally.
+
+The records (docs/integrations.md): LangChain messages as turns (`user_message`,
+`agent_message`, `tool_result`), each written once; every checkpoint as a `code_snapshot`
+at path `langgraph/checkpoint[/<ns>]` whose `tree` holds its header, the channel values
+that changed (typed bytes) and, per messages channel, a delta against the record holding
+the parent's version (`base`, `keep`, `add`: links to turn records); pending writes as
+`code_snapshot`s at `langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
+those records, in store arrival order, into the indexes the saver reads. Invariant: it
+holds exactly what the store held at its last `refresh`, whatever order the records came in.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from convgraph.core.cid import CID
+from convgraph.core.record import Record, load_trusted
+from convgraph.store.base import Store
+
+CHECKPOINT_PATH: Final = "langgraph/checkpoint"
+WRITES_PATH: Final = "langgraph/writes"
+LANGUAGE: Final = "langgraph"
+TURN_KINDS: Final = frozenset({"user_message", "agent_message", "tool_result"})
+_CACHED_LISTS: Final = 8  # materialized message lists kept: the tips a run reads and extends
+Listed = tuple[list[Any], list[Any]]  # a messages channel: its delta entries and the messages they load to
+
+
+def path_of(base: str, ns: str) -> str:
+    """The `code_snapshot` path of checkpoints (or writes) in namespace `ns`."""
+    return base if ns == "" else f"{base}/{ns}"
+
+
+def version_key(version: object) -> str:
+    """A channel version as text, its type kept, so `1` and `"1"` never meet."""
+    return f"{type(version).__name__}:{version}"
+
+
+@dataclass
+class Checkpoint:
+    """One checkpoint record as the thread indexes it."""
+
+    cid: CID
+    ns: str
+    id: str
+    parent: str | None
+    branch: str | None
+    tree: dict[str, Any]
+
+
+@dataclass
+class Thread:
+    """The fold of one thread's records: checkpoints, channel values, writes, retractions."""
+
+    conv: str
+    cursor: int = 0
+    checkpoints: dict[tuple[str, str], Checkpoint] = field(default_factory=dict)
+    by_cid: dict[CID, Checkpoint] = field(default_factory=dict)
+    children: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (ns, channel, version key) -> the checkpoint record holding that value
+    values: dict[tuple[str, str, str], CID] = field(default_factory=dict)
+    # (ns, checkpoint id) -> (task id, idx) -> (task path, channel, typed value, record)
+    writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, tuple[str, bytes], CID]]] = field(
+        default_factory=dict
+    )
+    turns: list[CID] = field(default_factory=list)
+    retracted: set[CID] = field(default_factory=set)
+    lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
+    tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
+
+    def refresh(self, store: Store) -> None:
+        """Fold in what the store received for this conversation since the last call."""
+        fresh, self.cursor = store.since(self.cursor, self.conv)
+        for cid, data in fresh:
+            self._fold(load_trusted(data, cid))
+
+    def _fold(self, record: Record) -> None:
+        kind, payload = record.kind, record.payload
+        if kind in TURN_KINDS:
+            self.turns.append(record.cid)
+        elif kind == "retraction":
+            self.retracted.add(payload["target"])
+            self.tips.clear()
+        elif kind == "code_snapshot" and payload.get("language") == LANGUAGE:
+            tree = payload["tree"]
+            if payload.get("path", "").startswith(CHECKPOINT_PATH):
+                self._fold_checkpoint(record, tree)
+            elif payload.get("path", "").startswith(WRITES_PATH):
+                self._fold_writes(record.cid, tree)
+
+    def _fold_checkpoint(self, record: Record, tree: dict[str, Any]) -> None:
+        ns, parent = tree["ns"], tree.get("parent")
+        ck = Checkpoint(record.cid, ns, tree["id"], parent, record.branch, tree)
+        if (ns, ck.id) not in self.checkpoints and parent is not None:
+            self.children[(ns, parent)] = self.children.get((ns, parent), 0) + 1
+        self.checkpoints[(ns, ck.id)] = ck
+        tip = self.tips.get(ns)
+        if tip is not None and ck.id >= tip.id:
+            self.tips[ns] = ck
+        self.by_cid[record.cid] = ck
+        for section in ("values", "messages"):
+            for channel, entry in tree.get(section, {}).items():
+                self.values[(ns, channel, entry["v"])] = record.cid
+
+    def _fold_writes(self, cid: CID, tree: dict[str, Any]) -> None:
+        stored = self.writes.setdefault((tree["ns"], tree["checkpoint"]), {})
+        task, task_path = tree["task"], tree.get("task_path", "")
+        for idx, channel, typed, overwrite in tree["writes"]:
+            if overwrite or (task, idx) not in stored:  # as InMemorySaver: special writes replace
+                stored[(task, idx)] = (task_path, channel, (typed["t"], typed["b"]), cid)
+
+    # ------------------------------------------------------------ reads
+
+    def live(self, ns: str, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint `checkpoint_id` of `ns`, unless it was deleted (retracted)."""
+        ck = self.checkpoints.get((ns, checkpoint_id))
+        return None if ck is None or ck.cid in self.retracted else ck
+
+    def listed(self, ns: str | None) -> list[Checkpoint]:
+        """The live checkpoints (of namespace `ns`, or all), newest id first."""
+        found = [ck for (n, _), ck in self.checkpoints.items()
+                 if (ns is None or n == ns) and ck.cid not in self.retracted]
+        return sorted(found, key=lambda ck: ck.id, reverse=True)
+
+    def latest(self, ns: str) -> Checkpoint | None:
+        """The live checkpoint of `ns` with the greatest id (LangGraph ids sort by time)."""
+        tip = self.tips.get(ns)
+        if tip is None:
+            found = self.listed(ns)
+            if not found:
+                return None
+            tip = self.tips[ns] = found[0]
+        return tip
+
+    def entry(self, ns: str, channel: str, version: object) -> tuple[str, dict[str, Any]] | None:
+        """Which section holds `channel` at `version` in `ns`, and its entry there."""
+        cid = self.values.get((ns, channel, version_key(version)))
+        if cid is None:
+            return None
+        tree = self.by_cid[cid].tree
+        for section in ("messages", "values"):
+            found = tree.get(section, {}).get(channel)
+            if found is not None:
+                return section, found
+        return None
+
+    def pending(self, ns: str, checkpoint_id: str) -> list[tuple[str, str, tuple[str, bytes]]]:
+        """The live pending writes of a checkpoint in LangGraph's order: (task path, task, idx)."""
+        stored = self.writes.get((ns, checkpoint_id), {})
+        keys = sorted((k for k, w in stored.items() if w[3] not in self.retracted),
+                      key=lambda k: (stored[k][0], k[0], k[1]))
+        return [(task, stored[(task, idx)][1], stored[(task, idx)][2]) for task, idx in keys]
+
+    def write_records(self, ns: str, checkpoint_id: str) -> set[CID]:
+        """The records holding the pending writes of one checkpoint."""
+        return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
+
+    def messages(self, cid: CID, channel: str, load: Callable[[list[Any]], list[Any]]) -> Listed:
+        """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
+        following the chain of deltas back to a cached list or the first one."""
+        chain: list[tuple[CID, dict[str, Any]]] = []
+        at: CID | None = cid
+        entries: list[Any] = []
+        messages: list[Any] = []
+        while at is not None:
+            cached = self.lists.get((at, channel))
+            if cached is not None:
+                entries, messages = cached
+                break
+            delta = self.by_cid[at].tree["messages"][channel]
+            chain.append((at, delta))
+            at = delta.get("base")
+        loaded = iter(load([e for _, delta in reversed(chain) for e in delta["add"]]))  # one batch
+        for at, delta in reversed(chain):
+            keep, add = delta["keep"], delta["add"]
+            entries, messages = entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
+            self.remember(at, channel, (entries, messages))
+        return entries, messages
+
+    def remember(self, cid: CID, channel: str, listed: Listed) -> None:
+        """Keep the materialized list of `channel` at record `cid` (a few, newest used last)."""
+        self.lists[(cid, channel)] = listed
+        self.lists.move_to_end((cid, channel))
+        while len(self.lists) > _CACHED_LISTS:
+            self.lists.popitem(last=False)
