@@ -199,3 +199,11 @@ def test_shell_blocks_run(page: str, tmp_path: Path) -> None:
             printed, errors = out.read(), err.read()
         assert proc.returncode in expected, (
             f"{block.where()}: exit {proc.returncode}, expected {expected.pop()}\n{printed[-2000:]}\n{errors[-3000:]}")
+
+
+def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
+    """As scripts/test builds it: a broken link, anchor or docstring reference fails here too."""
+    proc = subprocess.run([BIN / "mkdocs", "build", "--strict", "-f", ROOT / "mkdocs.yml", "-d", tmp_path / "site"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (tmp_path / "site" / "api" / "index.html").read_text("utf-8").count('id="convgraph.Replica"') == 1
