@@ -123,6 +123,9 @@ def run(argv: Sequence[str]) -> int:
     seeds = [os.urandom(32) for _ in range(args.clients)]
     home = Path(tempfile.mkdtemp(prefix="convgraph-load-"))
     port = _free_port()
+    # only `init` makes a replica (and the key the server signs with)
+    subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"], cwd=ROOT,
+                   check=True, capture_output=True)
     cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve"]
     cmd += ["--port", str(port)]
     cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]

@@ -32,12 +32,17 @@
     │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
     │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
     ├── KeyFileError                a key file that is missing, unreadable or malformed
+    │   └── MissingKeyError         a replica's store is there, its actor key is not
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
     │   ├── StoreCorruptError       the database file is damaged or not ours
-    │   │   └── TurnIndexError      the turn index disagrees with the records it caches
+    │   │   ├── TurnIndexError      the turn index disagrees with the records it caches
+    │   │   └── UnusableStoreError  a replica database that is empty or not SQLite at all
     │   └── StoreSchemaError        the database was written by an unknown schema version
     ├── NotFoundError               a CID or conversation the replica does not hold
+    │   ├── UnknownConversationError  a conversation asked for by name that holds no record
+    │   └── AmbiguousCidError       a short CID that more than one stored CID matches
+    ├── NoReplicaError              a directory with no replica where one was expected
     ├── LegacyConversationError     a write into a conversation that has no root of trust
     ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
     ├── AliasError                  a malformed local alias, or an alias file that cannot be read
@@ -618,3 +623,52 @@ class MissingExtraError(ConvgraphError, ImportError):
 
 
 _RULES[MissingExtraError] = "missing_extra"
+
+
+class NoReplicaError(ConvgraphError):
+    """A directory that holds no replica, where one was expected: only `convgraph init` (or
+    `Replica.open(path)`, which creates) makes one, so a mistyped `--home` makes nothing.
+    `home` is the directory."""
+
+    def __init__(self, message: str, *, home: str) -> None:
+        super().__init__(message)
+        self.home = home
+
+
+class MissingKeyError(KeyFileError):
+    """A replica whose store is there but whose actor key is gone. It is never replaced on its
+    own: a new key is a new author, who owns none of the old key's conversations. `path` is
+    the key file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class UnusableStoreError(StoreCorruptError):
+    """A replica database file that is empty (0 bytes) or not a convgraph SQLite store; it is
+    never replaced on its own, since it may be the only copy. `path` is the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class UnknownConversationError(NotFoundError):
+    """A conversation the replica holds no record of, where one that exists was expected.
+    `conv` is what was asked for, `known` the conversations held (a reader picks one)."""
+
+    def __init__(self, message: str, *, conv: str, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.conv = conv
+        self.known = known
+
+
+class AmbiguousCidError(NotFoundError):
+    """A short CID that more than one stored record's CID matches; `candidates` lists them
+    (text form), so the reader can give more characters."""
+
+    def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.prefix = prefix
+        self.candidates = candidates

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any
 
-from convgraph import checkpointing, turn_index, witness_policy, witnessing
+from convgraph import checkpointing, replica_home, turn_index, witness_policy, witnessing
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
 from convgraph.core.keys import SigningKey, load_or_create_key
@@ -37,6 +37,7 @@ from convgraph.errors import (
     LegacyConversationError,
     NotFoundError,
     ProjectionError,
+    StoreCorruptError,
 )
 from convgraph.ingest import IngestReport, Item
 from convgraph.integrity.checkpoints import CheckResult
@@ -55,6 +56,7 @@ from convgraph.projections.turn import Role, ToolCall, Turn
 from convgraph.replica_checkpoints import claim, refuse_unwritten, require_witnessed
 from convgraph.replica_drafts import Draft, genesis_payload, response_drafts, turn_draft
 from convgraph.replica_folds import Folds
+from convgraph.replica_home import DB_FILE, KEY_FILE
 from convgraph.replica_intake import Intake
 from convgraph.replica_verify import VerifyReport, stored_record, verify_store
 from convgraph.replica_writes import Writer
@@ -66,8 +68,6 @@ from convgraph.witnessing import SessionVerdict
 
 __all__ = ["DB_FILE", "KEY_FILE", "Config", "Draft", "Replica", "resume"]
 
-KEY_FILE: Final = "actor.key"
-DB_FILE: Final = "replica.sqlite"
 
 
 @dataclass(frozen=True)
@@ -106,16 +106,25 @@ class Replica:
     @classmethod
     def open(
         cls, path: Path | str, *, clock: Clock = system_clock, config: Config | None = None,
-        synchronous: Synchronous = "NORMAL",
+        synchronous: Synchronous = "NORMAL", create: bool = True,
     ) -> Replica:
-        """Open the replica in directory `path`, creating the directory, key and store if absent."""
+        """Open the replica in directory `path`, creating the directory, key and store if absent
+        (with `create` false, `NoReplicaError` instead). A store whose key is gone, or an empty or
+        foreign database, is an error that says how to recover, never replaced (`replica_home`)."""
         home = Path(path)
-        try:
-            home.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
-        key = load_or_create_key(home / KEY_FILE)
-        replica = cls(SqliteStore(home / DB_FILE, synchronous=synchronous), key, clock=clock, config=config)
+        if create:
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
+        with replica_home.opening(home):
+            replica_home.check(home, create=create)
+            key = load_or_create_key(home / KEY_FILE)
+            try:
+                store = SqliteStore(home / DB_FILE, synchronous=synchronous)
+            except StoreCorruptError as exc:
+                raise replica_home.unusable(home, exc) from exc
+        replica = cls(store, key, clock=clock, config=config)
         replica.home = home
         return replica
 

@@ -47,6 +47,14 @@ def turn_draft(
         role = Role(role)
     except ValueError:
         raise ProjectionError(f"role must be user, assistant or tool, not {role!r}") from None
+    # given with another role they would be dropped without a word: refuse them instead
+    if tool_calls and role is not Role.ASSISTANT:
+        raise ProjectionError(f"only an assistant turn makes tool calls, not a {role.value} turn: "
+                              "say it with role assistant, or leave the tool calls out")
+    if (tool_use_id is not None or is_error) and role is not Role.TOOL:
+        what = "tool_use_id" if tool_use_id is not None else "is_error"
+        raise ProjectionError(f"only a tool turn has a {what} (the call it answers), not a {role.value} "
+                              "turn: say it with role tool, or leave it out")
     payload: dict[str, Any] = {"conversation_id": conv, "role": role.value, "content": content}
     if role is Role.ASSISTANT:
         if tool_calls:

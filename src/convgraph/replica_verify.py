@@ -43,7 +43,8 @@ def stored_record(store: Store, cid: CID) -> Record:
     data = store.get(cid)
     if data is None:
         if store.metas([cid]):
-            raise CompactedError(f"record {cid} was compacted into a checkpoint snapshot", cid=str(cid))
+            raise CompactedError("the record was compacted behind a checkpoint: only its header is held",
+                                 cid=str(cid))
         raise NotFoundError(f"no record {cid}", cid=str(cid))
     return load_trusted(data, cid)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import run
+from test_cli import init, run
 
 
 def test_two_devices_and_a_stranger(tmp_path: Path) -> None:
     laptop, phone, stranger = tmp_path / "laptop", tmp_path / "phone", tmp_path / "stranger"
+    init(laptop, phone, stranger)
     conv = json.loads(run(laptop, "new", "team plan", "--alias", "team", "--json").stdout)["conv"]
     run(laptop, "say", "--conv", "team", "Kick-off at 10.")
     device = json.loads(run(phone, "device", "add", "--json").stdout)
@@ -38,6 +39,7 @@ def test_two_devices_and_a_stranger(tmp_path: Path) -> None:
 
 def test_why_reads_the_chain_from_a_compacted_conversation(tmp_path: Path) -> None:
     laptop, phone = tmp_path / "laptop", tmp_path / "phone"
+    init(laptop, phone)
     run(laptop, "new", "plan", "--alias", "team")
     key = json.loads(run(phone, "device", "add", "--json").stdout)["actor"]
     grant = run(laptop, "grant", key, "write", "--conv", "team").stdout.strip()

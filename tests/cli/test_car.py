@@ -38,6 +38,12 @@ def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[
     return proc
 
 
+def init(home: Path) -> Path:
+    """`home`, with a replica made there by `convgraph init` (the only command that makes one)."""
+    run(home, "init")
+    return home
+
+
 def run_json(home: Path, *args: str, ok: bool = True) -> tuple[int, dict[str, Any]]:
     proc = run(home, *args, "--json", ok=ok)
     return proc.returncode, json.loads(proc.stdout)
@@ -85,7 +91,7 @@ def test_export_then_import_into_a_fresh_replica_gives_identical_records(source:
         "bytes": file.stat().st_size, "compacted": 0, "checkpoints": 0,
     }
     assert len(exported["roots"]) == 4
-    fresh = tmp_path / "b"
+    fresh = init(tmp_path / "b")
     _, report = run_json(fresh, "import", str(file))
     assert report["accepted"] == report["blocks"] == total
     assert report["rejected"] == [] and report["rejected_total"] == 0 and report["error"] is None
@@ -104,7 +110,7 @@ def test_export_human_output_and_chosen_conversations(source: Path, tmp_path: Pa
     before = held(source)
     n = len(before["x"]) + len(before["z"])
     assert f"wrote {n} records, 3 root(s)" in out
-    fresh = tmp_path / "b"
+    fresh = init(tmp_path / "b")
     _, report = run_json(fresh, "import", str(file))
     assert report["accepted"] == n and report["roots"] == heads(source, "x", "z")
     after = held(fresh)
@@ -147,7 +153,7 @@ def test_a_tampered_block_is_rejected_and_every_other_block_still_read(source: P
     assert at > 0
     data[at + len(body) // 2] ^= 0x01
     file.write_bytes(bytes(data))
-    fresh = tmp_path / "b"
+    fresh = init(tmp_path / "b")
     code, report = run_json(fresh, "import", str(file), ok=False)
     assert code == 1 and report["error"] is None  # a rejected record, not a broken file
     assert report["blocks"] == len(order)
@@ -159,7 +165,7 @@ def test_a_tampered_block_is_rejected_and_every_other_block_still_read(source: P
         others = [c for conv, recs in by_conv.items() if conv != victim_conv for c, _ in recs]
         assert all(r.store.has(c) for c in others)
         assert any(r.store.has(c) for c, _ in order[victim + 1 :])  # blocks after the tampered one landed
-    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    proc = run(init(tmp_path / "c"), "import", str(file), ok=False)
     assert proc.returncode == 1 and str(cid) in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -171,23 +177,23 @@ def test_records_that_break_a_rule_are_rejected_by_cid_and_rule(source: Path, tm
     file = tmp_path / "mixed.car"
     with file.open("wb") as fh:
         write_car(fh, [good_cid], blocks)
-    code, report = run_json(tmp_path / "b", "import", str(file), ok=False)
+    code, report = run_json(init(tmp_path / "b"), "import", str(file), ok=False)
     assert code == 1 and report["accepted"] == 1 and report["roots_held"]
     assert [(r["cid"], r["rule"]) for r in report["rejected"]] == [
         (str(CID.of_record(alien)), "schema"), (str(CID.of_record(unsigned)), "schema"),
     ]
-    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    proc = run(init(tmp_path / "c"), "import", str(file), ok=False)
     assert proc.returncode == 1 and "REJECT" in proc.stderr and str(CID.of_record(alien)) in proc.stderr
 
 
 def test_a_file_that_is_no_car_exits_2_without_a_traceback(tmp_path: Path) -> None:
     junk = tmp_path / "junk.car"
     junk.write_bytes(b"PK\x03\x04 this is a zip file")
-    code, report = run_json(tmp_path / "b", "import", str(junk), ok=False)
+    code, report = run_json(init(tmp_path / "b"), "import", str(junk), ok=False)
     assert code == 2 and report["blocks"] == 0 and "byte" in report["error"]
     carv2 = tmp_path / "v2.car"
     carv2.write_bytes(bytes.fromhex("0aa16776657273696f6e02") + bytes(40))
-    proc = run(tmp_path / "b", "import", str(carv2), ok=False)
+    proc = run(init(tmp_path / "b"), "import", str(carv2), ok=False)
     assert proc.returncode == 2 and "CARv2 is not supported" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -216,16 +222,16 @@ def test_blocks_that_are_no_records_are_skipped_and_reported_and_the_rest_import
         records, roots = r.store.records("c"), r.heads("c")
     file = tmp_path / "mixed.car"
     file.write_bytes(_car_with_foreign_blocks(roots, records, b"named by no record"))
-    code, report = run_json(tmp_path / "b", "import", str(file), ok=False)
+    code, report = run_json(init(tmp_path / "b"), "import", str(file), ok=False)
     assert code == 1 and report["error"] is None and report["blocks"] == 17
     assert report["accepted"] == 14 and report["roots_held"] and report["rejected_total"] == 0
     assert report["skipped_total"] == 3 and report["artifacts"] == 0
     assert [k["reason"].split(":")[0] for k in report["skipped"]] == ["codec 0x55", "CIDv0", "identity hash"]
     assert report["problems"] == ["3 block(s) that are no records, named by no record's refs"]
-    proc = run(tmp_path / "c", "import", str(file), ok=False)
+    proc = run(init(tmp_path / "c"), "import", str(file), ok=False)
     assert proc.returncode == 1 and "SKIP" in proc.stderr and "problems: 3 block(s)" in proc.stdout
     file.write_bytes(_car_with_foreign_blocks(roots, records, blob))  # now the raw block is an artifact
-    code, report = run_json(tmp_path / "d", "import", str(file), ok=False)
+    code, report = run_json(init(tmp_path / "d"), "import", str(file), ok=False)
     assert code == 1 and report["accepted"] == 14 and report["artifacts"] == 1
     assert report["problems"] == ["2 block(s) that are no records, named by no record's refs"]
 
@@ -237,17 +243,17 @@ def test_a_missing_root_or_a_record_left_waiting_is_a_problem(tmp_path: Path) ->
     gap = tmp_path / "gap.car"
     with gap.open("wb") as fh:  # the second record is not in the file: the last two wait for it
         write_car(fh, [made[-1].cid], [(m.cid, m.data) for m in made if m is not made[1]])
-    code, report = run_json(tmp_path / "b", "import", str(gap), ok=False)
+    code, report = run_json(init(tmp_path / "b"), "import", str(gap), ok=False)
     assert code == 1 and report["accepted"] == 1 and report["quarantined"] == 2 and not report["roots_held"]
     assert report["problems"] == ["2 record(s) left in quarantine, waiting for parents", "1 root(s) missing"]
-    proc = run(tmp_path / "b", "import", str(gap), ok=False)  # still waiting on a second try
+    proc = run(init(tmp_path / "b"), "import", str(gap), ok=False)  # still waiting on a second try
     assert proc.returncode == 1 and "quarantined  2" in proc.stdout and "missing root" in proc.stdout
     in_an_hour = ManualClock(int(time.time() * 1000) + 3_600_000)  # the CLI reads the real clock
     future = Replica.in_memory(clock=in_an_hour).say("c", "user", "from the future")
     ahead = tmp_path / "ahead.car"
     with ahead.open("wb") as fh:
         write_car(fh, [future.cid], [(future.cid, future.data)])
-    code, report = run_json(tmp_path / "c", "import", str(ahead), ok=False)
+    code, report = run_json(init(tmp_path / "c"), "import", str(ahead), ok=False)
     assert code == 1 and report["held"] == 1 and report["problems"] == [
         "1 record(s) held, timestamped ahead of this machine's clock", "1 root(s) missing"]
 
@@ -278,7 +284,7 @@ def test_a_compacted_conversation_rebuilds_from_its_own_car(tmp_path: Path) -> N
     file = tmp_path / "c.car"
     _, exported = run_json(tmp_path / "a", "export", str(file))
     assert exported["compacted"] == 30 and exported["checkpoints"] == 1
-    code, report = run_json(tmp_path / "b", "import", str(file))
+    code, report = run_json(init(tmp_path / "b"), "import", str(file))
     assert code == 0 and report["ok"] and report["problems"] == [], report
     assert report["quarantined"] == report["held"] == report["rejected_total"] == report["skipped_total"] == 0
     assert report["roots_held"] and report["accepted"] == exported["records"]
@@ -293,9 +299,9 @@ def test_a_compacted_conversation_rebuilds_from_its_own_car(tmp_path: Path) -> N
     again = tmp_path / "again.car"
     run(tmp_path / "b", "export", str(again))
     assert again.read_bytes() == file.read_bytes()  # the adopted replica hands on the same file
-    code, report = run_json(tmp_path / "b", "import", str(file))
+    code, report = run_json(init(tmp_path / "b"), "import", str(file))
     assert code == 0 and report["duplicates"] == exported["records"] and report["adopted"] == []
-    out = run(tmp_path / "c", "import", str(file)).stdout
+    out = run(init(tmp_path / "c"), "import", str(file)).stdout
     assert "adopted checkpoint" in out and "30 compacted record(s)" in out and "ok: every block imported" in out
 
 
@@ -321,7 +327,7 @@ def test_a_big_import_shows_progress_on_a_terminal(tmp_path: Path) -> None:
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "b"), "TERM": "xterm"}
+        env = {**os.environ, "CONVGRAPH_HOME": str(init(tmp_path / "b")), "TERM": "xterm"}
         proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "import", str(tmp_path / "big.car")],
                               stdout=subprocess.PIPE, stderr=slave, text=True, env=env, timeout=60, check=False)
     finally:
@@ -330,4 +336,4 @@ def test_a_big_import_shows_progress_on_a_terminal(tmp_path: Path) -> None:
         os.close(master)
     assert proc.returncode == 0 and "accepted     25" in proc.stdout
     assert b"importing" in seen
-    assert "importing" not in run(tmp_path / "c", "import", str(tmp_path / "big.car")).stderr  # not a TTY
+    assert "importing" not in run(init(tmp_path / "c"), "import", str(tmp_path / "big.car")).stderr  # not a TTY

@@ -22,6 +22,12 @@ def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[
     return proc
 
 
+def init(*homes: Path) -> None:
+    """Make a replica in each of `homes`: only `convgraph init` creates one."""
+    for home in homes:
+        run(home, "init")
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("cli") / "replica"
@@ -71,6 +77,7 @@ def test_bad_input_is_a_clear_error(home: Path) -> None:
 
 def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()  # and its genesis
     assert json.loads(run(home, "verify", "--json").stdout) == {
         "checked": 2, "ok": True, "failures": [], "headers_only": 0, "findings": [], "equivocations": []
@@ -96,6 +103,7 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
 
 def test_verify_reports_a_wrong_turn_index_row_and_repair_rebuilds_it(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     cid = run(home, "append", "user_message", '{"content": "hi"}').stdout.strip()
     db = sqlite3.connect(home / "replica.sqlite")
     db.execute("UPDATE turn_line SET kind = 'agent_message'")  # a cache that lies about the turn

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_cli import run
+from test_cli import init, run
 
 from convgraph.cli.main import cli
 from convgraph.projections import validity
@@ -23,6 +23,7 @@ def _cid(home: Path, *args: str) -> str:
 
 def test_say_then_transcript_in_every_format(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     run(home, "say", "What is 6 x 7?")
     run(home, "say", "--role", "assistant", "Let me compute.",
         "--tool-call", '{"id": "c1", "name": "calc", "input": {"e": "6*7"}}')
@@ -49,6 +50,7 @@ def test_say_then_transcript_in_every_format(tmp_path: Path) -> None:
 
 def test_branch_merge_and_checkpoint(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     q = _cid(home, "say", "plan a trip")
     run(home, "say", "--role", "assistant", "Lisbon?")
     run(home, "branch", "alt", "--at", q)
@@ -68,6 +70,7 @@ def test_branch_merge_and_checkpoint(tmp_path: Path) -> None:
 
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     proc = run(home, "say", "--role", "tool", "no id", ok=False)
     assert proc.returncode == 2 and "tool_use_id" in proc.stderr
     proc = run(home, "say", "--role", "assistant", "x", "--tool-call", "{nope", ok=False)
@@ -78,13 +81,14 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
 
 def test_say_with_a_conversation_id_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
     """`convgraph say --conv $'\\xff' x`, as a shell passes it: raw bytes in argv."""
+    init(tmp_path / "r")
     env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "r")}
     proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "say", "--conv", b"\xff", "x"],
                           capture_output=True, env=env, timeout=60, check=False)
     stderr = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in stderr, stderr
     assert "Invalid value for '--conv'" in stderr and "not valid Unicode text" in stderr
-    assert json.loads(run(tmp_path / "r", "log", "--json").stdout)["records"] == []
+    assert json.loads(run(tmp_path / "r", "conversations", "--json").stdout)["conversations"] == []
 
 
 @pytest.mark.parametrize("args", [

@@ -77,6 +77,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Replica.open(base / "foreign") as foreign:
         for case in CASES.values():
             write_case(foreign, case)
+    invoke(base / "home", "init")
     return base / "home"
 
 
@@ -141,6 +142,7 @@ def test_an_error_quoting_a_hostile_server_is_neutralised(tmp_path: Path) -> Non
         return JSONResponse({"detail": f"no {words}", "reason": f"because {words}"}, status_code=403)
 
     app = Starlette(routes=[Route("/{path:path}", refuse, methods=["GET", "POST"])])
+    invoke(tmp_path / "r", "init")
     with LiveServer(app) as live:
         result = CliRunner().invoke(cli, ["--home", str(tmp_path / "r"), "sync", live.url, "--conv", "c"])
     assert result.exit_code == 2 and "403" in result.output, result.output
@@ -160,6 +162,7 @@ def test_the_issue_reproduction_over_a_car_file(tmp_path: Path) -> None:
         return proc.stdout.decode() + proc.stderr.decode()
 
     convgraph("foreign", "export", str(tmp_path / "x.car"))
+    convgraph("mine", "init")
     convgraph("mine", "import", str(tmp_path / "x.car"))
     for args in (["log"], ["log", "--graph"], ["transcript"]):
         shown = convgraph("mine", *args)

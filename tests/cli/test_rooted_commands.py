@@ -37,10 +37,13 @@ def texts(home: Path, *conv: str) -> list[str]:
 
 
 def listed(home: Path) -> dict[str, dict[str, object]]:
-    return {c["conv"]: c for c in json.loads(cg(home, "conversations", "--json").stdout)["conversations"]}
+    """Each conversation as `conversations --json` lists it, less its last activity (a time)."""
+    shown = json.loads(cg(home, "conversations", "--json").stdout)["conversations"]
+    return {c["conv"]: {k: v for k, v in c.items() if k not in ("last_activity", "last_hlc")} for c in shown}
 
 
 def test_new_roots_a_conversation_and_the_alias_names_it(tmp_path: Path) -> None:
+    cg(tmp_path, "init")
     made = json.loads(cg(tmp_path, "new", "design review", "--alias", "review", "--json").stdout)
     conv = made["conv"]
     assert is_rooted(conv) and made == {"conv": conv, "title": "design review", "alias": "review"}
@@ -62,6 +65,7 @@ def test_new_refuses_an_alias_that_cannot_be_one_before_writing(tmp_path: Path) 
 
 
 def test_the_first_write_without_conv_roots_the_default_conversation(tmp_path: Path) -> None:
+    cg(tmp_path, "init")
     first = cg(tmp_path, "say", "hello")
     conv = aliases.load(tmp_path)["default"]
     assert f"created conversation {conv}, alias 'default'" in first.stderr and "migrate" not in first.stderr
@@ -72,6 +76,7 @@ def test_the_first_write_without_conv_roots_the_default_conversation(tmp_path: P
 
 
 def test_a_failed_first_write_leaves_no_default_conversation(tmp_path: Path) -> None:
+    cg(tmp_path, "init")
     failed = cg(tmp_path, "append", "user_message", '{"colour": "red"}', code=2)
     assert "undeclared field" in failed.stderr and "created" not in failed.stderr
     assert aliases.load(tmp_path) == {} and listed(tmp_path) == {}
@@ -83,6 +88,7 @@ def test_a_default_alias_lost_after_its_genesis_names_the_same_conversation_agai
     def crash(path: Path, body: bytes) -> None:  # the genesis is durable, the alias file is not
         raise OSError("killed")
 
+    cg(tmp_path, "init")
     with monkeypatch.context() as patched:
         patched.setattr(aliases, "_replace", crash)
         CliRunner().invoke(cli, ["--home", str(tmp_path), "say", "hello"], obj={})
@@ -174,6 +180,7 @@ def test_the_alias_command_lists_points_and_forgets(tmp_path: Path) -> None:
 
 
 def test_conversations_reads_the_genesis_row_and_the_snapshot_once_compacted(tmp_path: Path) -> None:
+    cg(tmp_path, "init")
     conv = json.loads(cg(tmp_path, "new", "kept title", "--json").stdout)["conv"]
     cg(tmp_path, "say", "a point", "--conv", conv)
     assert listed(tmp_path)[conv]["title"] == "kept title"  # from the genesis's own row

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -105,6 +107,7 @@ def test_sync_between_two_replica_directories(tmp_path: Path) -> None:
 def test_a_rooted_conversation_syncs_by_its_alias_and_arrives_with_its_title(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     run(b, "init")
+    run(a, "init")
     conv = run(a, "new", "trip", "--alias", "trip").stdout.strip()
     run(a, "say", "Plan three days in Lisbon.", "--conv", "trip")
     summary = sync(a, str(b), "trip")  # the alias is resolved here: the id is what is synced
@@ -112,6 +115,7 @@ def test_a_rooted_conversation_syncs_by_its_alias_and_arrives_with_its_title(tmp
     assert transcript(b, conv) == transcript(a, "trip")
     (listed,) = json.loads(run(b, "conversations", "--json").stdout)["conversations"]
     owner = json.loads(run(a, "init", "--json").stdout)["fingerprint"]
+    assert "Z" in listed.pop("last_activity") and len(listed.pop("last_hlc")) == 2
     assert listed == {"conv": conv, "aliases": [], "legacy": False, "owner": owner, "records": 2, "title": "trip"}
     assert not (b / "aliases.json").exists()  # aliases never leave the machine
 
@@ -129,6 +133,8 @@ def serve(tmp_path: Path) -> Iterator[object]:
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> str:
+        if not (tmp_path / "server" / "actor.key").exists():
+            run(tmp_path / "server", "init")
         port = free_port()
         proc = subprocess.Popen([*CLI, "--home", str(tmp_path / "server"), "serve", "--port", str(port), *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
@@ -189,14 +195,15 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
 
 
 def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Path, serve: object) -> None:
-    a, stranger = tmp_path / "a", tmp_path / "stranger"  # the stranger's replica is made by its `sync`
+    a, stranger = tmp_path / "a", tmp_path / "stranger"
+    run(stranger, "init")
     legacy_say(a, "c", "for a only")
     url = serve("--allow", f"{actor(a)}=c")  # type: ignore[operator]
     refused = run(stranger, "sync", url, "--conv", "c", ok=False)
     message = one_line(refused.stderr)
     assert refused.returncode == 2, refused.stderr
     assert "Traceback" not in refused.stderr and "403" in message, message
-    assert run(stranger, "transcript", "--conv", "c", "--format", "json").stdout.count('"op"') == 0
+    assert json.loads(run(stranger, "conversations", "--json").stdout)["conversations"] == []
     # the server's reason ("key … is admitted to no conversation") is what tells the user why
     assert "admitted to no conversation" in message, f"the server's reason is not shown: {message!r}"
 
@@ -227,6 +234,7 @@ def test_serve_announces_its_url_only_once_it_listens(tmp_path: Path) -> None:
 
 
 def test_sync_with_a_target_that_is_neither_url_nor_replica(tmp_path: Path) -> None:
+    run(tmp_path / "a", "init")
     proc = run(tmp_path / "a", "sync", str(tmp_path / "nowhere") + "/", ok=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "neither a URL nor a replica directory" in one_line(proc.stderr)
@@ -237,6 +245,7 @@ def test_sync_gives_up_at_its_timeout_against_a_server_that_dribbles(tmp_path: P
     from sync.hostile import Dribbler
 
     home = tmp_path / "a"
+    run(home, "init")
     run(home, "say", "hello")
     with Dribbler(content_type="application/vnd.convgraph.sync", interval=0.5, total=60) as server:
         start = time.monotonic()
@@ -271,6 +280,7 @@ def test_serve_prints_its_key_and_sync_pins_it_and_refuses_another(tmp_path: Pat
 
 def test_serve_announces_the_key_it_signs_statements_with(tmp_path: Path) -> None:
     home = tmp_path / "server"
+    run(home, "init")
     proc = subprocess.Popen([*CLI, "--home", str(home), "serve", "--port", "0"], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True, env=ENV)
     try:
@@ -320,6 +330,7 @@ def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
     """The README's "Catching a lying server", as processes: a server put back from its own
     backup is caught by the next `convgraph sync` (exit 3), with a bundle that proves it anywhere."""
     laptop, home, backup, proofs = (tmp_path / n for n in ("laptop", "server", "backup", "proofs"))
+    run(laptop, "init")
     conv = json.loads(run(laptop, "new", "team plan", "--alias", "team", "--json").stdout)["conv"]
     allow = ("--allow", f"{actor(laptop)}={conv}")
     run(laptop, "say", "--conv", "team", "Kick-off at 10.")
@@ -350,9 +361,28 @@ def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
 def test_the_sqlite_server_fsyncs_every_commit_so_its_receipts_survive_a_power_loss(tmp_path: Path) -> None:
     """docs/integrity.md §2.3: a receipt promises its records for good, so `serve` (and
     `serve --spool`, which signs receipts too) runs SQLite at synchronous=FULL."""
+    run(tmp_path / "server", "init")
     replica, listen, nonces = _server_replica(tmp_path / "server", None, "convgraph")
     with replica:
         assert (listen, nonces) == (None, None)
         assert replica.store.synchronous == "FULL"  # type: ignore[attr-defined]
     with Replica.open(tmp_path / "server") as client:  # a client's own replica keeps the faster default
         assert client.store.synchronous == "NORMAL"  # type: ignore[attr-defined]
+
+
+def test_a_rejected_record_is_named_by_its_cid_once(tmp_path: Path) -> None:
+    """A peer's record that fails its signature is reported once, by CID, although the second
+    session is sent it again (it read `rejected ?: signature`, twice)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(a, "init")
+    legacy_say(b, "c", "hello there")
+    legacy_say(b, "c", "second one")
+    db = sqlite3.connect(b / "replica.sqlite")  # the peer's copy of the second turn, altered
+    db.execute("UPDATE records SET data = replace(data, CAST('second' AS BLOB), CAST('secOnd' AS BLOB))")
+    db.commit()
+    db.close()
+    proc = run(a, "sync", str(b), "--conv", "c", ok=False)
+    assert proc.returncode == 1, proc.stderr
+    rejected = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("rejected ")]
+    assert len(rejected) == 1 and re.fullmatch(r"rejected bafyrei[a-z2-7]{52}: signature", rejected[0]), proc.stdout
+    assert "1 record rejected here" in proc.stdout

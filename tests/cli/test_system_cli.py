@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import run
+from test_cli import init, run
 
 from convgraph.projections import validity
 from convgraph.projections.request import check_request, system_of_request
@@ -15,6 +15,7 @@ PROMPT = "Answer in haiku.\nAlways."
 
 def test_system_sets_prints_and_places_the_prompt(tmp_path: Path) -> None:
     home = tmp_path / "r"
+    init(home)
     run(home, "say", "hello")
     assert json.loads(run(home, "system", "--json").stdout)["system"] is None
     assert json.loads(run(home, "system", PROMPT, "--json").stdout)["cid"].startswith("b")

@@ -1,4 +1,6 @@
-"""`convgraph serve --port 0` in a process of its own, for tests that kill it or limit it."""
+"""`convgraph serve --port 0` in a process of its own, for tests that kill it or limit it.
+
+The home is made with `convgraph init` first when it holds no key: `serve` never creates one."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ class ServeProcess:
     """
 
     def __init__(self, home: Path, *args: str, nofile: int | None = None, timeout_s: float = 30) -> None:
+        if not (home / "actor.key").exists():  # only `init` makes a replica (and the key a server signs with)
+            subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"], check=True,
+                           capture_output=True, timeout=60)
         command = [sys.executable, "-m", "convgraph.cli", "--home", str(home), "serve", "--port", "0", *args]
         if nofile is not None:  # the shell's `ulimit`, then exec: the server process itself is limited
             command = ["sh", "-c", f'ulimit -n {int(nofile)} && exec "$@"', "sh", *command]

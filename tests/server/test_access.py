@@ -115,7 +115,7 @@ def test_a_rule_naming_no_actor_is_refused_naming_the_rule(rule: str) -> None:
     actor = rule.partition("=")[0]
     with pytest.raises(AccessConfigError) as caught:
         Access.from_rules([f"{actor_text(B)}=team", rule])
-    assert caught.value.message == f"access rule {rule!r}: not an actor id: {actor!r}"
+    assert caught.value.message == f"access rule {rule!r}: not an actor id: {actor!r} (or * for every key)"
 
 
 def test_a_key_named_nowhere_is_refused_saying_so() -> None:
@@ -126,3 +126,19 @@ def test_a_key_named_nowhere_is_refused_saying_so() -> None:
         access.check_named(C)
     assert (caught.value.message, caught.value.reason) == (
         "no access", f"key {actor_text(C)} is admitted to no conversation")
+
+
+def test_a_star_actor_admits_every_key_and_star_names_no_conversation() -> None:
+    access = Access.from_rules(["*=team", f"{actor_text(A)}=*", "*=notes:read"])
+    assert access.can_write(B, "team") and access.can_write(C, "team") and access.names(C)
+    access.check_named(C)  # `--allow '*=team'` lets any key in
+    assert access.can_read(B, "notes") and not access.can_write(B, "notes")
+    assert not access.can_read(B, "other")
+    assert access.can_write(A, "anything")
+    # `*` means every conversation here, so a conversation of that name is admitted to nobody
+    assert not access.can_write(A, "*") and not access.can_read(B, "*")
+    with pytest.raises(ForbiddenError) as caught:
+        access.check_read(A, ["*"])
+    assert "not a conversation name" in caught.value.reason
+    from_file = Access.from_json({"conversations": {"team": {"write": ["*"]}}})
+    assert from_file.can_write(C, "team") and not from_file.can_write(C, "other")

@@ -1051,3 +1051,19 @@ def test_a_rollback_moves_the_change_token_past_any_read_inside(store: Store) ->
         write_then_fail()
     assert not store.has(b.cid)
     assert store.change_token() != seen[0]
+
+
+def test_cids_like_matches_the_head_and_tail_bytes_of_stored_records(store: Store) -> None:
+    records = chain(40)
+    commit(store, *records)
+    cids = sorted(r.cid for r in records)
+    raw = [bytes(c) for c in cids]
+    assert store.cids_like(b"", b"", 100) == cids and store.cids_like(b"", b"", 3) == cids[:3]
+    for c in raw[:5]:
+        assert store.cids_like(c[:6], b"", 100) == [CID(c)]
+        assert store.cids_like(b"", c[-4:], 100) == [CID(c)]
+        assert store.cids_like(c[:5], c[-3:], 100) == [CID(c)]
+    assert store.cids_like(raw[0][:4], b"", 100) == cids  # every record CID starts 01 71 12 20
+    by_byte = [c for c in cids if bytes(c)[-1] == raw[0][-1]]
+    assert store.cids_like(b"", raw[0][-1:], 100) == by_byte
+    assert store.cids_like(b"\xff" * 5, b"", 100) == [] and store.cids_like(b"", bytes(GHOSTS[0])[-8:], 9) == []

@@ -147,6 +147,7 @@ def test_we_import_what_npm_writes_from_our_records(peer: Peer, source: Path, tm
         got_roots, got = read_car(fh)
         assert (got_roots, list(got)) == (roots, blocks)
     fresh = tmp_path / "b"
+    convgraph(fresh, "init")  # only `init` makes a replica
     code, report = convgraph(fresh, "import", str(file))
     assert code == 0 and report["error"] is None and report["rejected"] == []
     assert report["accepted"] == len(blocks) and report["roots_held"]
@@ -158,6 +159,7 @@ def test_we_import_what_npm_writes_from_our_records(peer: Peer, source: Path, tm
 def test_npm_values_that_are_no_records_are_rejected_not_a_crash(peer: Peer, tmp_path: Path) -> None:
     file = tmp_path / "values.car"
     written = peer("write-value", file)
+    convgraph(tmp_path / "b", "init")
     code, report = convgraph(tmp_path / "b", "import", str(file))
     assert code == 1 and report["error"] is None and report["blocks"] == 2 and report["accepted"] == 0
     assert [r["cid"] for r in report["rejected"]] == written["cids"]
@@ -171,6 +173,7 @@ def test_we_read_past_the_blocks_npm_writes_that_are_no_records(peer: Peer, sour
     _, blocks = spec_of(source, spec)
     file = tmp_path / "mixed.car"
     written = peer("write-mixed", spec, file)
+    convgraph(tmp_path / "b", "init")
     code, report = convgraph(tmp_path / "b", "import", str(file))
     assert code == 1 and report["error"] is None and report["blocks"] == written["count"] == len(blocks) + 3
     assert report["accepted"] == len(blocks) and report["roots_held"] and report["rejected"] == []

@@ -74,6 +74,23 @@ def test_a_sync_through_a_spool_nobody_serves_ends_at_its_deadline(tmp_path: Pat
     assert not list((tmp_path / "requests").iterdir())  # the request was withdrawn
 
 
+def test_a_spool_nobody_serves_is_waited_on_as_long_as_the_error_says(tmp_path: Path) -> None:
+    """The wait and the message agree: one deadline, not a per-message wait that a retried
+    session repeats (it said 60 s and waited 180 s)."""
+    prepare(tmp_path)
+    local = Replica.in_memory()
+    local.say("c", "user", "anyone there?")
+    start = time.monotonic()
+    with pytest.raises(SyncTimeoutError) as caught:
+        synchronize(ReplicaPeer(local), SpoolTransport(tmp_path, timeout_s=0.2), ["c"],
+                    salts=lambda: os.urandom(8), timeout_s=1.0)
+    waited = time.monotonic() - start
+    assert "within 1 s" in str(caught.value) and waited >= 1.0
+    assert f"convgraph serve --spool {tmp_path}" in str(caught.value)  # what to start
+    with pytest.raises(TransportError, match=r"within 0\.2 s"):  # on its own: its own wait, as said
+        SpoolTransport(tmp_path, timeout_s=0.2)(b"\x01")
+
+
 def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "convgraph.cli"]
     run = lambda *a: subprocess.run([*cli, *a], check=False, capture_output=True, text=True, timeout=60)  # noqa: E731

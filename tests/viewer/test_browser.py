@@ -18,8 +18,15 @@ from playwright.sync_api import Browser, Page, expect
 from convgraph.core.keys import fingerprint
 from convgraph.replica import Replica
 from convgraph.viewer.app import CSP
-from viewer.process import ViewProcess
+from viewer.process import ViewProcess, chromium
 from viewer.world import TITLE, World, two_devices
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One chromium per module (a module-scoped conftest fixture would shadow tests/conftest.py)."""
+    with chromium() as found:
+        yield found
 
 DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "viewer.png"
 

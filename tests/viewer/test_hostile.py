@@ -20,7 +20,15 @@ from playwright.sync_api import Browser, Page, expect
 from convgraph.projections.turn import ToolCall
 from convgraph.replica import Replica
 from convgraph.viewer.app import CSP, conv_url, record_url
-from viewer.process import ViewProcess
+from viewer.process import ViewProcess, chromium
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One chromium per module (a module-scoped conftest fixture would shadow tests/conftest.py)."""
+    with chromium() as found:
+        yield found
+
 
 RLO = "\u202e"
 SCRIPT = "<script>window.__pwned = 'script'; alert(1)</script>"

@@ -26,6 +26,7 @@ ALIASES_FILE: Final = "aliases.json"
 LOCK_FILE: Final = ".aliases.lock"
 DEFAULT: Final = "default"  # the alias `--conv` stands for when it is not given
 MAX_NAME: Final = 200
+ANY: Final = "*"  # a server's access rules read it as every conversation: never a name here
 
 
 def check_name(name: str) -> str:
@@ -38,11 +39,17 @@ def check_name(name: str) -> str:
         raise AliasError(f"an alias is one line of 1 to {MAX_NAME} printable characters, not {name[:64]!r}")
     if is_rooted(name):
         raise AliasError(f"{name} has the form of a conversation id, which always names itself")
+    if name == ANY:
+        raise AliasError(f"{ANY!r} cannot be an alias: it names no conversation")
     return name
 
 
 def resolve(aliases: Mapping[str, str], name: str) -> str:
-    """The conversation `name` stands for: its alias's id, else `name` itself (an id or a legacy name)."""
+    """The conversation `name` stands for: its alias's id, else `name` itself (an id or a legacy name).
+    `*` names none: a server's `--allow` reads it as every conversation."""
+    if name == ANY:
+        raise AliasError(f"{ANY!r} is not a conversation name (in `serve --allow` it stands for every "
+                         "conversation): give an alias, a conversation id or a legacy name")
     return aliases.get(name, name)
 
 

@@ -15,8 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from convgraph.cli import safe_text
-from convgraph.core.cid import CID
+from convgraph.cli import home as cli_home
+from convgraph.cli import inputs, safe_text
 from convgraph.core.keys import actor_text, fingerprint, parse_actor
 from convgraph.core.kinds import CAPABILITIES
 from convgraph.errors import ConvgraphError
@@ -98,16 +98,17 @@ def register(cli: click.Group) -> None:
     _register_answers(cli, shell)
 
 
-def _revoke(home: Any, grantee: bytes, rights: tuple[str, ...], reason: str | None, conv: str) -> Any:
+def _revoke(ctx: click.Context, grantee: bytes, rights: tuple[str, ...], reason: str | None,
+            conv: str | None) -> Any:
     payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(rights))}
     if reason:
         payload["reason"] = reason
-    with Replica.open(home) as r:
-        return r.write(conv, "revocation", payload)
+    with cli_home.opened(ctx) as r:
+        return r.write(inputs.existing(ctx.obj["home"], r, conv), "revocation", payload)
 
 
 def _register_changes(cli: click.Group, shell: _Shell) -> None:
-    _emit, _errors, _replica, conv_option, conversation, json_option, out = shell
+    _emit, _errors, _replica, conv_option, _, json_option, out = shell
 
     @cli.command()
     @click.argument("actor")
@@ -123,14 +124,15 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
         note: str | None, conv: str | None, as_json: bool,
     ) -> None:
         """Give ACTOR the CAPABILITIES (read write review decide merge admin) in the conversation."""
-        grantee, conv = _actor(actor), conversation(ctx, conv)
+        grantee = _actor(actor)
         with _replica(ctx) as r:
+            target = inputs.existing(ctx.obj["home"], r, conv)
             payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(capabilities) | {"read"})}
             if expires is not None:
                 payload["expires_ms"] = expires_at(expires, r.clock())
             if note:
                 payload["note"] = note
-            record = r.write(conv, "grant", payload)
+            record = r.write(target, "grant", payload)
         if as_json:
             _emit({"cid": str(record.cid), "rights": payload["rights"]})
         else:
@@ -149,8 +151,7 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
         as_json: bool,
     ) -> None:
         """Take CAPABILITIES from ACTOR; with none, end its membership (revoke `read`)."""
-        record = _revoke(ctx.obj["home"], _actor(actor), capabilities or ("read",), reason,
-                         conversation(ctx, conv))
+        record = _revoke(ctx, _actor(actor), capabilities or ("read",), reason, conv)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
     @cli.command()
@@ -162,9 +163,9 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
     @_errors
     def pin(ctx: click.Context, target: str, note: str | None, conv: str | None, as_json: bool) -> None:
         """Pin TARGET (a record or artifact CID), for example the approved code snapshot."""
-        payload: dict[str, Any] = {"target": CID.parse(target), **({"note": note} if note else {})}
         with _replica(ctx) as r:
-            record = r.write(conversation(ctx, conv), "pin", payload)
+            payload: dict[str, Any] = {"target": inputs.cid(r, target), **({"note": note} if note else {})}
+            record = r.write(inputs.existing(ctx.obj["home"], r, conv), "pin", payload)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
     @cli.command()
@@ -179,10 +180,10 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
         ctx: click.Context, target: str, result: str, notes: str | None, conv: str | None, as_json: bool,
     ) -> None:
         """Sign a statement about TARGET: pass, fail or inconclusive."""
-        payload: dict[str, Any] = {"target": CID.parse(target), "result": result,
-                                   **({"notes": notes} if notes else {})}
         with _replica(ctx) as r:
-            record = r.write(conversation(ctx, conv), "audit", payload)
+            payload: dict[str, Any] = {"target": inputs.cid(r, target), "result": result,
+                                       **({"notes": notes} if notes else {})}
+            record = r.write(inputs.existing(ctx.obj["home"], r, conv), "audit", payload)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
 
@@ -197,7 +198,7 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
     def members(ctx: click.Context, conv: str | None, as_json: bool) -> None:
         """Every member with its capabilities, each with the grant that gives it."""
         with _replica(ctx) as r:
-            authority = r.authority(conversation(ctx, conv))
+            authority = r.authority(inputs.existing(ctx.obj["home"], r, conv))
             found = authority.members()
         if as_json:
             _emit({"owner": actor_text(authority.owner or b""), "members": [
@@ -221,7 +222,7 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
     def why(ctx: click.Context, actor: str, capability: str, conv: str | None, as_json: bool) -> None:
         """Print the chain of records by which ACTOR holds CAPABILITY, or what it lacks."""
         with _replica(ctx) as r:
-            authority = r.authority(conversation(ctx, conv))
+            authority = r.authority(inputs.existing(ctx.obj["home"], r, conv))
             answer = authority.who_can(_actor(actor), capability)
             lines = _chain_lines(authority, answer)
         if as_json:
@@ -263,5 +264,5 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
     @_errors
     def device_revoke(ctx: click.Context, actor: str, reason: str, conv: str | None, as_json: bool) -> None:
         """Shut a lost device out: revoke everything it holds."""
-        record = _revoke(ctx.obj["home"], _actor(actor), ("read",), reason, conversation(ctx, conv))
+        record = _revoke(ctx, _actor(actor), ("read",), reason, conv)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))

@@ -14,12 +14,14 @@ from typing import Any
 
 import click
 
-from convgraph.cli import listing, safe_text
+from convgraph.cli import inputs, listing, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
+from convgraph.errors import NotFoundError
 from convgraph.projections.resume import PROVIDERS, to_provider
 from convgraph.projections.turn import Role, ToolCall, Turn
+from convgraph.replica import Replica
 
 
 def _turn_json(t: Turn) -> dict[str, Any]:
@@ -58,6 +60,20 @@ def _tool_call(text: str) -> ToolCall:
     return ToolCall(str(raw["id"]), str(raw["name"]), from_json(raw.get("input", {})))
 
 
+def _held(r: Replica, conv: str, text: str) -> CID:
+    """The record `text` names, which must be one of `conv`'s (`NotFoundError` otherwise)."""
+    cid = inputs.cid(r, text)
+    meta = r.store.metas([cid]).get(cid)
+    if meta is None:
+        raise NotFoundError(f"this replica holds no record {cid}: expected one of the conversation's "
+                            "records (`convgraph log` lists them)")
+    if meta.conv != conv:
+        there, here = safe_text.line(meta.conv), safe_text.line(conv)
+        raise NotFoundError(f"record {cid} belongs to conversation {there}, not to {here}: give "
+                            f"--conv {there}, or a record of {here}")
+    return cid
+
+
 def register(cli: click.Group) -> None:
     """Add the conversation commands to `cli`."""
     from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
@@ -66,7 +82,6 @@ def register(cli: click.Group) -> None:
         _errors,
         _replica,
         conv_option,
-        conversation,
         err,
         json_option,
         out,
@@ -74,7 +89,7 @@ def register(cli: click.Group) -> None:
     )
 
     @cli.command()
-    @click.argument("text", type=TEXT)
+    @click.argument("text", type=inputs.CONTENT)
     @click.option("--role", type=click.Choice([r.value for r in Role]), default="user", show_default=True)
     @click.option("--tool-call", "tool_calls", multiple=True, type=TEXT,
                   help='Assistant only: {"id","name","input"}.')
@@ -89,7 +104,7 @@ def register(cli: click.Group) -> None:
         ctx: click.Context, text: str, role: str, tool_calls: tuple[str, ...], tool_use_id: str | None,
         is_error: bool, branch: str | None, conv: str | None, as_json: bool,
     ) -> None:
-        """Append one turn (TEXT) to the conversation as --role."""
+        """Append one turn (TEXT; - reads stdin, @FILE a file) to the conversation as --role."""
         calls = [_tool_call(c) for c in tool_calls]
         with _replica(ctx) as r, writing(ctx, r, conv) as target:
             rec = r.say(target, role, text, tool_calls=calls,
@@ -106,15 +121,18 @@ def register(cli: click.Group) -> None:
     @click.option("--request", "request", type=click.Choice(PROVIDERS), default=None,
                   help="Print the whole request's kwargs for this provider, system prompt placed.")
     @conv_option
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (as --format json).")
     @click.pass_context
     @_errors
     def transcript(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, fmt: str, last: int | None, branch: str | None, request: str | None,
-        conv: str | None,
+        conv: str | None, as_json: bool,
     ) -> None:
         """The conversation's transcript: turns in canonical order, repaired for a provider."""
-        target = conversation(ctx, conv)
+        if as_json and fmt == "text":
+            fmt = "json"
         with _replica(ctx) as r:
+            target = inputs.existing(ctx.obj["home"], r, conv)
             if request is not None:
                 if last == 0:
                     raise click.BadParameter("a resume window holds at least one turn", param_hint="--last")
@@ -140,7 +158,7 @@ def register(cli: click.Group) -> None:
 
     @cli.command()
     @click.argument("name", type=TEXT)
-    @click.option("--at", "at", required=True, help="CID of the record the branch forks from.")
+    @click.option("--at", "at", required=True, help="CID (or a short one) of the record to fork from.")
     @click.option("--purpose", default=None, type=TEXT)
     @conv_option
     @json_option
@@ -150,14 +168,17 @@ def register(cli: click.Group) -> None:
         ctx: click.Context, name: str, at: str, purpose: str | None, conv: str | None, as_json: bool
     ) -> None:
         """Fork the conversation at record --at as branch NAME (then `say --branch NAME`)."""
-        with _replica(ctx) as r, writing(ctx, r, conv) as target:
-            rec = r.branch(target, name, CID.parse(at), purpose=purpose)
+        with _replica(ctx) as r:
+            target = inputs.existing(ctx.obj["home"], r, conv)
+            rec = r.branch(target, name, _held(r, target, at), purpose=purpose)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
     @cli.command()
     @click.argument("name", type=TEXT)
-    @click.option("--accept", "accepted", multiple=True, help="CID of a branch turn main accepts.")
-    @click.option("--summary", default=None, type=TEXT, help="The synthesis main shows, as text.")
+    @click.option("--accept", "accepted", multiple=True,
+                  help="CID (or a short one) of a branch turn main accepts.")
+    @click.option("--summary", default=None, type=inputs.CONTENT,
+                  help="The synthesis main shows, as text (- reads stdin, @FILE a file).")
     @conv_option
     @json_option
     @click.pass_context
@@ -167,20 +188,19 @@ def register(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Merge branch NAME into main: join every head, recording what was accepted."""
-        with _replica(ctx) as r, writing(ctx, r, conv) as target:
-            rec = r.merge(target, name, accepted=[CID.parse(c) for c in accepted], content=summary)
+        with _replica(ctx) as r:
+            target = inputs.existing(ctx.obj["home"], r, conv)
+            rec = r.merge(target, name, accepted=[_held(r, target, c) for c in accepted], content=summary)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
 
 
 def _register_system(cli: click.Group) -> None:
     """Add `system` to `cli`: the conversation's system prompt, set or shown."""
     from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        TEXT,
         _emit,
         _errors,
         _replica,
         conv_option,
-        conversation,
         err,
         json_option,
         out,
@@ -188,7 +208,7 @@ def _register_system(cli: click.Group) -> None:
     )
 
     @cli.command()
-    @click.argument("text", type=TEXT, required=False)
+    @click.argument("text", type=inputs.CONTENT, required=False)
     @conv_option
     @json_option
     @click.pass_context
@@ -196,8 +216,8 @@ def _register_system(cli: click.Group) -> None:
     def system(ctx: click.Context, text: str | None, conv: str | None, as_json: bool) -> None:
         """Set the conversation's system prompt to TEXT ("" clears it); without TEXT, print it."""
         if text is None:
-            target = conversation(ctx, conv)
             with _replica(ctx) as r:
+                target = inputs.existing(ctx.obj["home"], r, conv)
                 prompt = r.system(target)
             if as_json:
                 _emit({"conv": target, "system": prompt})

@@ -14,6 +14,7 @@ import hashlib
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -49,8 +50,9 @@ def _digest(replica: Replica, conv: str) -> str:
     return hashlib.sha256(order).hexdigest()[:16]
 
 
-def run(out: Console, where: Path | None) -> None:
-    """Run the demo, printing each step; raises if the replicas disagree."""
+def run(out: Console, where: Path | None) -> dict[str, Any]:
+    """Run the demo, printing each step; raises if the replicas disagree. Returns what the two
+    replicas agreed on (for `demo --json`)."""
     with tempfile.TemporaryDirectory(prefix="convgraph-demo-") as tmp:
         base = where or Path(tmp)
         laptop, phone = Replica.open(base / "laptop"), Replica.open(base / "phone")
@@ -117,6 +119,9 @@ def run(out: Console, where: Path | None) -> None:
             if not same:
                 raise SystemExit(1)
             _resume(out, laptop, phone, conv)
+            return {"dir": str(where) if where else None, "conv": conv, "records": len(laptop.records(conv)),
+                    "heads": [str(h) for h in laptop.heads(conv)], "order_digest": _digest(laptop, conv),
+                    "same": same, "turns": len(laptop.transcript(conv))}
 
 
 def _tampered(out: Console, phone: Replica, data: bytes) -> None:

@@ -57,7 +57,7 @@ def register(cli: click.Group) -> None:
     def findings(ctx: click.Context, conv: str | None, save: Path | None, as_json: bool) -> None:
         """The findings this replica holds (of one conversation with --conv): rollbacks,
         deletions, withholding, split views and record equivocations, each with its proof."""
-        target = None if conv is None else conversation(ctx, conv)
+        target = None if conv is None else conversation(ctx, conv)  # a finding may name one not held
         with _replica(ctx) as r:
             found = r.findings(target)
         saved = save_bundles(found, save) if save is not None else []

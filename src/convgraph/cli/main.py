@@ -1,14 +1,17 @@
 """The `convgraph` command: a thin shell over `Replica` (argument parsing and output only).
 
-Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`) and, where
-it concerns one conversation, `--conv C`: a local alias, a rooted conversation id, or the
-literal name of a legacy conversation (`aliases.resolve`). Without it, the conversation is
-the alias `default`; the first write with no such alias creates a rooted conversation and
-aliases it `default`. `--json` prints machine output on stdout. A `ConvgraphError` exits 2
-with its message; `verify` exits 1 when any stored record fails or two equivocate. Text that
-others wrote (record content, names, a server's words) reaches the terminal only through `safe_text`,
-and the consoles read no Rich markup, so no control sequence or "[style]" in it acts on
-the terminal.
+Every command takes `--home DIR` (or `CONVGRAPH_HOME`, default `./.convgraph`): only `init`
+creates a replica there, any other command on a directory with none exits 2 saying so
+(`cli/home.py`). Where it concerns one conversation, `--conv C`: a local alias, a rooted
+conversation id, or the literal name of a legacy conversation (`aliases.resolve`). Without
+it, the conversation is the alias `default`; the first write with no such alias creates a
+rooted conversation and aliases it `default`. `--json` prints machine output on stdout;
+content and payloads may come from `-` (stdin) or `@FILE`, and a CID may be cut short as
+`log` prints it (`cli/inputs.py`). A `ConvgraphError` exits 2 with its message (and a hint,
+`cli/hints.py`); `verify` exits 1 when any stored record fails or two equivocate. Text that
+others wrote (record content, names, a server's words) reaches the terminal only through
+`safe_text`, and the consoles read no Rich markup, so no control sequence or "[style]" in it
+acts on the terminal.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ from rich.console import Console
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
 
-from convgraph.cli import aliases, graph_view, listing, safe_text
-from convgraph.core.cid import CID
+from convgraph.cli import aliases, compacted, graph_view, hints, home, inputs, listing, safe_text
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
@@ -35,8 +37,9 @@ from convgraph.core.kinds import KINDS
 from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
-from convgraph.errors import ConvgraphError, InvalidTextError
-from convgraph.replica import Replica
+from convgraph.errors import CompactedError, ConvgraphError, InvalidTextError
+from convgraph.replica import DB_FILE, Replica
+from convgraph.replica_home import replace_lost_key
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -58,6 +61,9 @@ def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
             return fn(*args, **kwargs)
         except ConvgraphError as exc:
             err.print(error_line("error:", str(exc)))
+            then = hints.hint(exc)
+            if then is not None:
+                err.print(error_line("hint:", then))
             sys.exit(2)
 
     return run
@@ -65,7 +71,8 @@ def _errors(fn: Callable[_P, _T]) -> Callable[_P, _T]:
 
 @contextmanager
 def _replica(ctx: click.Context) -> Iterator[Replica]:
-    with Replica.open(ctx.obj["home"]) as replica:
+    """The replica in the command's home, which must be there (`NoReplicaError` otherwise)."""
+    with home.opened(ctx) as replica:
         yield replica
 
 
@@ -82,7 +89,7 @@ def writing(ctx: click.Context, replica: Replica, name: str | None) -> Iterator[
     `default` alias it roots a new conversation and aliases it `default`, together with the
     caller's write: if that fails, neither the conversation nor the alias is left behind."""
     if name is not None or aliases.DEFAULT in aliases.load(ctx.obj["home"]):
-        yield conversation(ctx, name)
+        yield inputs.existing(ctx.obj["home"], replica, name)  # a write never starts a named one
         return
     with aliases.editing(ctx.obj["home"]) as table:
         if aliases.DEFAULT in table:  # another process made it while we waited for the lock
@@ -172,7 +179,7 @@ def _emit_stream(head: dict[str, Any], name: str, items: Iterable[Any]) -> None:
 @click.group()
 @click.option(
     "--home", envvar="CONVGRAPH_HOME", default=".convgraph", show_default=True,
-    type=click.Path(path_type=Path), help="Replica directory (env CONVGRAPH_HOME).",
+    type=click.Path(path_type=Path), help=home.HELP,
 )
 @click.option("--no-pager", "pager", is_flag=True, flag_value=False, default=True,
               help=f"Print long listings straight through (else paged on a terminal: ${listing.PAGER_ENV}, "
@@ -205,24 +212,30 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 
 
 @cli.command()
+@click.option("--new-key", is_flag=True,
+              help="Only when the key is gone and the store is not: go on as a new author with a new key.")
 @json_option
 @click.pass_context
 @_errors
-def init(ctx: click.Context, as_json: bool) -> None:
-    """Create the replica (store and device key) if it does not exist."""
-    with _replica(ctx) as r:
-        info = {
-            "home": str(ctx.obj["home"]), "actor": actor_text(r.actor), "fingerprint": fingerprint(r.actor),
-        }
+def init(ctx: click.Context, new_key: bool, as_json: bool) -> None:
+    """Create the replica (store and device key) in --home; one that exists is left as it is."""
+    where: Path = ctx.obj["home"]
+    created = not (where / DB_FILE).exists()
+    if new_key:
+        replace_lost_key(where)
+    with home.opened(ctx, create=True) as r:
+        info: dict[str, Any] = {"home": str(where), "actor": actor_text(r.actor),
+                                "fingerprint": fingerprint(r.actor), "created": created}
     if as_json:
         _emit(info)
     else:
-        out.print(f"replica  {info['home']}\nactor    {info['actor']}\nprint    {info['fingerprint']}")
+        out.print(f"replica  {safe_text.line(str(where))}{' (created)' if created else ''}\n"
+                  f"actor    {info['actor']}\nprint    {info['fingerprint']}")
 
 
 @cli.command()
 @click.argument("kind", type=click.Choice(sorted({*KINDS, "system_prompt"})))  # genesis: `new` writes it
-@click.argument("payload", type=TEXT)
+@click.argument("payload", type=inputs.CONTENT)
 @click.option("--ref", "refs", multiple=True, help="CID of an artifact the record speaks about.")
 @click.option("--branch", default=None, type=TEXT, help="Branch the record belongs to.")
 @conv_option
@@ -233,15 +246,16 @@ def append(  # noqa: PLR0917 - click passes options positionally
     ctx: click.Context, kind: str, payload: str, refs: tuple[str, ...], branch: str | None,
     conv: str | None, as_json: bool,
 ) -> None:
-    """Append a record of KIND with PAYLOAD (a DAG-JSON object) to the conversation."""
+    """Append a record of KIND with PAYLOAD (a DAG-JSON object; - reads stdin, @FILE a file)."""
     try:
         body = from_json(json.loads(payload))
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"payload is not JSON: {exc}") from exc
+        raise click.BadParameter(f"payload is not JSON ({exc}): expected a JSON object such as "
+                                 '\'{"content": "hi"}\'', param_hint="PAYLOAD") from exc
     if not isinstance(body, dict):
-        raise click.BadParameter("payload must be a JSON object")
+        raise click.BadParameter(f"expected a JSON object, got a {type(body).__name__}", param_hint="PAYLOAD")
     with _replica(ctx) as r, writing(ctx, r, conv) as target:
-        rec = r.write(target, kind, body, refs=[CID.parse(x) for x in refs], branch=branch)
+        rec = r.write(target, kind, body, refs=[inputs.cid(r, x) for x in refs], branch=branch)
     if as_json:
         _emit(record_json(rec))
     else:
@@ -257,8 +271,8 @@ def append(  # noqa: PLR0917 - click passes options positionally
 @_errors
 def log(ctx: click.Context, conv: str | None, graph: bool, last: int | None, as_json: bool) -> None:
     """The conversation's records in canonical order, streamed (paged on a terminal)."""
-    target = conversation(ctx, conv)
     with _replica(ctx) as r:
+        target = inputs.existing(ctx.obj["home"], r, conv)
         heads = r.heads(target)
         records = r.iter_records(target) if last is None else iter(r.records(target, last=last))
         if as_json:
@@ -295,9 +309,14 @@ def _log_cells(records: Iterable[Record]) -> Iterator[tuple[str, ...]]:
 @click.pass_context
 @_errors
 def show(ctx: click.Context, cid: str, as_json: bool) -> None:
-    """One record by CID."""
+    """One record by CID (or a short one, as `log` prints it)."""
     with _replica(ctx) as r:
-        rec = r.get(CID.parse(cid))
+        found = inputs.cid(r, cid)
+        try:
+            rec = r.get(found)
+        except CompactedError:
+            compacted.show(r, found, as_json=as_json)
+            return
     body = record_json(rec)
     if as_json:
         _emit(body)
@@ -357,12 +376,15 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
 @cli.command()
 @click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
               help="Keep the demo replicas here instead of a temp dir.")
+@json_option
 @_errors
-def demo(where: Path | None) -> None:
+def demo(where: Path | None, as_json: bool) -> None:
     """Two replicas write concurrently, exchange records, verify and print the DAG."""
     from convgraph.cli.demo import run  # noqa: PLC0415 - only the demo needs it
 
-    run(out, where)
+    summary = run(err if as_json else out, where)  # with --json the story goes to stderr
+    if as_json:
+        _emit(summary)
 
 
 def main() -> None:
@@ -392,6 +414,7 @@ def _register() -> None:
     sync.register(cli)
     witness.register(cli)
     view.register(cli)
+    home.add_everywhere(cli)  # last: every command registered above takes --home
 
 
 _register()

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from convgraph.cli import aliases, safe_text
+from convgraph.cli import home as cli_home
+from convgraph.cli.listing import utc
+from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import is_rooted
@@ -33,10 +36,13 @@ class Listed:
     names: list[str]
     records: int
     genesis: Entry | None
+    last: Hlc | None = None  # the newest record's stamp (held with bytes): its last activity
 
     def to_json(self, shadowed: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"conv": self.conv, "aliases": self.names, "records": self.records,
-                                "legacy": not is_rooted(self.conv)}
+                                "legacy": not is_rooted(self.conv),
+                                "last_activity": None if self.last is None else utc(self.last),
+                                "last_hlc": None if self.last is None else list(self.last)}
         if self.genesis is not None:
             body["owner"] = fingerprint(self.genesis.actor)
             for key in ("title", "migrated_from"):
@@ -58,9 +64,14 @@ def listing(replica: Replica, table: dict[str, str]) -> list[Listed]:
     convs = sorted({*replica.conversations(), *table.values()}, key=lambda c: (not is_rooted(c), c))
     return [
         Listed(c, aliases.names_of(table, c), replica.store.count(c),
-               _genesis_of(replica, c) if is_rooted(c) else None)
+               _genesis_of(replica, c) if is_rooted(c) else None, _last(replica, c))
         for c in convs
     ]
+
+
+def _last(replica: Replica, conv: str) -> Hlc | None:
+    newest = replica.store.records(conv, last=1)  # one probe of the order index, from its end
+    return load_trusted(newest[0][1], newest[0][0]).hlc if newest else None
 
 
 def _genesis_of(replica: Replica, conv: str) -> Entry | None:
@@ -149,18 +160,21 @@ def _register_listings(cli: click.Group) -> None:
     @click.pass_context
     @_errors
     def conversations(ctx: click.Context, as_json: bool) -> None:
-        """Every conversation held here, with its aliases and title; legacy ones marked."""
-        table = aliases.load(ctx.obj["home"])
+        """Every conversation held here: aliases, title, record count and last activity (UTC)."""
         with _replica(ctx) as r:
+            table = aliases.load(ctx.obj["home"])
             listed = listing(r, table)
         if as_json:
             _emit({"conversations": [x.to_json(x.conv in table) for x in listed]})
             return
-        view = Table("alias", "conversation", "title", "records", box=None)
+        view = Table("alias", "conversation", "title", "records", Column("last activity (UTC)", no_wrap=True),
+                     box=None)
         for x in listed:
             view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
-                         _title(x, shadowed=x.conv in table), str(x.records))
+                         _title(x, shadowed=x.conv in table), str(x.records), utc(x.last) if x.last else "-")
         out.print(view)
+        if not listed:
+            out.print("no conversations yet: `convgraph new TITLE` starts one")
 
     @cli.command("alias")
     @click.argument("name", required=False, type=TEXT)
@@ -173,7 +187,7 @@ def _register_listings(cli: click.Group) -> None:
         ctx: click.Context, name: str | None, conv: str | None, remove: bool, as_json: bool
     ) -> None:
         """List the aliases, point NAME at CONV (an alias or a rooted id), or --remove NAME."""
-        home = ctx.obj["home"]
+        home = cli_home.required(ctx)
         if name is None:
             table = aliases.load(home)
             if as_json:

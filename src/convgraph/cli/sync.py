@@ -12,19 +12,21 @@ included). A server URL is pinned to the key it first answered with (`sync/pins.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from convgraph import replica_home
 from convgraph.cli import safe_text
-from convgraph.core.keys import actor_text, load_or_create_key
+from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
@@ -45,15 +47,15 @@ def _server_replica(
     home: Path, db: str | None, schema: str
 ) -> tuple[Replica, Listen | None, NonceLog | None]:
     if db is None:  # a receipt promises the records survive power loss too (docs/integrity.md §2.3)
-        return Replica.open(home, synchronous="FULL"), None, None
+        return Replica.open(home, synchronous="FULL", create=False), None, None
     if not db.startswith(("postgresql://", "postgres://")):
         raise ConvgraphError(f"--db takes a postgresql:// URL, not {db!r}")
     from convgraph.server.pg_nonces import PostgresNonces  # noqa: PLC0415 - only a PostgreSQL server needs it
     from convgraph.store.postgres import PostgresStore, listen  # noqa: PLC0415
 
-    home.mkdir(parents=True, exist_ok=True)
-    # two instances started at once on one home must not each write a key: one wins, both read it
-    replica = Replica(PostgresStore(db, schema=schema), load_or_create_key(home / KEY_FILE))
+    if not (home / KEY_FILE).exists():  # `convgraph init` makes it: a mistyped --home makes nothing
+        replica_home.check(home, create=False)
+    replica = Replica(PostgresStore(db, schema=schema), load_key(home / KEY_FILE))
     # nonces in the shared database: a replay sent to another instance is refused there too
     return replica, lambda: listen(db, schema), PostgresNonces(db, schema)
 
@@ -80,12 +82,14 @@ def register(cli: click.Group) -> None:
                   help="Also cosign checkpoints that extend the last one cosigned (docs/integrity.md §7.4).")
     @click.option("--witness-name", default=None, type=TEXT,
                   help="The witness's C2SP key name.  [default: convgraph/witness/<actor>]")
+    @click.option("--json", "as_json", is_flag=True,
+                  help="Also announce the URL and server key as one JSON line on stdout, once listening.")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, host: str, port: int, db: str | None, schema: str, access_file: Path | None,
         rules: tuple[str, ...], spool: Path | None, header_timeout: float, as_witness: bool,
-        witness_name: str | None,
+        witness_name: str | None, as_json: bool,
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
         if spool is not None:
@@ -104,9 +108,7 @@ def register(cli: click.Group) -> None:
             sock.close()
             raise
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
-        err.print(f"serving {where} on {listener.url_of(sock)} as {actor_text(replica.actor)}")
-        # what a client pins on first contact (docs/integrity.md §9): compare it out of band
-        err.print(f"server key {replica.actor.hex()} (fingerprint {pins.fingerprint(replica.actor)})")
+        _announce(err, replica, listener.url_of(sock), where, as_json=as_json)
         if not access.writers and not access.readers:
             err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
                            "members of rooted conversations held here are admitted (their grants)", "yellow"))
@@ -145,7 +147,7 @@ def register(cli: click.Group) -> None:
         """Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER."""
         show = not as_json and sys.stderr.isatty()
         names = tuple(conversation(ctx, c) for c in convs)
-        with Replica.open(ctx.obj["home"]) as replica:
+        with Replica.open(ctx.obj["home"], create=False) as replica:
             report = _run(replica, Path(ctx.obj["home"]), target, names, show=show, timeout_s=timeout_s,
                           accept_new_key=accept_new_key)
         summary = _summary(report, target)
@@ -159,6 +161,17 @@ def register(cli: click.Group) -> None:
             sys.exit(1)
 
 
+def _announce(err: Any, replica: Replica, url: str, where: str, *, as_json: bool) -> None:
+    """Say where the server listens and with which key; with `as_json`, also as a JSON line on stdout."""
+    err.print(f"serving {where} on {url} as {actor_text(replica.actor)}")
+    # what a client pins on first contact (docs/integrity.md §9): compare it out of band
+    err.print(f"server key {replica.actor.hex()} (fingerprint {pins.fingerprint(replica.actor)})")
+    if as_json:
+        click.echo(json.dumps({"url": url, "actor": actor_text(replica.actor), "key": replica.actor.hex(),
+                               "fingerprint": pins.fingerprint(replica.actor), "store": where}))
+        sys.stdout.flush()
+
+
 def _print(summary: dict[str, Any], out: Any) -> None:
     """The summary as lines for people; findings stand out."""
     for name, conv in summary["conversations"].items():
@@ -169,7 +182,8 @@ def _print(summary: dict[str, Any], out: Any) -> None:
                   f"{there['released']} released, {there['duplicate']} duplicate), "
                   f"{adopted}{safe_text.line(conv['statement'])}")
         for rejection in conv["rejected_here"] + conv["rejected_there"]:
-            out.print(f"  rejected {rejection['cid']}: {safe_text.line(rejection['rule'])}")
+            which = rejection["cid"] or f"a record with no CID ({rejection['no_cid']})"
+            out.print(f"  rejected {which}: {safe_text.line(rejection['rule'])}")
         for waiting in conv["waiting_there"]:
             out.print(f"  {waiting['fate']} at the peer {waiting['cid']}: {waiting['detail']}")
         for cid in conv["unconfirmed"]:
@@ -231,7 +245,7 @@ def _run(
     path = Path(target)
     if not (path / DB_FILE).exists():
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
-    with Replica.open(path) as other:
+    with Replica.open(path, create=False) as other:
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
         both = trusting([replica.actor, other.actor])
         responder = Responder(ReplicaPeer(other, adopt_from=both), key=other.key, clock=other.clock,
@@ -271,9 +285,22 @@ def _waiting(e: Reported) -> dict[str, Any]:
             "detail": "waiting for " + ", ".join(parents)}
 
 
+_NO_CID: Final = "larger than the record limit, so never hashed"
+
+
+def _rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, Any]]:
+    """Each rejected record once (a second session that is sent it again is refused again), by
+    CID; one too large to hash has none, and says so."""
+    seen: dict[tuple[bytes | None, str], dict[str, Any]] = {}
+    for digest, rule in items:
+        if (digest, rule) not in seen:
+            seen[digest, rule] = ({"cid": str(cid_of(digest)), "rule": rule} if digest else
+                                  {"cid": None, "rule": rule, "no_cid": _NO_CID})
+    return list(seen.values())
+
+
 def _summary(report: SyncReport, target: str) -> dict[str, Any]:
-    def rejections(items: list[tuple[bytes | None, str]]) -> list[dict[str, str]]:
-        return [{"cid": str(cid_of(d)) if d else "?", "rule": rule} for d, rule in items]
+    rejections = _rejections
 
     convs = {
         name: {

@@ -8,6 +8,7 @@ request: the viewer there shows what this key may read.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ from convgraph.cli import aliases
 
 def register(cli: click.Group) -> None:
     """Add `view` to the main command group."""
-    from convgraph.cli.main import _errors, _replica, err  # noqa: PLC0415 - main imports this module
+    from convgraph.cli.main import _errors, _replica, err, json_option  # noqa: PLC0415 - main imports this module
 
     @cli.command()
     @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65_535),
@@ -28,16 +29,19 @@ def register(cli: click.Group) -> None:
     @click.option("--server", "server_url", default=None, metavar="URL",
                   help="Print a link into this sync server's viewer instead (a signed request).")
     @click.option("--open", "open_browser", is_flag=True, help="Open the link in a browser too.")
+    @json_option
     @click.pass_context
     @_errors
-    def view(ctx: click.Context, port: int, server_url: str | None, open_browser: bool) -> None:
+    def view(
+        ctx: click.Context, port: int, server_url: str | None, open_browser: bool, as_json: bool,
+    ) -> None:
         """Serve a web viewer of the replica's conversations on 127.0.0.1 until interrupted."""
         if server_url is not None:
             from convgraph.sync.http import HttpRemote  # noqa: PLC0415 - only this path needs httpx
 
             with _replica(ctx) as replica, HttpRemote(server_url, replica.key, timeout_s=30) as remote:
                 link = remote.viewer_link()
-            _announce(link, open_browser)
+            _announce(link, open_browser, as_json=as_json)
             return
         from convgraph.server import listener  # noqa: PLC0415 - only the viewer needs uvicorn
         from convgraph.server.live import Hub  # noqa: PLC0415
@@ -52,15 +56,15 @@ def register(cli: click.Group) -> None:
                 token = sessions.issue(None, expires=False)
                 viewer = Viewer(replica, sessions, lambda _session: Everything(), Hub(), threading.RLock(),
                                 aliases=lambda: aliases.load(home))
-                _announce(f"{listener.url_of(sock)}{BASE}/?token={token}", open_browser)
+                _announce(f"{listener.url_of(sock)}{BASE}/?token={token}", open_browser, as_json=as_json)
                 err.print("serving until interrupted (Ctrl-C)")
                 listener.serve(standalone(viewer), sock)
             finally:
                 sock.close()
 
 
-def _announce(url: str, open_browser: bool) -> None:
-    click.echo(f"viewer: {url}")
+def _announce(url: str, open_browser: bool, *, as_json: bool = False) -> None:
+    click.echo(json.dumps({"url": url}) if as_json else f"viewer: {url}")
     sys.stdout.flush()  # a pipe is block-buffered: whoever waits for the line gets it now
     if open_browser:
         webbrowser.open(url)

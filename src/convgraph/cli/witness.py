@@ -10,17 +10,15 @@ compacts only when k witnesses cosigned; otherwise it keeps every record, says s
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from convgraph import checkpointing, witness_client, witness_policy
-from convgraph.cli import safe_text
-from convgraph.core.cid import CID
+from convgraph.cli import home as cli_home
+from convgraph.cli import inputs, safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity import note
-from convgraph.replica import Replica
 
 
 def register(cli: click.Group) -> None:
@@ -32,6 +30,10 @@ def register(cli: click.Group) -> None:
 def _witness_commands(cli: click.Group) -> None:
     from convgraph.cli.main import TEXT, _emit, _errors, json_option, out  # noqa: PLC0415 - cycle
 
+    def _policy_json(policy: witness_policy.WitnessPolicy) -> dict[str, Any]:
+        return {"k": policy.k, "witnesses": [{"name": w.name, "key": w.key.hex(), "url": w.url}
+                                             for w in policy.witnesses]}
+
     @cli.group()
     def witness() -> None:
         """The witnesses that cosign this replica's checkpoints, and how many must (k)."""
@@ -40,13 +42,17 @@ def _witness_commands(cli: click.Group) -> None:
     @click.argument("name", type=TEXT)
     @click.argument("key", type=TEXT)
     @click.argument("url", type=TEXT)
+    @json_option
     @click.pass_context
     @_errors
-    def add(ctx: click.Context, name: str, key: str, url: str) -> None:
+    def add(ctx: click.Context, name: str, key: str, url: str, as_json: bool) -> None:
         """Trust witness NAME (its C2SP key name) with public KEY (hex), served at URL."""
-        home = Path(ctx.obj["home"])
+        home = cli_home.required(ctx)
         policy = witness_policy.load(home).add(witness_policy.witness(name, key, url))
         witness_policy.save(home, policy)
+        if as_json:
+            _emit(_policy_json(policy))
+            return
         out.print(f"{safe_text.line(name)} added: {len(policy.witnesses)} witness(es), k = {policy.k}")
 
     @witness.command("list")
@@ -55,24 +61,27 @@ def _witness_commands(cli: click.Group) -> None:
     @_errors
     def list_(ctx: click.Context, as_json: bool) -> None:
         """The configured witnesses and the threshold k."""
-        policy = witness_policy.load(Path(ctx.obj["home"]))
-        listed = [{"name": w.name, "key": w.key.hex(), "url": w.url} for w in policy.witnesses]
+        policy = witness_policy.load(cli_home.required(ctx))
         if as_json:
-            _emit({"k": policy.k, "witnesses": listed})
+            _emit(_policy_json(policy))
             return
-        for w in listed:
+        for w in _policy_json(policy)["witnesses"]:
             out.print(safe_text.line(f"{w['name']}  {w['key']}  {w['url']}"))
         out.print(f"k = {policy.k} of {len(policy.witnesses)}")
 
     @witness.command("policy")
     @click.argument("k", type=click.IntRange(min=0))
+    @json_option
     @click.pass_context
     @_errors
-    def policy_cmd(ctx: click.Context, k: int) -> None:
+    def policy_cmd(ctx: click.Context, k: int, as_json: bool) -> None:
         """Require K configured witnesses to cosign a checkpoint before compacting behind it."""
-        home = Path(ctx.obj["home"])
+        home = cli_home.required(ctx)
         policy = witness_policy.load(home).with_k(k)
         witness_policy.save(home, policy)
+        if as_json:
+            _emit(_policy_json(policy))
+            return
         out.print(f"k = {policy.k} of {len(policy.witnesses)}")
 
 
@@ -81,12 +90,11 @@ def _checkpoint_commands(cli: click.Group) -> None:
     from convgraph.cli.main import (  # noqa: PLC0415 - cycle
         _emit,
         _errors,
+        _replica,
         conv_option,
         err,
         json_option,
         out,
-        record_json,
-        writing,
     )
 
     @cli.group(invoke_without_command=True)
@@ -104,11 +112,11 @@ def _checkpoint_commands(cli: click.Group) -> None:
         """Sign a checkpoint of the conversation's folded state (and compact behind it)."""
         if ctx.invoked_subcommand is not None:
             return
-        policy = witness_policy.load(Path(ctx.obj["home"]))
-        with Replica.open(ctx.obj["home"]) as r:
-            with writing(ctx, r, conv) as target:
-                # under a policy the checkpoint must exist before witnesses can cosign it
-                rec = r.checkpoint(target, compact=compact and policy.k == 0, policy=policy)
+        policy = witness_policy.load(cli_home.required(ctx))
+        with _replica(ctx) as r:
+            target = inputs.existing(ctx.obj["home"], r, conv)  # a checkpoint never starts one
+            # under a policy the checkpoint must exist before witnesses can cosign it
+            rec = r.checkpoint(target, compact=compact and policy.k == 0, policy=policy)
             body: dict[str, Any] = {"cid": str(rec.cid), "count": rec.payload["count"],
                                     "snapshot": str(rec.payload["snapshot"])}
             if compact and policy.k > 0:
@@ -128,17 +136,25 @@ def _checkpoint_commands(cli: click.Group) -> None:
                       "the policy asks for; every record is kept")
             sys.exit(1)
 
+    _checkpoint_reads(checkpoint)
+
+
+def _checkpoint_reads(checkpoint: click.Group) -> None:
+    from convgraph.cli.main import _emit, _errors, _replica, json_option, out, record_json  # noqa: PLC0415
+
     @checkpoint.command("status")
     @click.argument("cid")
     @json_option
     @click.pass_context
     @_errors
     def status(ctx: click.Context, cid: str, as_json: bool) -> None:
-        """Check checkpoint CID against the records held (docs/integrity.md §7.2)."""
-        with Replica.open(ctx.obj["home"]) as r:
-            result = r.checkpoint_status(CID.parse(cid))
-            witnessed = r.witnessed(CID.parse(cid))
-        body = {"cid": cid, "status": result.status.value, "check": result.check, "detail": result.detail,
+        """Check checkpoint CID (or a short one) against the records held (docs/integrity.md §7.2)."""
+        with _replica(ctx) as r:
+            found = inputs.cid(r, cid)
+            result = r.checkpoint_status(found)
+            witnessed = r.witnessed(found)
+        body = {"cid": str(found), "status": result.status.value, "check": result.check,
+                "detail": result.detail,
                 "witnessed": witnessed}
         if as_json:
             _emit(body)
@@ -150,14 +166,18 @@ def _checkpoint_commands(cli: click.Group) -> None:
     @checkpoint.command("export")
     @click.argument("cid")
     @click.option("--note", "as_note", is_flag=True, help="As a C2SP signed note (docs/integrity.md §8).")
+    @click.option("--json", "as_json", is_flag=True, help="As JSON (what it prints without --note).")
     @click.pass_context
     @_errors
-    def export(ctx: click.Context, cid: str, as_note: bool) -> None:
+    def export(ctx: click.Context, cid: str, as_note: bool, as_json: bool) -> None:
         """Print checkpoint CID: as a C2SP signed note with --note, else as JSON."""
-        with Replica.open(ctx.obj["home"]) as r:
-            rec = r.get(CID.parse(cid))
+        if as_note and as_json:
+            raise click.UsageError("give --note or --json, not both")
+        with _replica(ctx) as r:
+            rec = r.get(inputs.cid(r, cid))
             if rec.kind != "checkpoint":
-                raise ConvgraphError(f"record {cid} is a {rec.kind}, not a checkpoint")
+                raise ConvgraphError(f"record {rec.cid} is a {rec.kind}, not a checkpoint: expected the CID "
+                                     "`convgraph checkpoint` printed")
             if not as_note:
                 _emit(record_json(rec))
                 return

@@ -1,17 +1,18 @@
 """Who may read or write which legacy conversation on a sync server, from its configuration.
 
-The configuration is JSON: `{"conversations": {"<conv>" | "*": {"write": [actor, ...],
-"read": [actor, ...]}}}`, where `*` stands for every conversation and a writer may also
-read. For a rooted conversation it decides only who may create it here (push it while the
-server holds no genesis of it); once held, its grant records decide (`gate.py`).
-Invariant: an actor has no access to a legacy conversation unless a line of the
-configuration names it.
+The configuration is JSON: `{"conversations": {"<conv>" | "*": {"write": [actor | "*", ...],
+"read": [actor | "*", ...]}}}`, where `*` stands for every conversation, or for every key, and a
+writer may also read (`--allow '*=team'` admits any key to `team`). Because `*` means every
+conversation here, no conversation called `*` is ever admitted. For a rooted conversation it
+decides only who may create it here (push it while the server holds no genesis of it); once
+held, its grant records decide (`gate.py`). Invariant: an actor has no access to a legacy
+conversation unless a line of the configuration names it (or names every key).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +21,8 @@ from convgraph.core.keys import actor_text, parse_actor
 from convgraph.errors import AccessConfigError, ForbiddenError, KeyFileError
 
 ANY = "*"
+ANY_KEY = b""  # a `*` actor: every key (no real actor id is empty)
+RESERVED = f"{ANY!r} is not a conversation name: in the access configuration it stands for every conversation"
 
 
 @dataclass(frozen=True)
@@ -30,27 +33,30 @@ class Access:
     readers: Mapping[str, frozenset[bytes]] = field(default_factory=dict)
 
     def can_write(self, actor: bytes, conv: str) -> bool:
-        return any(actor in self.writers.get(c, ()) for c in (conv, ANY))
+        return conv != ANY and any(_admits(self.writers.get(c, ()), actor) for c in (conv, ANY))
 
     def can_read(self, actor: bytes, conv: str) -> bool:
-        return self.can_write(actor, conv) or any(actor in self.readers.get(c, ()) for c in (conv, ANY))
+        return self.can_write(actor, conv) or (
+            conv != ANY and any(_admits(self.readers.get(c, ()), actor) for c in (conv, ANY)))
 
     @cached_property
     def _named(self) -> frozenset[bytes]:
         return frozenset().union(*self.writers.values(), *self.readers.values())
 
     def names(self, actor: bytes) -> bool:
-        """Whether some line of the configuration names `actor`."""
-        return actor in self._named
+        """Whether some line of the configuration names `actor` (or every key)."""
+        return _admits(self._named, actor)
 
     def check_named(self, actor: bytes) -> None:
         """Raise `ForbiddenError` when no line of the configuration names `actor` at all."""
-        if actor not in self._named:
+        if not self.names(actor):
             why = f"key {actor_text(actor)} is admitted to no conversation"
             raise ForbiddenError("no access", reason=why)
 
     def check_read(self, actor: bytes, convs: Iterable[str]) -> None:
         """Raise `ForbiddenError` naming every conversation `actor` may not read."""
+        if ANY in convs:
+            raise ForbiddenError("no access", reason=RESERVED)
         denied = sorted(c for c in set(convs) if not self.can_read(actor, c))
         if denied:
             raise ForbiddenError(
@@ -88,7 +94,7 @@ class Access:
                 if not isinstance(actors, list) or not all(isinstance(a, str) for a in actors):
                     raise AccessConfigError(f"{source}: {conv!r}.{mode} must be a list of actor ids")
                 try:
-                    table.setdefault(conv, set()).update(parse_actor(a) for a in actors)
+                    table.setdefault(conv, set()).update(_actor(a) for a in actors)
                 except KeyFileError as exc:  # parse_actor's type is about key files: say where instead
                     raise AccessConfigError(f"{source}: {conv!r}.{mode}: {exc.message}") from exc
         return cls(
@@ -105,9 +111,9 @@ class Access:
             if not sep or not target:
                 raise AccessConfigError(f"access rule {rule!r}: expected ACTOR=CONV or ACTOR=CONV:read")
             try:
-                parse_actor(actor)  # here, so the message names the rule
+                _actor(actor)  # here, so the message names the rule
             except KeyFileError as exc:
-                raise AccessConfigError(f"access rule {rule!r}: {exc.message}") from exc
+                raise AccessConfigError(f"access rule {rule!r}: {exc.message} (or * for every key)") from exc
             conv, _, mode = target.rpartition(":") if target.endswith(":read") else (target, "", "write")
             grants.setdefault(conv, {}).setdefault(mode, []).append(actor)
         return cls.from_json({"conversations": grants}, source="--allow")
@@ -119,3 +125,12 @@ class Access:
             return {c: a.get(c, frozenset()) | b.get(c, frozenset()) for c in {*a, *b}}
 
         return Access(union(self.writers, other.writers), union(self.readers, other.readers))
+
+
+def _actor(text: str) -> bytes:
+    """An actor id of the configuration: `*` (every key) or a 52-character actor id."""
+    return ANY_KEY if text == ANY else parse_actor(text)
+
+
+def _admits(keys: Collection[bytes], actor: bytes) -> bool:
+    return actor in keys or ANY_KEY in keys

@@ -22,7 +22,7 @@ from convgraph.errors import ForbiddenError, NotFoundError, ProjectionError
 from convgraph.projections.authority import READ, Answer, Authority
 from convgraph.projections.authority_json import authority_json
 from convgraph.replica import Replica
-from convgraph.server.access import Access
+from convgraph.server.access import ANY, RESERVED, Access
 from convgraph.server.members import MemberIndex
 
 READ_ONLY = "this key may read but not write the conversation"
@@ -71,6 +71,8 @@ class Gate:
         between the answer and the records it admits.
         """
         if not is_rooted(conv):
+            if conv == ANY:
+                return RESERVED
             return None if self.access.can_write(actor, conv) else READ_ONLY
         with self.lock:
             refusal = self._refusal(actor, conv)

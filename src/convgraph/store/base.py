@@ -170,6 +170,11 @@ class Store(Protocol):
 
     def has(self, cid: CID) -> bool: ...
 
+    def cids_like(self, head: bytes, tail: bytes, limit: int) -> list[CID]:
+        """Up to `limit` stored records' CIDs whose binary form starts with `head` and ends with
+        `tail`, sorted (what a short CID may name, `core/short_cid.py`)."""
+        ...
+
     def get(self, cid: CID) -> bytes | None:
         """The record's bytes; None when unknown or compacted (then `metas` still has it)."""
         ...
@@ -448,3 +453,14 @@ def unique_checks(checks: Iterable[PendingCheck]) -> list[PendingCheck]:
 def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:
     """Equivocation pairs normalised: each pair ordered, the list sorted and unique."""
     return sorted({(min(a, b), max(a, b)) for a, b in pairs})
+
+
+def prefix_range(between: str, above: str, head: bytes) -> tuple[list[str], tuple[object, ...]]:
+    """The SQL condition (`between` or `above`, with their placeholders) and arguments that hold
+    exactly the byte strings starting with `head`: `head <= x < head + 1`."""
+    if not head:
+        return [], ()
+    upper = head.rstrip(b"\xff")
+    if not upper:  # all 0xff: nothing sorts above, the range is open
+        return [above], (head,)
+    return [between], (head, upper[:-1] + bytes((upper[-1] + 1,)))

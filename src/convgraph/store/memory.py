@@ -270,6 +270,11 @@ class MemoryStore:
         with self._lock:
             return cid in self._data
 
+    def cids_like(self, head: bytes, tail: bytes, limit: int) -> list[CID]:
+        with self._lock:
+            found = sorted(c for c in self._meta if bytes(c).startswith(head) and bytes(c).endswith(tail))
+        return found[: max(0, limit)]
+
     def get(self, cid: CID) -> bytes | None:
         with self._lock:
             return self._data.get(cid) or None

@@ -59,6 +59,7 @@ from convgraph.store.base import (
     line_row,
     meta_of_row,
     pending_of_row,
+    prefix_range,
     record_params,
     sort_pairs,
     target_row,
@@ -452,6 +453,15 @@ class PostgresStore:
 
     def has(self, cid: CID) -> bool:
         return bool(self._query("SELECT 1 FROM {s}.records WHERE cid = %s", bytes(cid)))
+
+    def cids_like(self, head: bytes, tail: bytes, limit: int) -> list[CID]:
+        # the head is a range of the unique index on cid; the tail is checked row by row
+        where, args = prefix_range("cid >= %s AND cid < %s", "cid >= %s", head)
+        if tail:
+            where.append("substring(cid from length(cid) - %s + 1) = %s")
+            args += (len(tail), tail)
+        sql = "SELECT cid FROM {s}.records" + (" WHERE " + " AND ".join(where) if where else "")
+        return [CID(bytes(r[0])) for r in self._query(sql + " ORDER BY cid LIMIT %s", *args, max(0, limit))]
 
     def get(self, cid: CID) -> bytes | None:
         rows = self._query("SELECT data FROM {s}.records WHERE cid = %s", bytes(cid))

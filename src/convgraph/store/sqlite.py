@@ -59,6 +59,7 @@ from convgraph.store.base import (
     line_row,
     meta_of_row,
     pending_of_row,
+    prefix_range,
     record_params,
     sort_pairs,
     split_cids,
@@ -391,6 +392,15 @@ class SqliteStore:
 
     def has(self, cid: CID) -> bool:
         return bool(self._query("SELECT 1 FROM records WHERE cid = ?", (bytes(cid),)))
+
+    def cids_like(self, head: bytes, tail: bytes, limit: int) -> list[CID]:
+        # the head is a range of the unique index on cid; the tail is checked row by row
+        where, args = prefix_range("cid >= ? AND cid < ?", "cid >= ?", head)
+        if tail:
+            where.append("substr(cid, -?) = ?")
+            args += (len(tail), tail)
+        sql = "SELECT cid FROM records" + (" WHERE " + " AND ".join(where) if where else "")
+        return [CID(r[0]) for r in self._query(sql + " ORDER BY cid LIMIT ?", (*args, max(0, limit)))]
 
     def get(self, cid: CID) -> bytes | None:
         rows = self._query("SELECT CAST(data AS BLOB) FROM records WHERE cid = ?", (bytes(cid),))

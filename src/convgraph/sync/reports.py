@@ -133,8 +133,10 @@ class SyncReport:
             total = self.convs.setdefault(name, ConvReport())
             for f in _COUNTS:
                 setattr(total, f, getattr(total, f) + getattr(r, f))
-            total.rejected_here += r.rejected_here
-            total.rejected_there += r.rejected_there
+            # a record sent again by a later session is refused again: it is one rejection
+            here, there = set(total.rejected_here), set(total.rejected_there)
+            total.rejected_here += [x for x in r.rejected_here if x not in here]
+            total.rejected_there += [x for x in r.rejected_there if x not in there]
             total.evicted_there += r.evicted_there
             for d in r.stored_there:
                 total.waiting_there.pop(d, None)

@@ -49,14 +49,19 @@ class SpoolTransport:
         return self.exchange(message)
 
     def exchange(self, message: bytes, *, deadline: Deadline | None = None) -> bytes:
-        """Post `message`; its reply, waited for `timeout_s` at most and never past `deadline`."""
+        """Post `message`; its reply, waited for until `deadline` when there is one (the sync's own,
+        which then names the time it waited), else for `timeout_s`.
+
+        The whole wait goes to the one message: the peer either answers the spool or is not
+        there, and starting the session again (a `TransportError`) would wait as long again,
+        each time behind a message that named only the one wait."""
         ident = f"{time.time_ns():020d}-{secrets.token_hex(6)}"
         reply, error = self.root / _REP / f"{ident}.msg", self.root / _REP / f"{ident}.err"
         try:
             _write(self.root / _REQ / f"{ident}.msg", message)
         except OSError as exc:
             raise TransportError(f"cannot write to the spool {self.root}: {exc}") from exc
-        wait = self.timeout_s if deadline is None else min(self.timeout_s, deadline.remaining())
+        wait = self.timeout_s if deadline is None else deadline.remaining()
         until = time.monotonic() + wait
         while time.monotonic() < until:
             for path, is_error in ((reply, False), (error, True)):
@@ -69,11 +74,10 @@ class SpoolTransport:
                     return data
             time.sleep(self.poll_s)
         (self.root / _REQ / f"{ident}.msg").unlink(missing_ok=True)  # nobody took it: withdraw it
+        serving = f"is a peer serving it? (`convgraph serve --spool {self.root}`)"
         if deadline is not None:
-            deadline.check(f"waiting for an answer in the spool {self.root}")
-        raise TransportError(
-            f"no answer in the spool {self.root} within {self.timeout_s} s (is a peer serving it?)"
-        )
+            deadline.check(f"no answer in the spool {self.root}: {serving}")
+        raise TransportError(f"no answer in the spool {self.root} within {self.timeout_s:g} s: {serving}")
 
 
 def answer_spool(

@@ -1,0 +1,19 @@
+"""What to do next, for the errors a person at the command line meets most.
+
+An error says what was wrong; a hint, printed under it, says what to try. Pure: an error
+in, a line or None out.
+"""
+
+from __future__ import annotations
+
+from convgraph.errors import ConvgraphError, SizeLimitError, StoreBusyError
+
+
+def hint(exc: ConvgraphError) -> str | None:
+    """The next step for `exc`, when there is a usual one."""
+    if isinstance(exc, SizeLimitError) and exc.message.startswith("record too large"):
+        return (f"a record holds at most {exc.limit} bytes (docs/format.md): split the content over several "
+                "turns, or keep it elsewhere and name it with --ref CID")
+    if isinstance(exc, StoreBusyError):
+        return "another convgraph process is writing to this replica: try again when it is done"
+    return None

@@ -1,0 +1,82 @@
+"""What a command is given, read and checked before anything is written.
+
+* Content and payloads (`CONTENT`): the text itself, `-` for standard input, or `@FILE` for a
+  file's contents (curl's convention); `@@…` stands for text that begins with a literal `@`.
+  A 20 MB payload thus never meets the shell's limit on an argument list.
+* CIDs (`cid`): a whole CID or a short one, at least 4 characters from its start or its end,
+  as `log` prints it (`core/short_cid.py`).
+* Conversations that must exist (`existing`): a command that reads one, or that adds to one
+  but must not start it (`checkpoint`, `merge`, `branch`), names what it looked for and the
+  conversations held, rather than answering "0 records" or creating it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from convgraph.cli import aliases, safe_text
+from convgraph.core import short_cid
+from convgraph.core.cid import CID
+from convgraph.core.text import check_text
+from convgraph.errors import InvalidTextError, UnknownConversationError
+from convgraph.replica import Replica
+
+_KNOWN_SHOWN: Final = 20
+
+
+class _Content(click.types.StringParamType):
+    """Text given inline, as `-` (standard input) or as `@FILE`; it must be UTF-8."""
+
+    name = "text|-|@file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
+        try:
+            if text == "-":
+                text = sys.stdin.buffer.read().decode("utf-8")
+            elif text.startswith("@@"):
+                text = text[1:]
+            elif text.startswith("@"):
+                text = _read(Path(text[1:]))
+            return check_text(text, "the value")
+        except UnicodeDecodeError as exc:
+            self.fail(f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})", param, ctx)
+        except InvalidTextError as exc:
+            self.fail(exc.message, param, ctx)
+        except OSError as exc:
+            self.fail(f"cannot read {text[1:]!r}: {exc.strerror} (a value that starts with @ names a file; "
+                      "write @@ for a literal @, or give the text on standard input with -)", param, ctx)
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")
+
+
+CONTENT = _Content()
+
+
+def cid(replica: Replica, text: str) -> CID:
+    """The record `text` names (a whole or short CID) among those `replica` holds."""
+    return short_cid.resolve(text.strip(), replica.store.cids_like)
+
+
+def existing(home: Path, replica: Replica, name: str | None) -> str:
+    """The conversation `--conv name` stands for (the alias `default` when None), which must
+    hold a record here: else `UnknownConversationError` listing the ones that do."""
+    table = aliases.load(home)
+    conv = aliases.resolve(table, aliases.DEFAULT if name is None else name)
+    if replica.store.heads(conv):
+        return conv
+    held = replica.conversations()
+    named = [f"{conv} ({', '.join(aliases.names_of(table, conv))})" if aliases.names_of(table, conv) else conv
+             for conv in held[:_KNOWN_SHOWN]]
+    more = f" and {len(held) - _KNOWN_SHOWN} more" if len(held) > _KNOWN_SHOWN else ""
+    asked = "no conversation given, and the alias 'default' names none" if name is None else (
+        f"no conversation {safe_text.line(repr(name))}" + (f" (alias of {conv})" if conv != name else ""))
+    known = f"the replica holds: {', '.join(named)}{more}" if held else "it holds no conversation yet"
+    hint = "; `convgraph conversations` lists them, `convgraph new` starts one"
+    raise UnknownConversationError(f"{asked} in this replica; {known}{hint}", conv=conv, known=tuple(held))
