@@ -18,7 +18,8 @@ and, with `--pg`, into a fresh PostgreSQL schema (dropped afterwards). Then, for
   the CLI's own command run in the child (SQLite), and the Python API the views sit on,
   `Replica.records(conv, last=50)` / `Replica.transcript(conv, last=50)` (SQLite and
   PostgreSQL): time from opening the store to the first line and to the last, and the child's
-  peak RSS. Median of 5.
+  peak RSS; and `Replica.resume(conv, "anthropic", last=200)`: open + first call, then the
+  median of 50 warm calls. Median of 5 children.
 
 Targets (issue 12): first output under 200 ms and memory under 100 MB at 300,000 records;
 PostgreSQL within 2x of SQLite.
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, environment
 
 LAST = 50
+RESUME_LAST = 200
 TRIES = 5
 WORDS = ("the", "a", "of", "to", "and", "in", "is", "that", "for", "it", "with", "as", "on", "this",
          "be", "are", "file", "code", "tool", "patch", "review")
@@ -125,7 +127,7 @@ def _in_process(store_spec: dict[str, Any], conv: str, view: str, how: str, out:
                                          "--last", str(LAST)], standalone_mode=False)
         finally:
             sys.stdout = saved
-        first, count = sink.first, sink.lines
+        first, count, last = sink.first, sink.lines, time.perf_counter()
     else:
         if store_spec["kind"] == "sqlite":
             r = Replica.open(store_spec["home"])
@@ -133,18 +135,29 @@ def _in_process(store_spec: dict[str, Any], conv: str, view: str, how: str, out:
             r = Replica(PostgresStore(store_spec["dsn"], schema=store_spec["schema"]), SigningKey.generate())
         opened = time.perf_counter()
         first, count = None, 0
-        items = r.records(conv, last=LAST) if view == "log" else r.transcript(conv, last=LAST)
-        for item in items:
-            if first is None:
-                first = time.perf_counter()
-            count += 1
-            str(item.op if view == "transcript" else item.cid)
+        if view == "resume":  # the agent loop's read: a cold first call, then warm ones
+            count = len(r.resume(conv, "anthropic", last=RESUME_LAST))
+            first = time.perf_counter()
+            warm = []
+            for _ in range(50):
+                t = time.perf_counter()
+                r.resume(conv, "anthropic", last=RESUME_LAST)
+                warm.append((time.perf_counter() - t) * 1000)
+        else:
+            items = r.records(conv, last=LAST) if view == "log" else r.transcript(conv, last=LAST)
+            for item in items:
+                if first is None:
+                    first = time.perf_counter()
+                count += 1
+                str(item.op if view == "transcript" else item.cid)
         r.close()
-    last = time.perf_counter()
+        last = first if view == "resume" else time.perf_counter()  # not the warm calls
     result = {"first_ms": ((first or last) - t0) * 1000, "last_ms": (last - t0) * 1000, "lines": count,
               "peak_rss_mib": _peak_rss_mib()}
     if how != "cli":
         result["open_ms"] = (opened - t0) * 1000
+    if view == "resume":
+        result["warm_ms"] = statistics.median(warm)
     out.send(result)
 
 
@@ -204,7 +217,7 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "last_ms": statistics.median(s["last_ms"] for s in samples),
         "peak_rss_mib": max(s["peak_rss_mib"] for s in samples),
         "lines": samples[0]["lines"],
-        **({"open_ms": statistics.median(s["open_ms"] for s in samples)} if "open_ms" in samples[0] else {}),
+        **{k: statistics.median(s[k] for s in samples) for k in ("open_ms", "warm_ms") if k in samples[0]},
         "samples": samples,
     }
 
@@ -237,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             results[f"sqlite {view} cli"] = cli(home, conv, view)
             results[f"sqlite {view} cli, in process"] = in_process(sqlite_spec, conv, view, "cli")
             results[f"sqlite {view} api"] = in_process(sqlite_spec, conv, view, "api")
+        results["sqlite resume api"] = in_process(sqlite_spec, conv, "resume", "api")
         if args.pg:
             from convgraph.store.postgres import PostgresStore
 
@@ -250,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 pg_spec = {"kind": "pg", "dsn": args.pg, "schema": schema}
                 for view in ("log", "transcript"):
                     results[f"postgres {view} api"] = in_process(pg_spec, pg_conv, view, "api")
+                results["postgres resume api"] = in_process(pg_spec, pg_conv, "resume", "api")
             finally:
                 import psycopg
 
@@ -257,16 +272,19 @@ def main(argv: list[str] | None = None) -> int:
                     c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     results["load_end"] = os.getloadavg()[0]
     table = Table(title=f"--last {LAST} on {results['records']:,} records (median of {TRIES})")
-    for col in ("view", "first output ms", "done ms", "peak RSS MiB", "lines", "import ms", "open ms"):
+    columns = ("view", "first output ms", "done ms", "peak RSS MiB", "lines", "import ms", "open ms",
+               "warm ms")
+    for col in columns:
         table.add_column(col, justify="right" if col != "view" else "left")
     for name, row in results.items():
         if isinstance(row, dict) and "first_ms" in row:
             table.add_row(name, f"{row['first_ms']:.1f}", f"{row['last_ms']:.1f}",
                           f"{row['peak_rss_mib']:.0f}", str(row["lines"]),
                           f"{row['import_ms']:.0f}" if "import_ms" in row else "",
-                          f"{row['open_ms']:.1f}" if "open_ms" in row else "")
+                          f"{row['open_ms']:.1f}" if "open_ms" in row else "",
+                          f"{row['warm_ms']:.2f}" if "warm_ms" in row else "")
     console.print(table)
-    for view in ("log", "transcript"):
+    for view in ("log", "transcript", "resume"):
         pg, lite = results.get(f"postgres {view} api"), results[f"sqlite {view} api"]
         if pg:
             ratio = pg["first_ms"] / lite["first_ms"]
