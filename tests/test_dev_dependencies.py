@@ -11,24 +11,13 @@ declared, and fails here.
 from __future__ import annotations
 
 import ast
-import re
 import sys
-import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pins
+
 TESTS = Path(__file__).parent
-PYPROJECT = TESTS.parent / "pyproject.toml"
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
-
-
-def _requirement_name(requirement: str) -> str:
-    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
-    assert found, requirement
-    return _normal(found.group())
 
 
 def _imported(path: Path) -> set[str]:
@@ -48,19 +37,10 @@ def _first_party() -> set[str]:
     return local | {"convgraph", "tests"}
 
 
-def _extra(extras: dict[str, list[str]], name: str) -> list[str]:
-    """The extra's requirements, with `convgraph[a,b]` (one extra naming others) expanded."""
-    expanded = []
-    for requirement in extras[name]:
-        named = re.fullmatch(r"convgraph\[([a-z0-9,-]+)\]", requirement)
-        expanded += [r for other in named.group(1).split(",") for r in _extra(extras, other)] if named else [requirement]
-    return expanded
-
-
 def _dev_install() -> dict[str, str]:
-    project = tomllib.loads(PYPROJECT.read_text())["project"]
-    requirements = [*project["dependencies"], *_extra(project["optional-dependencies"], "dev")]
-    return {_requirement_name(r): r for r in requirements}
+    declared = pins.project()
+    requirements = [*declared["dependencies"], *pins.extra(declared["optional-dependencies"], "dev")]
+    return {pins.requirement_name(r): r for r in requirements}
 
 
 def test_every_third_party_module_the_tests_import_is_declared_for_dev() -> None:
@@ -71,12 +51,12 @@ def test_every_third_party_module_the_tests_import_is_declared_for_dev() -> None
     undeclared = {
         m: distributions.get(m, ["(not installed)"])
         for m in modules
-        if not any(_normal(d) in declared for d in distributions.get(m, ()))
+        if not any(pins.normal(d) in declared for d in distributions.get(m, ()))
     }
     assert undeclared == {}, f"add to the dev extra in pyproject.toml: {undeclared}"
     assert {"hypothesis", "pytest", "schemathesis"} <= set(modules)  # the walk does see imports
 
 
 def test_the_dev_extra_pins_exact_versions() -> None:
-    dev = _extra(tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"], "dev")
+    dev = pins.extra(pins.project()["optional-dependencies"], "dev")
     assert [r for r in dev if "==" not in r] == []

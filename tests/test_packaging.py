@@ -13,15 +13,14 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import PackageNotFoundError, packages_distributions, requires
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
-LOCK = PYPROJECT.parent / "requirements-dev.lock"
+import pins
+
+LOCK = pins.PYPROJECT.parent / "requirements-dev.lock"
 CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
 EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "jinja2"}}
 # loaded only by `sync URL` and witness cosigning, never by a local command
@@ -81,24 +80,10 @@ for module, extra in [("convgraph.store.postgres", "postgres"), ("convgraph.serv
 """
 
 
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
-
-
-def _name(requirement: str) -> str:
-    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
-    assert found, requirement
-    return _normal(found.group())
-
-
-def _project() -> dict[str, Any]:
-    return tomllib.loads(PYPROJECT.read_text())["project"]
-
-
 def _closure(requirements: list[str]) -> set[str]:
     """The distributions installing `requirements` brings, as installed here (what only an
     extra of theirs asks for left out)."""
-    todo, seen = [_name(r) for r in requirements], {"convgraph"}
+    todo, seen = [pins.requirement_name(r) for r in requirements], {"convgraph"}
     while todo:
         name = todo.pop()
         if name in seen:
@@ -108,7 +93,7 @@ def _closure(requirements: list[str]) -> set[str]:
             needs = requires(name) or []
         except PackageNotFoundError:
             continue
-        todo += [_name(r) for r in needs if not re.search(r"\bextra\s*==", r)]
+        todo += [pins.requirement_name(r) for r in needs if not re.search(r"\bextra\s*==", r)]
     return seen
 
 
@@ -116,14 +101,14 @@ def _refused(allowed: set[str]) -> set[str]:
     """Every installed top-level module that no distribution in `allowed` provides."""
     outside = {
         module for module, dists in packages_distributions().items()
-        if not any(_normal(d) in allowed for d in dists)
+        if not any(pins.normal(d) in allowed for d in dists)
     }
     return outside - set(sys.stdlib_module_names)
 
 
 @pytest.fixture(scope="module")
 def blocked() -> set[str]:
-    names = _refused(_closure(_project()["dependencies"])) | HTTP_CLIENT
+    names = _refused(_closure(pins.project()["dependencies"])) | HTTP_CLIENT
     # the hook does refuse the stacks the core install leaves out (and the walk saw them)
     assert {"psycopg", "psycopg_pool", "starlette", "uvicorn", "h11", "httpx", "pytest", "hypothesis"} <= names
     return names
@@ -147,37 +132,28 @@ def _ok(blocked: set[str], cwd: Path, *commands: list[str]) -> list[str]:
 
 
 def test_the_core_dependencies_are_exactly_the_minimal_set() -> None:
-    core = _project()["dependencies"]
-    assert {_name(r) for r in core} == CORE
+    core = pins.project()["dependencies"]
+    assert {pins.requirement_name(r) for r in core} == CORE
     assert [r for r in core if "==" not in r] == []
 
 
 def test_postgres_and_server_are_extras_that_all_and_dev_install() -> None:
-    extras = _project()["optional-dependencies"]
+    extras = pins.project()["optional-dependencies"]
     for extra, names in EXTRAS.items():
-        assert {_name(r) for r in extras[extra]} == names
+        assert {pins.requirement_name(r) for r in extras[extra]} == names
         assert [r for r in extras[extra] if "==" not in r] == []
     assert set(extras["all"]) >= {"convgraph[postgres]", "convgraph[server]"}
     assert "convgraph[all]" in extras["dev"]
 
 
-def _expanded(extras: dict[str, list[str]], name: str) -> list[str]:
-    """The extra's requirements, with `convgraph[a,b]` expanded to those extras' lists."""
-    found = []
-    for requirement in extras[name]:
-        named = re.fullmatch(r"convgraph\[([a-z0-9,-]+)\]", requirement)
-        found += [r for n in named.group(1).split(",") for r in _expanded(extras, n)] if named else [requirement]
-    return found
-
-
 def test_the_lock_pins_every_version_pyproject_pins() -> None:
     """A pin changed or added in pyproject.toml without running scripts/lock fails here."""
     locked = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", LOCK.read_text(), re.M | re.I))
-    locked = {_normal(n): v for n, v in locked.items()}
-    project = _project()
+    locked = {pins.normal(n): v for n, v in locked.items()}
+    project = pins.project()
     pinned = [*project["dependencies"], *(r for extra in ("dev", "bench")
-                                           for r in _expanded(project["optional-dependencies"], extra))]
-    stale = {r: locked.get(_name(r)) for r in pinned if locked.get(_name(r)) != r.partition("==")[2]}
+                                           for r in pins.extra(project["optional-dependencies"], extra))]
+    stale = {r: locked.get(pins.requirement_name(r)) for r in pinned if locked.get(pins.requirement_name(r)) != r.partition("==")[2]}
     assert stale == {}, "run scripts/lock: requirements-dev.lock lags pyproject.toml"
 
 
@@ -225,8 +201,8 @@ def test_view_without_the_server_extra_names_it_and_exits_2(tmp_path: Path, bloc
 
 
 def test_serve_db_without_the_postgres_extra_names_it_and_exits_2(tmp_path: Path, blocked: set[str]) -> None:
-    extras = _project()["optional-dependencies"]
-    with_server = _refused(_closure([*_project()["dependencies"], *extras["server"]]))
+    extras = pins.project()["optional-dependencies"]
+    with_server = _refused(_closure([*pins.project()["dependencies"], *extras["server"]]))
     assert "starlette" not in with_server and "psycopg" in with_server
     done = _cli(with_server, tmp_path / "home", "serve", "--port", "0", "--db", "postgresql://127.0.0.1/none")
     assert done.returncode == 2, (done.stdout, done.stderr)
