@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, MutableMapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,7 +38,8 @@ from convgraph.projections.index_rows import MAIN
 from convgraph.projections.resume import Cleaned, to_provider
 from convgraph.projections.state import Entry, OrderKey, entry_from_bytes
 from convgraph.projections.transcript import Window, window_of
-from convgraph.projections.turn import TURN_KINDS, Turn, turn_from
+from convgraph.projections.turn import TURN_KINDS, Turn
+from convgraph.projections.window import Cache, cached_turn
 from convgraph.store.base import Store
 
 LIMIT: Final = 16
@@ -50,8 +51,6 @@ MAX_NEW: Final = 64
 
 WindowOf = Callable[[str, "str | None", "int | None"], Window]
 """`(conv, branch, last)` → the window, computed afresh."""
-Decoded = MutableMapping[bytes, tuple[Entry, "Turn | None"]]
-"""The turn index's decoded records by CID: turns made here land there too."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,12 @@ class ResumeCache:
     """Windows and rendered messages by `(conv, branch, last[, provider])`, for one token."""
 
     def __init__(
-        self, store: Store, window_of: WindowOf, *, decoded: Decoded | None = None, limit: int = LIMIT
+        self, store: Store, window_of: WindowOf, *, decoded: Cache | None = None, limit: int = LIMIT
     ) -> None:
         self.store = store
         self.limit = limit
         self._window_of = window_of
-        self._decoded: Decoded = {} if decoded is None else decoded
+        self._decoded: Cache = {} if decoded is None else decoded  # the index's: turns made here land there
         self._cleaned: Cleaned = {}  # each turn's cleaned message: a moved window cleans only its new turns
         self._lock = threading.Lock()
         # one assignment swaps token and entries together: a reader sees an old pair or a new one
@@ -179,13 +178,7 @@ class ResumeCache:
 
     def _turn(self, entry: Entry) -> Turn:
         """The turn `entry` makes, shared with the turn index's cache (a later read finds it)."""
-        raw = bytes(entry.cid)
-        cached = self._decoded.get(raw)
-        if cached is not None and cached[1] is not None:
-            return cached[1]
-        turn = turn_from(entry)
-        self._decoded[raw] = (entry, turn)
-        return turn
+        return cached_turn(self._decoded, entry)
 
     def _keep(self, key: tuple[str, int | None], base: _Base) -> None:
         if len(base.window.turns) > MAX_TURNS:

@@ -56,6 +56,17 @@ Cache = MutableMapping[bytes, tuple[Entry, "Turn | None"]]
 """Decoded entries (and their turns) by the binary form of their CID."""
 
 
+def cached_turn(cache: Cache, entry: Entry) -> Turn:
+    """The turn `entry` makes, kept in `cache` beside the entry (a later read finds it)."""
+    raw = bytes(entry.cid)
+    cached = cache.get(raw)
+    if cached is not None and cached[1] is not None:
+        return cached[1]
+    turn = turn_from(entry)
+    cache[raw] = (entry, turn)
+    return turn
+
+
 @dataclass
 class IndexLines:
     """`transcript.Lines` over the turn index. `first_page` sizes the first page of a line
@@ -129,13 +140,7 @@ class IndexLines:
         return out
 
     def turn(self, entry: Entry) -> Turn:
-        raw = bytes(entry.cid)
-        cached = self.cache.get(raw)
-        if cached is not None and cached[1] is not None:
-            return cached[1]
-        turn = turn_from(entry)
-        self.cache[raw] = (entry, turn)
-        return turn
+        return cached_turn(self.cache, entry)
 
     def _entry(self, cid: CID, data: bytes) -> Entry:
         raw = bytes(cid)
