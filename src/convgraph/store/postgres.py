@@ -841,9 +841,11 @@ class PostgresStore:
         return {CID(bytes(r[0])) for r in rows}
 
     def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
-        params = [(bytes(c), bytes(d)) for c, d in blocks]
+        # no `_bump`: blocks change no view of the records, so caches keyed on the token hold
+        params = [(bytes(c), d) for c, d in blocks]
+        if not params:
+            return
         with self.transaction(), self._translated(), self._conn() as conn, conn.cursor() as cur:
-            self._bump(conn)
             cur.executemany(self._sql(_BLOCKS_INSERT), params)
 
     def get_block(self, cid: CID) -> bytes | None:

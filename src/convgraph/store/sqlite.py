@@ -786,10 +786,10 @@ class SqliteStore:
         return {CID(r[0]) for r in self._query("SELECT cid FROM finding_cites WHERE conv = ?", (conv,))}
 
     def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        # no `_commits` bump: blocks change no view of the records, so cached views stay valid
         with self.transaction(), _translated():
-            self._commits += 1
             self._db.executemany("INSERT OR IGNORE INTO blocks (cid, data) VALUES (?, ?)",
-                                 [(_blob(bytes(c)), _blob(d)) for c, d in blocks])
+                                 ((_blob(bytes(c)), d) for c, d in blocks))
 
     def get_block(self, cid: CID) -> bytes | None:
         rows = self._query("SELECT data FROM blocks WHERE cid = ?", (bytes(cid),))

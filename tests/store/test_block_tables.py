@@ -1,0 +1,150 @@
+"""The `Store` contract for artifact blocks (docs/format.md §17), on every store: put, get and
+has; idempotence; blocks landing with (or rolling back with) a transaction; `artifact_refs`
+kept by commit for records with bytes and never for header-only ones; and blocks of every
+size round-tripping through each store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import closing
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_contract import (  # noqa: F401  (fixtures)
+    KEYS,
+    SERVER_EXAMPLES,
+    SERVER_KINDS,
+    STORE_EXAMPLES,
+    T0,
+    StoreMaker,
+    aborted,
+    chain,
+    commit,
+    new_store,
+    rec,
+)
+
+from convgraph import replica_artifacts
+from convgraph.artifacts import CHUNK_SIZE, split
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Hlc
+from convgraph.core.record import Record, sign_record
+from convgraph.store.base import Store, WriteSet
+
+SIZES = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7]
+
+
+@pytest.fixture
+def store(new_store: StoreMaker) -> Iterator[Store]:  # noqa: F811
+    with closing(new_store()) as s:
+        yield s
+
+
+def blocks(*texts: bytes) -> list[tuple[CID, bytes]]:
+    return [(CID.of_raw(t), t) for t in texts]
+
+
+def named(conv: str, kind: str, payload: dict[str, object], *, refs: tuple[CID, ...] = (), seq: int = 1,
+          parents: tuple[Record, ...] = ()) -> Record:
+    return sign_record(KEYS[0], conv=conv, seq=seq, hlc=Hlc(T0 + seq, 0), parents=[p.cid for p in parents],
+                       kind=kind, payload=payload, refs=refs)
+
+
+A, B, C, D, E, F = (CID.of_raw(b"artifact %d" % i) for i in range(6))
+
+
+def test_put_get_has(store: Store) -> None:
+    one, two = blocks(b"one", b"two")
+    assert store.get_block(one[0]) is None and store.has_blocks([one[0], two[0]]) == set()
+    store.put_blocks([one, two])
+    assert store.get_block(one[0]) == b"one" and store.get_block(two[0]) == b"two"
+    assert store.has_blocks([one[0], two[0], A]) == {one[0], two[0]}
+    assert store.has_blocks([]) == set() and store.has_blocks(iter([one[0], one[0]])) == {one[0]}
+
+
+def test_has_blocks_answers_for_many_cids_at_once(store: Store) -> None:
+    held = blocks(*(b"block %d" % i for i in range(1_200)))
+    store.put_blocks(held)
+    asked = [c for c, _ in held] + [CID.of_raw(b"absent %d" % i) for i in range(700)]
+    assert store.has_blocks(asked) == {c for c, _ in held}
+
+
+def test_put_blocks_is_idempotent_and_keeps_the_first_bytes(store: Store) -> None:
+    [(cid, data)] = blocks(b"same")
+    store.put_blocks([(cid, data), (cid, data)])
+    store.put_blocks([(cid, data)])
+    assert store.get_block(cid) == b"same" and store.has_blocks([cid]) == {cid}
+
+
+def test_put_blocks_is_not_a_commit(store: Store) -> None:
+    """Blocks change no view of the records: caches keyed on the token stay valid."""
+    commit(store, *chain(2))
+    token = store.change_token()
+    store.put_blocks(blocks(b"x", b"y"))
+    assert store.change_token() == token
+
+
+def test_a_transaction_that_raises_drops_its_blocks(store: Store) -> None:
+    kept, dropped = blocks(b"kept"), blocks(b"dropped")
+    store.put_blocks(kept)
+    aborted(store, lambda: store.put_blocks(dropped))
+    assert store.get_block(dropped[0][0]) is None and store.has_blocks([dropped[0][0]]) == set()
+    assert store.get_block(kept[0][0]) == b"kept"
+    store.put_blocks(dropped)  # and a later put of the same block lands
+    assert store.get_block(dropped[0][0]) == b"dropped"
+
+
+def test_blocks_land_with_the_records_of_their_transaction(store: Store) -> None:
+    [record] = chain(1)
+    with store.transaction():
+        store.put_blocks(blocks(b"with"))
+        commit(store, record)
+    assert store.has(record.cid) and store.get_block(CID.of_raw(b"with")) == b"with"
+
+
+def test_artifact_refs_are_what_the_records_name(store: Store) -> None:
+    first = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    snap = named("c1", "code_snapshot", {"blob": B, "tree": {"a.py": C, "b.py": A}}, seq=2, parents=(first,))
+    patch = named("c1", "patch", {"base": D, "result": E, "diff": "--- a\n+++ b\n"}, seq=3, parents=(snap,))
+    other = named("c2", "user_message", {"content": "x"}, refs=(F,))
+    plain = rec("c3")
+    commit(store, first, snap, patch, other, plain)
+    assert store.artifact_refs("c1") == {A, B, C, D, E}
+    assert store.artifact_refs("c2") == {F} and store.artifact_refs("c3") == set()
+    assert store.artifact_refs("absent") == set()
+    commit(store, first)  # a record stored again adds nothing twice
+    assert store.artifact_refs("c1") == {A, B, C, D, E}
+
+
+def test_artifact_refs_roll_back_with_their_commit(store: Store) -> None:
+    record = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    aborted(store, lambda: commit(store, record))
+    assert store.artifact_refs("c1") == set()
+
+
+def test_no_artifact_refs_for_a_record_held_as_a_header(store: Store) -> None:
+    record = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    store.commit(WriteSet(headers=[record.meta]))
+    assert store.artifact_refs("c1") == set()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_artifacts_of_the_edge_sizes_round_trip(store: Store, size: int) -> None:
+    data = bytes(i % 251 for i in range(size))
+    cid = replica_artifacts.put(store, data, limit=1 << 30)
+    assert cid == split(data)[0] and replica_artifacts.get(store, cid) == data
+    assert store.has_blocks(c for c, _ in split(data)[1]) == {c for c, _ in split(data)[1]}
+
+
+def test_any_bytes_round_trip(new_store: StoreMaker) -> None:  # noqa: F811
+    @(SERVER_EXAMPLES if new_store.kind in SERVER_KINDS else STORE_EXAMPLES)
+    @given(st.binary(max_size=300) | st.integers(0, 3 * CHUNK_SIZE + 10).map(os.urandom))
+    def check(data: bytes) -> None:
+        with closing(new_store()) as store:
+            cid = replica_artifacts.put(store, data, limit=1 << 30)
+            assert cid == split(data)[0] and replica_artifacts.get(store, cid) == data
+            assert b"".join(replica_artifacts.open_artifact(store, cid)) == data
+
+    check()
