@@ -15,13 +15,22 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, aborted, chain, check_against_records, commit, observe, pend, rec
 
 import pg
-from convgraph import Replica, SigningKey
+from convgraph import Replica, SigningKey, replica_artifacts
+from convgraph.artifacts import CHUNK_SIZE, decode_manifest
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
-from convgraph.errors import StoreBusyError, StoreCorruptError, StoreError, StoreSchemaError
+from convgraph.errors import (
+    ArtifactCorruptError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreSchemaError,
+)
 from convgraph.integrity.statement import sign_statement
 from convgraph.projections import state as state_
 from convgraph.projections.index_rows import rows_of
@@ -686,3 +695,45 @@ def test_the_store_keeps_its_statistics_so_a_window_reads_the_index(
         "EXPLAIN SELECT wall FROM {} WHERE conv = 'c1' AND line = %s"
         " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT 10").format(turn_line), [MAIN]))
     assert "Scan Backward using turn_line_pkey" in plan and "Sort" not in plan, plan
+
+
+def test_a_version_3_schema_gets_its_artifact_refs_from_the_records(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    first = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    snap = named("c1", "code_snapshot", {"blob": B, "tree": {"a.py": C}}, seq=2, parents=(first,))
+    patch = named("c2", "patch", {"base": D, "result": E, "diff": "-a\n+b\n"})
+    header = named("c3", "user_message", {"content": "header"}, refs=(F,))
+    store = opened()
+    commit(store, first, snap, patch, *chain(2, "plain"))
+    store.commit(WriteSet(headers=[header.meta]))
+    index = sorted(store.index_rows("c1"), key=repr)
+    store.close()
+    conn = raw()  # what version 3 made: no artifact tables
+    for table in sorted(OURS - OURS_V3):
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, table)))
+    meta = sql.Identifier(schema, "meta")
+    conn.execute(sql.SQL("UPDATE {} SET value = 3 WHERE key = 'schema_version'").format(meta))
+    again = opened()
+    assert _tables(conn, schema) == OURS
+    assert conn.execute(sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(meta)).fetchone() == (
+        SCHEMA_VERSION,
+    )
+    assert again.artifact_refs("c1") == {A, B, C} and again.artifact_refs("c2") == {D, E}
+    assert again.artifact_refs("c3") == set() and again.artifact_refs("plain") == set()
+    assert sorted(again.index_rows("c1"), key=repr) == index
+    again.put_blocks([(CID.of_raw(b"new"), b"new")])
+    assert again.get_block(CID.of_raw(b"new")) == b"new"
+
+
+def test_a_block_rotted_on_disk_is_caught_on_the_way_out(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    store = opened()
+    data = bytes(i % 251 for i in range(3 * CHUNK_SIZE + 7))
+    cid = replica_artifacts.put(store, data, limit=len(data))
+    chunk = decode_manifest(store.get_block(cid) or b"").chunks[2]
+    raw().execute(sql.SQL("UPDATE {} SET data = %s WHERE cid = %s").format(sql.Identifier(schema, "blocks")),
+                  (b"\x00" * CHUNK_SIZE, bytes(chunk)))
+    with pytest.raises(ArtifactCorruptError, match=str(chunk)):
+        replica_artifacts.get(store, cid)

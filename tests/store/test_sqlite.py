@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
 
+from convgraph import replica_artifacts
+from convgraph.artifacts import CHUNK_SIZE, decode_manifest
+from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
+from convgraph.core.record import Record
 from convgraph.errors import (
+    ArtifactCorruptError,
     NonceLogFullError,
     StoreBusyError,
     StoreCorruptError,
@@ -340,3 +346,53 @@ def test_a_version_2_file_gets_its_turn_index_from_the_records_and_snapshots(
         assert sorted(before[CONV], key=repr) == sorted(rows_of(records), key=repr)
     finally:
         again.close()
+
+
+def _artifact_history() -> tuple[list[Record], Record]:
+    """Records naming artifacts in two conversations, and one more to hold as a header only."""
+    first = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    snap = named("c1", "code_snapshot", {"blob": B, "tree": {"a.py": C}}, seq=2, parents=(first,))
+    patch = named("c2", "patch", {"base": D, "result": E, "diff": "-a\n+b\n"})
+    return [first, snap, patch], named("c3", "user_message", {"content": "header"}, refs=(F,))
+
+
+def test_a_version_3_file_gets_its_artifact_refs_from_the_records(
+    path: Path, raw: Callable[[], sqlite3.Connection]
+) -> None:
+    records, header = _artifact_history()
+    store = SqliteStore(path)
+    commit(store, *records, *chain(2, "plain"))
+    store.commit(WriteSet(headers=[header.meta]))
+    index = sorted(store.index_rows("c1"), key=repr)
+    store.close()
+    db = raw()  # what version 3 made: no artifact tables
+    db.execute("DROP TABLE blocks")
+    db.execute("DROP TABLE artifact_refs")
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    again = SqliteStore(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert again.artifact_refs("c1") == {A, B, C} and again.artifact_refs("c2") == {D, E}
+        assert again.artifact_refs("c3") == set() and again.artifact_refs("plain") == set()
+        assert sorted(again.index_rows("c1"), key=repr) == index  # the turn index was kept, not rebuilt
+        again.put_blocks([(CID.of_raw(b"new"), b"new")])
+        assert again.get_block(CID.of_raw(b"new")) == b"new"
+    finally:
+        again.close()
+
+
+def test_a_block_rotted_on_disk_is_caught_on_the_way_out(path: Path, raw: Callable[[], sqlite3.Connection]) -> None:
+    store = SqliteStore(path)
+    data = bytes(i % 251 for i in range(3 * CHUNK_SIZE + 7))
+    try:
+        cid = replica_artifacts.put(store, data, limit=len(data))
+        chunk = decode_manifest(store.get_block(cid) or b"").chunks[1]
+        raw().execute("UPDATE blocks SET data = ? WHERE cid = ?", (b"\x00" * CHUNK_SIZE, bytes(chunk)))
+        with pytest.raises(ArtifactCorruptError, match=str(chunk)):
+            replica_artifacts.get(store, cid)
+        pieces = replica_artifacts.open_artifact(store, cid)
+        assert next(pieces) == data[:CHUNK_SIZE]  # the block before it is read, checked, and given
+        with pytest.raises(ArtifactCorruptError):
+            next(pieces)
+    finally:
+        store.close()
