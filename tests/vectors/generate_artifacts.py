@@ -105,6 +105,8 @@ def _invalid() -> list[dict[str, Any]]:
         ("missing_key", "no \"v\"", _manifest(good[1:]), True),
         ("not_a_map", "the chunks array alone", _chunks([C1, C2]), True),
         ("v_2", "v is 2", but(v=b"\x02"), True),
+        ("v_true", "v is the simple value true", but(v=b"\xf5"), True),
+        ("v_float", "v is the float 1.0", but(v=b"\xfb" + struct.pack(">d", 1.0)), True),
         ("other_type", "type is \"convgraph/chunk\"", but(type=_text("convgraph/chunk")), True),
         ("one_chunk", "a single chunk (an artifact of one chunk is its raw block)",
          but(chunks=_chunks([C1]), size=_head(0, CHUNK_SIZE)), True),

@@ -65,7 +65,8 @@ def decode_manifest(data: bytes) -> Manifest:
     cid = str(CID.of_record(data))
     if type(value) is not dict or set(value) != _KEYS:
         raise ManifestError("a manifest is a map with exactly chunks, size, type and v", cid=cid)
-    if value["v"] != 1 or value["type"] != MANIFEST_TYPE:
+    # `type(...) is int`: true and 1.0 equal 1 in Python, and would give one artifact two CIDs
+    if type(value["v"]) is not int or value["v"] != 1 or value["type"] != MANIFEST_TYPE:
         raise ManifestError(f"v must be 1 and type {MANIFEST_TYPE!r}", cid=cid)
     chunks, size = value["chunks"], value["size"]
     if type(chunks) is not list or not all(isinstance(c, CID) for c in chunks) or type(size) is not int:
