@@ -3,6 +3,7 @@
 from convgraph.artifacts.blocks import (
     CHUNK_SIZE,
     MAX_ARTIFACT_SIZE,
+    MAX_CHUNKS,
     Builder,
     Manifest,
     decode_manifest,
@@ -14,6 +15,6 @@ from convgraph.artifacts.blocks import (
 from convgraph.artifacts.links import artifact_links
 
 __all__ = [
-    "CHUNK_SIZE", "MAX_ARTIFACT_SIZE", "Builder", "Manifest", "artifact_links", "decode_manifest",
-    "encode_manifest", "read", "split", "verify_block",
+    "CHUNK_SIZE", "MAX_ARTIFACT_SIZE", "MAX_CHUNKS", "Builder", "Manifest", "artifact_links",
+    "decode_manifest", "encode_manifest", "read", "split", "verify_block",
 ]
