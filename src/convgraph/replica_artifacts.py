@@ -24,14 +24,15 @@ def put(store: Store, source: Source, *, limit: int) -> CID:
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         return _put_stream(store, (data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)), limit)
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        try:
-            with path.open("rb") as f:
+    # a source failing half way (a disk, a network mount) rolls back like one too large
+    name = Path(source) if isinstance(source, str | os.PathLike) else getattr(source, "name", "the stream")
+    try:
+        if isinstance(source, str | os.PathLike):
+            with Path(source).open("rb") as f:
                 return _put_stream(store, _pieces(f), limit)
-        except OSError as exc:
-            raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return _put_stream(store, _pieces(source), limit)
+        return _put_stream(store, _pieces(source), limit)
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
 def _pieces(f: BinaryIO) -> Iterator[bytes]:
