@@ -85,4 +85,22 @@ def _absent_chunks(store: Store, cid: CID) -> set[CID]:
     return set(chunks) - store.has_blocks(chunks)
 
 
-__all__ = ["ArtifactMissingError", "Source", "get", "missing", "open_artifact", "put"]
+def verify_blocks(store: Store) -> tuple[int, list[tuple[CID, ConvgraphError]]]:
+    """Re-hash every held block, and decode each under a dag-cbor CID as a manifest: how many
+    were checked, and the rotten ones (`ArtifactCorruptError`, `ManifestError`)."""
+    checked, failures = 0, []
+    for cid in store.block_cids():
+        data = store.get_block(cid)
+        if data is None:
+            continue  # gone since it was listed
+        checked += 1
+        try:
+            verify_block(cid, data)
+            if cid.codec == DAG_CBOR:  # the only dag-cbor blocks are manifests (records are not blocks)
+                decode_manifest(data)
+        except ConvgraphError as exc:
+            failures.append((cid, exc))
+    return checked, failures
+
+
+__all__ = ["ArtifactMissingError", "Source", "get", "missing", "open_artifact", "put", "verify_blocks"]

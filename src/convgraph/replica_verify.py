@@ -1,15 +1,16 @@
 """Re-checking a store from its bytes: what `Replica.verify` and `Replica.get` read.
 
 Invariant: `verify_store` reports every stored record (and every compacted conversation's
-snapshot) that fails a rule it was accepted under, and every record whose turn index row
-disagrees with it (docs/conversation.md §8.5), and never changes the store.
+snapshot) that fails a rule it was accepted under, every record whose turn index row
+disagrees with it (docs/conversation.md §8.5), and every artifact block that does not hash to
+its CID or is not the manifest it should be (docs/format.md §17.6); it never changes the store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from convgraph import turn_index
+from convgraph import replica_artifacts, turn_index
 from convgraph.adoption import check_cover
 from convgraph.core.cid import CID
 from convgraph.core.record import Limits, Record, decode_record, load_trusted
@@ -31,6 +32,8 @@ class VerifyReport:
     checked: int = 0
     failures: list[tuple[CID, ConvgraphError]] = field(default_factory=list)
     headers_only: int = 0
+    blocks_checked: int = 0
+    missing_artifacts: dict[str, list[CID]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -67,6 +70,11 @@ def verify_store(store: Store, limits: Limits) -> VerifyReport:
     for conv in store.conversations():
         _verify_snapshot(store, conv, report)
     report.failures += turn_index.check(store)  # a cache of the fold, held to the records
+    report.blocks_checked, rotten = replica_artifacts.verify_blocks(store)
+    report.failures += rotten
+    for conv in store.conversations():  # sync may still bring them: informational
+        if missing := replica_artifacts.missing(store, conv):
+            report.missing_artifacts[conv] = missing
     return report
 
 

@@ -148,3 +148,10 @@ def test_any_bytes_round_trip(new_store: StoreMaker) -> None:  # noqa: F811
             assert b"".join(replica_artifacts.open_artifact(store, cid)) == data
 
     check()
+
+
+def test_block_cids_list_every_held_block_in_binary_order(store: Store) -> None:
+    held = blocks(*(b"block %d" % i for i in range(2_345)))  # more than one page
+    assert list(store.block_cids()) == []
+    store.put_blocks(held)
+    assert list(store.block_cids()) == sorted(c for c, _ in held)

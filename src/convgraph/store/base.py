@@ -346,6 +346,10 @@ class Store(Protocol):
         """Those of `cids` held as blocks."""
         ...
 
+    def block_cids(self) -> Iterator[CID]:
+        """Every held block's CID, in binary order, streamed (constant memory)."""
+        ...
+
     def artifact_refs(self, conv: str) -> set[CID]:
         """Every CID that the conversation's stored records name as artifacts
         (`artifacts.artifact_links`), held or not; kept by `commit` for each record it stores."""

@@ -514,6 +514,11 @@ class MemoryStore:
     def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
         return {c for c in cids if c in self._blocks}
 
+    def block_cids(self) -> Iterator[CID]:
+        with self._lock:
+            cids = sorted(self._blocks)
+        yield from cids
+
     def artifact_refs(self, conv: str) -> set[CID]:
         return set(self._artifact_refs.get(conv, ()))
 

@@ -857,6 +857,13 @@ class PostgresStore:
         rows = self._any("SELECT cid FROM {s}.blocks WHERE cid", wanted.values())
         return {wanted[bytes(r[0])] for r in rows}
 
+    def block_cids(self) -> Iterator[CID]:
+        after = b""  # below every CID; the primary key pages in binary order
+        page = "SELECT cid FROM {s}.blocks WHERE cid > %s ORDER BY cid LIMIT %s"
+        while rows := self._query(page, after, _PAGE):
+            yield from (CID(bytes(r[0])) for r in rows)
+            after = bytes(rows[-1][0])
+
     def artifact_refs(self, conv: str) -> set[CID]:
         rows = self._query("SELECT cid FROM {s}.artifact_refs WHERE conv = %s", conv)
         return {CID(bytes(r[0])) for r in rows}

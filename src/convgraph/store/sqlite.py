@@ -806,6 +806,13 @@ class SqliteStore:
             held.update(wanted[bytes(r[0])] for r in rows)
         return held
 
+    def block_cids(self) -> Iterator[CID]:
+        after = b""  # below every CID; the UNIQUE index on cid pages in binary order
+        page = "SELECT cid FROM blocks WHERE cid > ? ORDER BY cid LIMIT ?"
+        while rows := self._query(page, (after, _PAGE)):
+            yield from (CID(r[0]) for r in rows)
+            after = rows[-1][0]
+
     def artifact_refs(self, conv: str) -> set[CID]:
         rows = self._query("SELECT cid FROM artifact_refs WHERE conv = ?", (conv,))
         return {CID(bytes(r[0])) for r in rows}
