@@ -41,7 +41,7 @@ def _rot(home: Path, cid: CID, data: bytes) -> None:
 
 
 def test_a_sound_replica_verifies_and_lists_what_it_lacks(tmp_path: Path) -> None:
-    small, big, conv = _replica(tmp_path / "r")
+    _, _, conv = _replica(tmp_path / "r")
     with Replica.open(tmp_path / "r") as r:
         report = r.verify()
     assert report.ok and report.blocks_checked == 1 + 3 + 1  # small; 3 chunks and a manifest
@@ -77,7 +77,7 @@ def test_a_block_under_a_manifest_cid_that_is_no_manifest_fails_verify(tmp_path:
 
 
 def test_missing_chunks_of_a_held_manifest_are_listed(tmp_path: Path) -> None:
-    small, big, conv = _replica(tmp_path / "r")
+    _, big, conv = _replica(tmp_path / "r")
     with Replica.open(tmp_path / "r") as r:
         chunks = decode_manifest(r.store.get_block(big) or b"").chunks
     with Replica.open(tmp_path / "r") as r:
