@@ -102,7 +102,8 @@ class Builder:
 
     def __init__(self, limit: int = MAX_ARTIFACT_SIZE) -> None:
         self._limit = min(limit, MAX_ARTIFACT_SIZE)
-        self._buffer = bytearray()
+        self._full: bytes | None = None  # a whole chunk, held until a byte after it arrives
+        self._buffer = bytearray()  # a partial chunk
         self._chunks: list[CID] = []
         self.size = 0
 
@@ -110,15 +111,29 @@ class Builder:
         self.size += len(data)
         if self.size > self._limit:
             raise ArtifactTooLargeError(f"artifact over the limit of {self._limit} bytes", size=self.size)
-        self._buffer += data
         out: list[tuple[CID, bytes]] = []
-        while len(self._buffer) > CHUNK_SIZE:  # strictly more: the last chunk may be a full one
-            out += self._emit(bytes(self._buffer[:CHUNK_SIZE]))
-            del self._buffer[:CHUNK_SIZE]
+        view = memoryview(data)
+        while view:
+            if self._full is not None:  # more bytes follow it: it is not the last chunk
+                out += self._emit(self._full)
+                self._full = None
+            if not self._buffer and len(view) >= CHUNK_SIZE:  # aligned: one copy at most
+                # none for a read of exactly one chunk (immutable bytes: kept as they are)
+                whole = len(view) == len(data) == CHUNK_SIZE and isinstance(data, bytes)
+                self._full = data if whole else bytes(view[:CHUNK_SIZE])
+                view = view[CHUNK_SIZE:]
+                continue
+            take = CHUNK_SIZE - len(self._buffer)
+            self._buffer += view[:take]
+            view = view[take:]
+            if len(self._buffer) == CHUNK_SIZE:
+                self._full = bytes(self._buffer)
+                self._buffer.clear()
         return out
 
     def finish(self) -> tuple[CID, list[tuple[CID, bytes]]]:
-        last = bytes(self._buffer)
+        last = self._full if self._full is not None else bytes(self._buffer)
+        self._full = None
         self._buffer.clear()
         if not self._chunks:  # one block: the artifact is its raw leaf
             cid = CID.of_raw(last)

@@ -1,0 +1,42 @@
+"""`Builder` and `split` (docs/format.md §17.2): however the bytes arrive, the same blocks and
+the same CID; every block within `CHUNK_SIZE`; what `read` gives back is what went in."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from convgraph.artifacts import CHUNK_SIZE, Builder, read, split
+from convgraph.core.cid import RAW
+
+# sizes around the chunk edges, random bytes (cheap: os.urandom), cut at random points
+sizes = st.sampled_from([0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 2 * CHUNK_SIZE, 3 * CHUNK_SIZE + 7]) | \
+    st.integers(0, 4 * CHUNK_SIZE)
+
+
+@given(sizes, st.lists(st.integers(0, 2 * CHUNK_SIZE + 3), max_size=12), st.sampled_from([bytes, bytearray]))
+def test_any_feeding_gives_the_blocks_of_split(size: int, cuts: list[int], kind: type) -> None:
+    data = os.urandom(size)
+    points = sorted({min(c, size) for c in cuts} | {0, size})
+    builder = Builder()
+    blocks = []
+    for a, b in itertools.pairwise(points):
+        blocks += builder.feed(kind(data[a:b]))
+    cid, rest = builder.finish()
+    assert (cid, blocks + rest) == split(data)
+    assert all(len(b) <= CHUNK_SIZE for _, b in blocks + rest)
+    leaves = [b for c, b in blocks + rest if c.codec == RAW]
+    assert b"".join(leaves) == data and all(len(b) == CHUNK_SIZE for b in leaves[:-1])
+    assert b"".join(read(cid, dict(blocks + rest).get)) == data
+
+
+def test_a_buffer_fed_then_changed_does_not_change_the_blocks() -> None:
+    buffer = bytearray(os.urandom(CHUNK_SIZE))
+    builder = Builder()
+    builder.feed(buffer)
+    want = split(bytes(buffer) + b"x")
+    buffer[:] = bytes(CHUNK_SIZE)  # a reader reusing its buffer, as readinto does
+    assert builder.feed(b"x") + builder.finish()[1] == want[1]
