@@ -6,8 +6,10 @@ size round-tripping through each store."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 
 import pytest
 from hypothesis import given
@@ -155,3 +157,24 @@ def test_block_cids_list_every_held_block_in_binary_order(store: Store) -> None:
     assert list(store.block_cids()) == []
     store.put_blocks(held)
     assert list(store.block_cids()) == sorted(c for c, _ in held)
+
+
+def test_a_block_in_another_threads_open_transaction_is_not_seen(store: Store) -> None:
+    """Embedded stores make the reader wait for the writer's end, PostgreSQL reads what was
+    committed: either way a put that then rolls back was never visible."""
+    [(cid, data)] = blocks(b"uncommitted")
+    inside = threading.Event()
+
+    def writer() -> None:
+        with suppress(RuntimeError), store.transaction():
+            store.put_blocks([(cid, data)])
+            inside.set()
+            time.sleep(0.2)  # long enough for the reader to ask while the transaction is open
+            raise RuntimeError("roll back")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert inside.wait(10)
+    seen = (store.has_blocks([cid]), store.get_block(cid))
+    thread.join()
+    assert seen == (set(), None)

@@ -508,11 +508,15 @@ class MemoryStore:
                 if cid not in self._blocks:
                     self._set(self._blocks, cid, bytes(data))
 
+    # reads take the lock like the others: a put in another thread's open transaction may
+    # still roll back, and must not be seen before it commits
     def get_block(self, cid: CID) -> bytes | None:
-        return self._blocks.get(cid)
+        with self._lock:
+            return self._blocks.get(cid)
 
     def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
-        return {c for c in cids if c in self._blocks}
+        with self._lock:
+            return {c for c in cids if c in self._blocks}
 
     def block_cids(self) -> Iterator[CID]:
         with self._lock:
@@ -520,7 +524,8 @@ class MemoryStore:
         yield from cids
 
     def artifact_refs(self, conv: str) -> set[CID]:
-        return set(self._artifact_refs.get(conv, ()))
+        with self._lock:
+            return set(self._artifact_refs.get(conv, ()))
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""
