@@ -40,3 +40,10 @@ def test_a_buffer_fed_then_changed_does_not_change_the_blocks() -> None:
     want = split(bytes(buffer) + b"x")
     buffer[:] = bytes(CHUNK_SIZE)  # a reader reusing its buffer, as readinto does
     assert builder.feed(b"x") + builder.finish()[1] == want[1]
+
+
+def test_equal_chunks_share_one_block() -> None:
+    data = bytes(3 * CHUNK_SIZE)  # three chunks of zeros, one of them the last
+    cid, blocks = split(data)
+    assert len({c for c, _ in blocks if c.codec == RAW}) == 1
+    assert b"".join(read(cid, dict(blocks).get)) == data
