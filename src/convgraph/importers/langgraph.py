@@ -1,4 +1,4 @@
-"""Importing a LangGraph `SqliteSaver` thread (extras `langgraph`, `langgraph-checkpoint-sqlite`).
+"""Importing a LangGraph `SqliteSaver` thread (extra `langgraph`).
 
 The thread's messages are those of the `messages` channel (or `channel`) in its latest checkpoint
 of the root namespace, read through `SqliteSaver` itself on a read-only connection: the file is
