@@ -9,7 +9,8 @@
 * `anthropic`: Messages API `messages`; a user message's `tool_result` blocks become one
   `tool_result` turn each (keys `N.0`, `N.1`, …), its other blocks one `user_message` after them.
 
-`detect` names the format of a list of items from the first item that shows one. Invariant:
+`detect` names the format of a list of items from the first item that shows one (text turns
+alone map to the same turns either way: they read as Chat, or Anthropic when they hold blocks). Invariant:
 each item maps to drafts or to an `Unmapped` saying why, never both, never neither.
 """
 
@@ -53,10 +54,11 @@ def detect(items: Sequence[Any]) -> str | None:
         found = _format_of(item)
         if found is not None:
             return found
-    plain = all(i.get("role") in ("user", "assistant") and isinstance(i.get("content"), str) for i in maps)
-    if maps and plain:
-        return "openai-chat"  # plain text turns read the same in Chat and Anthropic form
-    return None
+    # text turns alone read the same in Chat and Anthropic form: either mapping gives the same turns
+    if not maps or not all(i.get("role") in ("user", "assistant") and _text(i.get("content")) is not None
+                           for i in maps):
+        return None
+    return "openai-chat" if all(isinstance(i.get("content"), str) for i in maps) else "anthropic"
 
 
 def _format_of(item: dict[str, Any]) -> str | None:
