@@ -124,3 +124,28 @@ def test_an_unknown_thread_or_file_says_what_there_is(tmp_path: Path) -> None:
         import_langgraph(Replica.in_memory(), junk, "t1")
     with pytest.raises(ImportSourceError, match=r"no list channel 'notes'.*channels: .*messages"):
         import_langgraph(Replica.in_memory(), db, "t1", channel="notes")
+
+
+def test_an_anthropic_style_tool_use_block_is_one_call_and_invalid_calls_are_reported(tmp_path: Path) -> None:
+    """ChatAnthropic puts each call in the content as a `tool_use` block and in `tool_calls`:
+    the turn holds it once, so no request repeats its id."""
+    db = tmp_path / "lg.sqlite"
+    call = {"id": "toolu_1", "name": "add", "args": {"a": 1}}
+    source = update_thread(db, "t1", [
+        HumanMessage("1 + 1?", id="h1"),
+        AIMessage([{"type": "text", "text": "Adding."},
+                   {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}}],
+                  tool_calls=[call], id="a1"),
+        ToolMessage("2", tool_call_id="toolu_1", id="t1"),
+        AIMessage("", invalid_tool_calls=[{"id": "bad", "name": "add", "args": "{oops", "error": "not JSON",
+                                           "type": "invalid_tool_call"}], id="a2"),
+        AIMessage("It is 2.", id="a3"),
+    ])
+    replica = Replica.in_memory()
+    report = import_langgraph(replica, db, "t1")
+    assert report.imported == len(source)
+    assert [(u.key, u.what, u.kept) for u in report.unmapped] == [("a2", "invalid_tool_calls", True)]
+    adding = replica.transcript(report.conv)[1]
+    assert adding.content == ({"type": "text", "text": "Adding."},)
+    assert [(c.id, c.input) for c in adding.tool_calls] == [("toolu_1", {"a": 1})]
+    assert_resumes(replica, report.conv)

@@ -6,8 +6,10 @@ never written. Each message becomes the turn `ConvgraphSaver` would write for it
 (`_langgraph_mapping.turn_draft`): a `HumanMessage` a `user_message`, an `AIMessage` an
 `agent_message` (its `tool_calls` kept as the turn's tool calls), a `ToolMessage` a
 `tool_result` answering its `tool_call_id`; the message itself, less its content, is kept in
-the payload's `meta["langchain"]`. A `SystemMessage` of text becomes a `system_prompt`. Its key
-is the message `id` (LangGraph's `add_messages` gives every message one), else `#index`.
+the payload's `meta["langchain"]`. A `SystemMessage` of text becomes a `system_prompt`.
+Content blocks that repeat one of an `AIMessage`'s tool calls (a `tool_use` block, as
+Anthropic models write) are left out: the turn holds each call once. A message's key is its
+`id` (LangGraph's `add_messages` gives every message one), else `#index`.
 Invariant: the checkpoint's messages are mapped in order, each once.
 """
 
@@ -25,6 +27,7 @@ from convgraph.importers.report import ImportReport, Unmapped
 from convgraph.replica import Draft, Replica
 
 SOURCE = "langgraph"
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
 
 
 def import_langgraph(
@@ -94,13 +97,27 @@ def mapped(conv: str, messages: Sequence[Any], dump: Any) -> tuple[list[writing.
                 missed.append(Unmapped(key, "system_message", "a system message of content blocks: "
                                        "a system prompt is text"))
             continue
-        draft = turn_draft(conv, message, None, dump)
+        draft = turn_draft(conv, _without_call_blocks(message), None, dump)
         if draft is None:
             missed.append(Unmapped(key, f"{message.type}_message",
                                    f"no turn kind holds a {type(message).__name__} whole"))
-        else:
-            out.append((key, draft))
+            continue
+        out.append((key, draft))
+        if getattr(message, "invalid_tool_calls", None):
+            missed.append(Unmapped(key, "invalid_tool_calls", "tool calls whose arguments did not parse: "
+                                   "kept in meta['langchain'], not made tool calls", kept=True))
     return out, missed
+
+
+def _without_call_blocks(message: Any) -> Any:
+    """`message` less the content blocks that repeat one of its `tool_calls` (Anthropic models
+    put each `tool_use` in both): the turn holds the call once, so no request repeats its id."""
+    calls = {c.get("id") for c in getattr(message, "tool_calls", None) or ()}
+    if not calls or not isinstance(message.content, list):
+        return message
+    kept = [b for b in message.content
+            if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS and b.get("id") in calls)]
+    return message if len(kept) == len(message.content) else message.model_copy(update={"content": kept})
 
 
 def _opened(saver: Any, conn: sqlite3.Connection) -> None:
