@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-from convgraph.importers.openai_agents import item_draft
+from convgraph.importers.openai_agents import item_drafts
 from convgraph.importers.report import Unmapped
 from convgraph.projections.providers import anthropic, openai_chat
 from convgraph.projections.providers._common import RESPONSES_ITEMS
@@ -83,7 +83,7 @@ def mapper(fmt: str, *, assistants: Iterable[str] = ()) -> Callable[[str, str, A
     if fmt == "legacy":
         speakers = ASSISTANT_SPEAKERS | {a.casefold() for a in assistants}
         return lambda conv, key, item: legacy(conv, key, item, speakers)
-    return {"openai-chat": chat, "openai-responses": responses, "anthropic": anthropic_message}[fmt]
+    return {"openai-chat": chat, "openai-responses": item_drafts, "anthropic": anthropic_message}[fmt]
 
 
 def legacy(conv: str, key: str, item: Any, assistants: frozenset[str]) -> Out:
@@ -126,15 +126,6 @@ def chat(conv: str, key: str, item: Any) -> Out:
     what = f"{role}_message" if isinstance(role, str) else "not_a_message"
     return _miss(key, what, "not a Chat Completions message convgraph maps (system, developer, user, "
                             "assistant, tool with their content)")
-
-
-def responses(conv: str, key: str, item: Any) -> Out:
-    found = item_draft(conv, item)
-    if isinstance(found, Unmapped):
-        return _miss(key, found.what, found.reason)
-    draft, left_out = found
-    kept = [] if left_out is None else [Unmapped(key, left_out.what, left_out.reason, kept=True)]
-    return [(key, draft)], kept
 
 
 def anthropic_message(conv: str, key: str, item: Any) -> Out:

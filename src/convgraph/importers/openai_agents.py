@@ -77,27 +77,22 @@ def mapped(conv: str, rows: Sequence[tuple[int, str]]) -> tuple[list[writing.Map
         except ValueError as exc:
             missed.append(Unmapped(key, "invalid_json", f"the row is not JSON ({exc})"))
             continue
-        found = item_draft(conv, item)
-        if isinstance(found, Unmapped):
-            missed.append(Unmapped(key, found.what, found.reason, found.kept))
-            continue
-        out.append((key, found[0]))
-        if found[1] is not None:
-            missed.append(Unmapped(key, found[1].what, found[1].reason, kept=True))
+        drafts, unmapped = item_drafts(conv, key, item)
+        out += drafts
+        missed += unmapped
     return out, missed
 
 
-def item_draft(conv: str, item: Any) -> tuple[Draft, Unmapped | None] | Unmapped:
-    """The draft of one Responses input item (and, when resume will leave it out, why), or why
-    none can hold it."""
+def item_drafts(conv: str, key: str, item: Any) -> tuple[list[writing.Mapped], list[Unmapped]]:
+    """The draft of one Responses input item (reported as kept when resume leaves it out), or
+    why none can hold it."""
     try:
         role, payload = turn_payload(item)
     except AdapterError as exc:
-        return Unmapped("", "unreadable_item", str(exc))
+        return [], [Unmapped(key, "unreadable_item", str(exc))]
     draft = Draft(KIND[role], {"conversation_id": conv, "role": role.value, **payload})
-    residual = payload.get("meta", {}).get(META_KEY, {})
-    if residual.get("shape") != "whole":
-        return draft, None
+    if payload.get("meta", {}).get(META_KEY, {}).get("shape") != "whole":
+        return [(key, draft)], []
     what = item.get("type") or f"{item.get('role', 'unknown')}_message"
-    return draft, Unmapped("", str(what), "no turn kind holds it: kept whole in meta, resume leaves it out",
-                           kept=True)
+    why = "no turn kind holds it: kept whole in meta, resume leaves it out"
+    return [(key, draft)], [Unmapped(key, str(what), why, kept=True)]
