@@ -208,6 +208,10 @@ def test_a_file_of_no_known_format_is_refused_saying_what_was_expected(tmp_path:
      "anthropic"),
     ([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "anthropic"),  # the same turns either way
     ([{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "critic", "content": "x"}], None),
+    ([{"role": "system", "content": "s"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "n", "input": {}}]}], "anthropic"),  # a system role tells nothing
+    ([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "openai-chat"),
+    ([{"role": "user", "content": 5}, {"role": "user", "content": {"type": "text"}}], None),
     ([{"who": "a"}], None),
     ([], None),
 ])

@@ -9,9 +9,10 @@
 * `anthropic`: Messages API `messages`; a user message's `tool_result` blocks become one
   `tool_result` turn each (keys `N.0`, `N.1`, …), its other blocks one `user_message` after them.
 
-`detect` names the format of a list of items from the first item that shows one (text turns
-alone map to the same turns either way: they read as Chat, or Anthropic when they hold blocks). Invariant:
-each item maps to drafts or to an `Unmapped` saying why, never both, never neither.
+`detect` names the format of a list of items from the first item that shows one; a `system`
+message shows none (both Chat and Anthropic logs hold them), and text turns alone map to the
+same turns either way (they read as Chat, or as Anthropic when they hold blocks). Invariant:
+each item maps to drafts, or to an `Unmapped` saying why, or to both when it is kept whole.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ ASSISTANT_SPEAKERS: Final = frozenset({"assistant", "agent", "ai", "bot", "model
 _RESPONSES_TYPES: Final = RESPONSES_ITEMS | {"message", "function_call", "function_call_output", "reasoning",
                                              "item_reference"}
 _RESPONSES_PARTS: Final = frozenset({"input_text", "output_text", "input_image", "input_file"})
-_CHAT_ROLES: Final = frozenset({"system", "developer", "tool", "function"})
+_CHAT_ROLES: Final = frozenset({"developer", "tool", "function"})
+_TEXT_ROLES: Final = frozenset({"user", "assistant", "system"})
 _CHAT_PARTS: Final = frozenset({"image_url", "input_audio", "file"})
 _ANTHROPIC_BLOCKS: Final = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image",
                                       "document", "server_tool_use"})
@@ -55,8 +57,8 @@ def detect(items: Sequence[Any]) -> str | None:
         if found is not None:
             return found
     # text turns alone read the same in Chat and Anthropic form: either mapping gives the same turns
-    if not maps or not all(i.get("role") in ("user", "assistant") and _text(i.get("content")) is not None
-                           for i in maps):
+    texts = [i.get("role") in _TEXT_ROLES and _text(i.get("content")) is not None for i in maps]
+    if not maps or not all(texts):
         return None
     return "openai-chat" if all(isinstance(i.get("content"), str) for i in maps) else "anthropic"
 
@@ -68,7 +70,8 @@ def _format_of(item: dict[str, Any]) -> str | None:
         return "openai-responses"
     if item.get("role") in _CHAT_ROLES or "tool_calls" in item or "tool_call_id" in item:
         return "openai-chat"
-    parts = {p.get("type") for p in item.get("content") or () if isinstance(p, dict)}
+    content = item.get("content")
+    parts = {p.get("type") for p in content if isinstance(p, dict)} if isinstance(content, list) else set()
     if parts & _RESPONSES_PARTS:
         return "openai-responses"
     if parts & _CHAT_PARTS:
