@@ -190,6 +190,9 @@ def test_a_file_of_no_known_format_is_refused_saying_what_was_expected(tmp_path:
     (tmp_path / "empty.jsonl").write_text("\n", "utf-8")
     with pytest.raises(ImportSourceError, match="holds no message"):
         import_jsonl(Replica.in_memory(), tmp_path / "empty.jsonl")
+    (tmp_path / "prose.txt").write_text("Dear diary,\ntoday\n", "utf-8")
+    with pytest.raises(ImportSourceError, match=r"first item is not JSON \(line 1 is not JSON"):
+        import_jsonl(Replica.in_memory(), tmp_path / "prose.txt")
     (tmp_path / "latin.jsonl").write_bytes(b'{"speaker": "Jos\xe9"}\n')
     with pytest.raises(ImportSourceError, match="not UTF-8"):
         import_jsonl(Replica.in_memory(), tmp_path / "latin.jsonl")

@@ -38,7 +38,8 @@ def import_jsonl(
     if fmt is None:
         fmt = formats.detect([v for _, v in items])
         if fmt is None:
-            first = json.dumps(items[0][1])[:200] if items else "nothing (the file holds no message)"
+            first = (json.dumps(items[0][1])[:200] if items else
+                     f"not JSON ({bad[0].reason})" if bad else "nothing (the file holds no message)")
             raise ImportSourceError(f"cannot tell the format of {str(path)!r}: {formats.UNKNOWN_HELP}; "
                                     f"its first item is {first}", source=str(path))
     elif fmt not in formats.FORMATS:
