@@ -1,8 +1,9 @@
 """What an import did: the conversation, how many records it wrote, and what it could not map.
 
 Every importer returns an `ImportReport`; the CLI prints it (and `--json` its `to_json`).
-Invariant: each source message is counted once, as imported now, imported before (`already`),
-or unmapped; an unmapped message that was still kept (`kept`) is counted as imported too.
+Invariant: each record the source maps to is counted once, as written now (`imported`) or
+found written before (`already`); each source message no record holds as it was is listed in
+`unmapped`, marked `kept` when it was written all the same.
 """
 
 from __future__ import annotations
