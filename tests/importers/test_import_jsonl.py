@@ -220,3 +220,19 @@ def test_a_file_of_no_known_format_is_refused_saying_what_was_expected(tmp_path:
 ])
 def test_detect_names_the_format_the_items_show(items: list[Any], fmt: str | None) -> None:
     assert detect(items) == fmt
+
+
+def test_two_logs_of_one_name_never_pass_for_each_other_and_reformatting_changes_nothing(tmp_path: Path) -> None:
+    """The key is the place and a digest of the item: another `chat.jsonl` is other messages,
+    the same lines spaced differently are the same ones."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _lines(tmp_path / "a" / "chat.jsonl", [{"speaker": "ann", "text": "one"}])
+    second = _lines(tmp_path / "b" / "chat.jsonl", [{"speaker": "ann", "text": "two"}])
+    replica = Replica.in_memory()
+    report = import_jsonl(replica, first)
+    other = import_jsonl(replica, second, into=report.conv)
+    assert (other.imported, other.already) == (1, 0)
+    first.write_text('{ "text" : "one",   "speaker" : "ann" }\n', "utf-8")
+    assert import_jsonl(replica, first, into=report.conv).imported == 0
+    assert [t.text for t in replica.transcript(report.conv)] == ["one", "two"]

@@ -92,3 +92,14 @@ def test_an_unknown_session_or_file_says_what_there_is(tmp_path: Path) -> None:
         import_openai_agents(Replica.in_memory(), db, "s1", messages_table="missing")
     with pytest.raises(ImportSourceError, match="no such file"):
         import_openai_agents(Replica.in_memory(), tmp_path / "missing.sqlite", "s1")
+
+
+def test_one_session_id_in_two_databases_is_two_histories(tmp_path: Path) -> None:
+    """Row ids start at 1 in every database: the key's digest of the item tells them apart."""
+    agents_session(tmp_path / "a.sqlite", "s1", [{"role": "user", "content": "from a"}])
+    agents_session(tmp_path / "b.sqlite", "s1", [{"role": "user", "content": "from b"}])
+    replica = Replica.in_memory()
+    report = import_openai_agents(replica, tmp_path / "a.sqlite", "s1")
+    other = import_openai_agents(replica, tmp_path / "b.sqlite", "s1", into=report.conv)
+    assert (other.imported, other.already) == (1, 0)
+    assert [t.text for t in replica.transcript(report.conv)] == ["from a", "from b"]

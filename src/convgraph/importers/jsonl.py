@@ -2,8 +2,9 @@
 `input` (a saved request), in any format `formats` knows, told from the file itself.
 
 A JSON object's `system` text (Anthropic's request field) becomes a `system_prompt` first.
-Each item's key is its place: the line number for JSON lines (`L3`), the index for an array
-(`#3`), so lines appended to a log are imported on the next run and the others are not again.
+Each item's key is its place (the line number for JSON lines, `L3`; the index for an array,
+`#3`) and a digest of its JSON (`writing.keyed`), so lines appended to a log are imported on
+the next run and the others are not again; reports name an item by its place alone.
 A line that is not JSON is reported and skipped; a file whose format cannot be told is an
 `ImportSourceError` that says which formats were looked for. Invariant: the file is only read.
 """
@@ -53,14 +54,14 @@ def import_jsonl(
         missed = list(bad)
         if system is not None:
             out.append(("system", Draft("system_prompt", {"content": system})))
-        for key, item in items:
-            mapped, unmapped = one(conv, key, item)
+        for place, item in items:
+            mapped, unmapped = one(conv, writing.keyed(place, item), item)
             out += mapped
-            missed += unmapped
+            missed += writing.placed(unmapped)
         return out, missed
 
     return writing.run(replica, build, source=SOURCE, origin=origin or path.name, into=into,
-                       title=title or f"Imported from {path.name}", fmt=chosen)
+                       title=title or f"Imported from {path.name}", fmt=chosen, shown=writing.place)
 
 
 def read_items(path: Path) -> tuple[Keyed, list[Unmapped], str | None]:

@@ -3,7 +3,8 @@
 Each row of the session, in row order (the order `SQLiteSession.get_items` gives), is one
 Responses input item, mapped as `ConvgraphSession` stores it (`_responses_items.turn_payload`),
 so a `ConvgraphSession` on the imported conversation gives back the same items. Its key is
-the row id, which SQLite never reuses for the session's later items. A row that is not
+the row id (SQLite never reuses one for the session's later items) and a digest of the item
+(`writing.keyed`), so one session id in two databases never passes for the other. A row that is not
 JSON, or an item of a shape the SDK does not define, is reported; an item no turn can carry
 (a system or developer message, an `item_reference`, an unknown type) is written whole in
 `meta` and reported as kept, since resume leaves it out. Invariant: the database is only read.
@@ -40,7 +41,7 @@ def import_openai_agents(
         return mapped(conv, rows)
 
     return writing.run(replica, build, source=SOURCE, origin=session_id, into=into,
-                       title=title or f"OpenAI Agents session {session_id}")
+                       title=title or f"OpenAI Agents session {session_id}", shown=writing.place)
 
 
 def read_session(path: Path, session_id: str, table: str = MESSAGES_TABLE) -> list[tuple[int, str]]:
@@ -71,15 +72,14 @@ def mapped(conv: str, rows: Sequence[tuple[int, str]]) -> tuple[list[writing.Map
     out: list[writing.Mapped] = []
     missed: list[Unmapped] = []
     for row_id, data in rows:
-        key = str(row_id)
         try:
             item = json.loads(data)
         except ValueError as exc:
-            missed.append(Unmapped(key, "invalid_json", f"the row is not JSON ({exc})"))
+            missed.append(Unmapped(str(row_id), "invalid_json", f"the row is not JSON ({exc})"))
             continue
-        drafts, unmapped = item_drafts(conv, key, item)
+        drafts, unmapped = item_drafts(conv, writing.keyed(str(row_id), item), item)
         out += drafts
-        missed += unmapped
+        missed += writing.placed(unmapped)
     return out, missed
 
 

@@ -12,8 +12,11 @@ transaction, so two imports racing cannot both write a message.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
 from convgraph.core import codec
 from convgraph.core.kinds import check_payload
@@ -21,6 +24,7 @@ from convgraph.errors import ConvgraphError, UnknownConversationError
 from convgraph.importers.report import IMPORT_KEY, ImportReport, Unmapped
 from convgraph.replica import Draft, Replica
 
+_DIGEST_CHARS: Final = 16  # 64 bits of SHA-256: a collision needs the same place too
 Mapped = tuple[str, Draft]
 """A source message's key and the draft of one record it becomes."""
 Build = Callable[[str], tuple[list[Mapped], list[Unmapped]]]
@@ -29,9 +33,10 @@ Build = Callable[[str], tuple[list[Mapped], list[Unmapped]]]
 
 def run(
     replica: Replica, build: Build, *, source: str, origin: str, into: str | None, title: str,
-    fmt: str | None = None,
+    fmt: str | None = None, shown: Callable[[str], str] = str,
 ) -> ImportReport:
-    """Import what `build` maps into conversation `into` (None: a new one titled `title`)."""
+    """Import what `build` maps into conversation `into` (None: a new one titled `title`);
+    a draft the record schema refuses is reported under `shown(key)`."""
     with replica.transaction():
         if into is None:
             conv, created = replica.create(title), True
@@ -50,7 +55,7 @@ def run(
                 if refused is None:
                     fresh[key] = ready
                 else:
-                    unmapped.append(Unmapped(key, draft.kind, refused))
+                    unmapped.append(Unmapped(shown(key), draft.kind, refused))
         records = replica.write_many(conv, fresh.values()) if fresh else []
     return ImportReport(source, origin, conv, created, len(records), already, tuple(unmapped), fmt,
                         tuple(str(r.cid) for r in records))
@@ -101,6 +106,24 @@ def _existing(replica: Replica, conv: str) -> str:
     raise UnknownConversationError(
         f"no conversation {conv[:64]!r} in this replica to import into; leave `into` out to start one",
         conv=conv, known=tuple(known))
+
+
+def keyed(place: str, item: Any) -> str:
+    """The key of the source message at `place` holding `item`: the place and a digest of the
+    item's JSON, so two sources that share an origin (two `chat.jsonl`, one session id in two
+    databases) never pass for each other, and a re-formatted file is still the same messages."""
+    data = json.dumps(item, sort_keys=True, separators=(",", ":")).encode("ascii")
+    return f"{place}:{hashlib.sha256(data).hexdigest()[:_DIGEST_CHARS]}"
+
+
+def place(key: str) -> str:
+    """The place part of a key `keyed` made (places hold no colon)."""
+    return key.partition(":")[0]
+
+
+def placed(unmapped: Sequence[Unmapped]) -> list[Unmapped]:
+    """`unmapped` reported by place alone (keys less the digest `keyed` added)."""
+    return [replace(u, key=place(u.key)) for u in unmapped]
 
 
 def known(what: str, held: Sequence[str], shown: int = 20) -> str:
