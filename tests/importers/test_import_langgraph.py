@@ -149,3 +149,16 @@ def test_an_anthropic_style_tool_use_block_is_one_call_and_invalid_calls_are_rep
     assert adding.content == ({"type": "text", "text": "Adding."},)
     assert [(c.id, c.input) for c in adding.tool_calls] == [("toolu_1", {"a": 1})]
     assert_resumes(replica, report.conv)
+
+
+def test_a_message_edited_in_the_thread_since_its_import_is_reported_not_written_again(tmp_path: Path) -> None:
+    """`add_messages` replaces a message by id: the conversation keeps what it imported, and says so."""
+    db = tmp_path / "lg.sqlite"
+    source = langgraph_thread(db, "t1", [HumanMessage("1 + 1?", id="q1")])
+    replica = Replica.in_memory()
+    report = import_langgraph(replica, db, "t1")
+    update_thread(db, "t1", [HumanMessage("2 + 2?", id="q1")])
+    again = import_langgraph(replica, db, "t1", into=report.conv)
+    assert (again.imported, again.already) == (0, len(source))
+    assert [(u.key, u.what, u.kept) for u in again.unmapped] == [("q1", "changed", False)]
+    assert replica.transcript(report.conv)[0].text == "1 + 1?"

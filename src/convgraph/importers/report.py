@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 IMPORT_KEY: Final = "imported"
-"""The payload `meta` key of an imported record: `{"from": source, "origin": …, "key": …}`."""
+"""The payload `meta` key of an imported record: `{"from": source, "origin": …, "key": …,
+"digest": …}` (`importers/writing.py`)."""
 
 
 @dataclass(frozen=True)

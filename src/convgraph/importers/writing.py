@@ -49,6 +49,9 @@ def run(
         for key, draft in mapped:
             if key in held:
                 already += 1
+                if held[key] not in (None, _digest(draft)):
+                    unmapped.append(Unmapped(shown(key), "changed", "changed in the source since it was "
+                                             "imported: the conversation keeps what was imported"))
             elif key not in fresh:  # a key twice in one source: the first is the message
                 ready = stamped(draft, source, origin, key)
                 refused = _refused(ready)
@@ -61,15 +64,16 @@ def run(
                         tuple(str(r.cid) for r in records))
 
 
-def imported_keys(replica: Replica, conv: str, source: str, origin: str) -> set[str]:
-    """The keys of the messages of (`source`, `origin`) that `conv` holds records of."""
-    found: set[str] = set()
+def imported_keys(replica: Replica, conv: str, source: str, origin: str) -> dict[str, str | None]:
+    """The keys of the messages of (`source`, `origin`) that `conv` holds records of, each with
+    the digest of what was imported (None: not said)."""
+    found: dict[str, str | None] = {}
     for record in replica.iter_records(conv):
         stamp = _stamp(record.payload)
         if stamp is not None and stamp.get("from") == source and stamp.get("origin") == origin:
-            key = stamp.get("key")
+            key, digest = stamp.get("key"), stamp.get("digest")
             if type(key) is str:
-                found.add(key)
+                found[key] = digest if type(digest) is str else None
     return found
 
 
@@ -77,8 +81,18 @@ def stamped(draft: Draft, source: str, origin: str, key: str) -> Draft:
     """`draft` with its payload's `meta` naming where it was imported from."""
     meta = draft.payload.get("meta")
     meta = dict(meta) if type(meta) is dict else {}
-    meta[IMPORT_KEY] = {"from": source, "origin": origin, "key": key}
+    meta[IMPORT_KEY] = {"from": source, "origin": origin, "key": key, "digest": _digest(draft)}
     return Draft(draft.kind, {**draft.payload, "meta": meta}, draft.refs, draft.branch)
+
+
+def _digest(draft: Draft) -> str | None:
+    """A digest of what `draft` says (its kind and payload less `meta`), None when DAG-CBOR
+    cannot hold it: an edit of the source message shows as another digest."""
+    said = {"kind": draft.kind, **{k: v for k, v in draft.payload.items() if k != "meta"}}
+    try:
+        return hashlib.sha256(codec.encode(said)).hexdigest()[:_DIGEST_CHARS]
+    except (ConvgraphError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _refused(draft: Draft) -> str | None:
