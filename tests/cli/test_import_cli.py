@@ -5,6 +5,10 @@ and in `--json`, a source that cannot be read exits 2 saying why."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +114,20 @@ def test_a_file_of_no_known_format_exits_2_saying_what_was_expected(tmp_path: Pa
     assert aliases.load(home) == {}  # nothing named, nothing written
     forced = _json(cg(home, "import-from", "jsonl", str(odd), "--format", "legacy", "--json"))
     assert forced["imported"] == 0 and forced["unmapped"][0]["what"] == "not_a_line"
+
+
+def test_the_readme_import_block_runs_as_written(tmp_path: Path) -> None:
+    """README.md's "Importing histories you already have", run by bash on sources the libraries made."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    found = re.search(r"### Importing histories you already have\n.*?```sh\n(.*?)```", readme, re.S)
+    assert found is not None
+    langgraph_thread(tmp_path / "checkpoints.sqlite", "support-42", [HumanMessage("My order is late.")])
+    agents_session(tmp_path / "agents.sqlite", "oslo", [{"role": "user", "content": "Weather in Oslo?"}])
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps(x) + "\n" for x in LOG), "utf-8")
+    env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "home"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(["convgraph", "init"], env=env, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", found.group(1)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert set(aliases.load(tmp_path / "home")) == {"langgraph:support-42", "support", "jsonl:chat.jsonl"}
