@@ -1,0 +1,1 @@
+"""Artifacts: the files a conversation speaks about, stored as content-addressed blocks."""
