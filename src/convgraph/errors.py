@@ -685,3 +685,39 @@ class AmbiguousCidError(NotFoundError):
         super().__init__(message)
         self.prefix = prefix
         self.candidates = candidates
+
+
+class ArtifactError(ConvgraphError):
+    """An artifact (docs/format.md §17) could not be stored, read or trusted; `cid` names the
+    block concerned."""
+
+    def __str__(self) -> str:
+        return self.message if self._cid is None else f"{self.message} (artifact {self._cid})"
+
+
+class ArtifactTooLargeError(ArtifactError):
+    """An artifact over the replica's size limit; nothing of it is stored. `size` is how many
+    bytes had been read when the limit was crossed."""
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+class ArtifactCorruptError(ArtifactError, VerificationError):
+    """Block bytes that do not hash to the CID they came under, or a chunk of the wrong
+    length: refused on the way in, reported (never returned) on the way out."""
+
+
+class ArtifactMissingError(ArtifactError, NotFoundError):
+    """A block of the artifact is not held (yet): sync may still bring it."""
+
+
+class ManifestError(ArtifactError, DecodeError):
+    """A block under a dag-cbor artifact CID that is not a §17 chunk manifest."""
+
+
+_RULES.update({
+    ArtifactTooLargeError: "artifact_size", ArtifactCorruptError: "artifact_hash",
+    ArtifactMissingError: "artifact_missing", ManifestError: "manifest",
+})
