@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convgraph.artifacts import blocks
-from convgraph.artifacts.claims import Status, artifact_cid, check, check_patch, check_snapshot
+from convgraph.artifacts.claims import ClaimStatus, artifact_cid, check_claim, check_patch, check_snapshot
 from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core import codec
 from convgraph.core.cid import CID
@@ -48,14 +48,14 @@ def test_an_honest_patch_holds_and_its_result_is_never_read() -> None:
     store = Blocks()
     r = patch(store, OLD, NEW)
     assert r.payload["result"] not in store
-    assert check_patch(r, store.get).status is Status.HOLDS
+    assert check_patch(r, store.get).status is ClaimStatus.HOLDS
 
 
 def test_a_forged_result_is_false_and_the_base_is_its_evidence() -> None:
     store = Blocks()
     r = patch(store, OLD, NEW, result=artifact_cid(b"def f():\n    return 3\n"))
     got = check_patch(r, store.get)
-    assert (got.status, got.check) == (Status.FALSE, "result")
+    assert (got.status, got.check) == (ClaimStatus.FALSE, "result")
     assert got.blocks == (OLD,)
     replay = {CID.of_raw(b): b for b in got.blocks}
     assert check_patch(r, replay.get) == got
@@ -65,7 +65,7 @@ def test_a_diff_that_does_not_apply_is_false() -> None:
     store = Blocks()
     r = patch(store, OLD, NEW, diff=make_unified_diff(b"other\n", NEW, "f.py"))
     got = check_patch(r, store.get)
-    assert (got.status, got.check) == (Status.FALSE, "apply")
+    assert (got.status, got.check) == (ClaimStatus.FALSE, "apply")
     assert "hunk 1" in got.reason
 
 
@@ -75,26 +75,26 @@ def test_a_patch_over_a_manifest_base_reads_every_chunk() -> None:
     assert len(text) > blocks.CHUNK_SIZE
     changed = text.replace(b"line 39999\n", b"last\n")
     honest = patch(store, text, changed)
-    assert check_patch(honest, store.get).status is Status.HOLDS
+    assert check_patch(honest, store.get).status is ClaimStatus.HOLDS
     lie = patch(store, text, changed, result=artifact_cid(text))
     got = check_patch(lie, store.get)
-    assert (got.status, got.check, len(got.blocks)) == (Status.FALSE, "result", 3)
+    assert (got.status, got.check, len(got.blocks)) == (ClaimStatus.FALSE, "result", 3)
 
 
 def test_a_missing_base_is_pending_and_an_unknown_format_not_checkable() -> None:
     store = Blocks()
     r = patch(store, OLD, NEW)
     got = check_patch(r, {}.get)
-    assert got.status is Status.PENDING and got.missing == (r.payload["base"],)
-    assert check_patch(patch(store, OLD, NEW, format="git-binary"), store.get).status is Status.UNCHECKABLE
-    assert check_patch(patch(store, OLD, NEW, format="unified"), store.get).status is Status.HOLDS
+    assert got.status is ClaimStatus.PENDING and got.missing == (r.payload["base"],)
+    assert check_patch(patch(store, OLD, NEW, format="git-binary"), store.get).status is ClaimStatus.UNCHECKABLE
+    assert check_patch(patch(store, OLD, NEW, format="unified"), store.get).status is ClaimStatus.HOLDS
 
 
 def test_a_rotten_block_makes_pending_not_false() -> None:
     store = Blocks()
     r = patch(store, OLD, NEW, result=artifact_cid(b"lie\n"))
     store[r.payload["base"]] = b"rotten"
-    assert check_patch(r, store.get).status is Status.PENDING
+    assert check_patch(r, store.get).status is ClaimStatus.PENDING
 
 
 def test_a_manifest_with_a_chunk_of_the_wrong_length_names_no_artifact() -> None:
@@ -106,11 +106,11 @@ def test_a_manifest_with_a_chunk_of_the_wrong_length_names_no_artifact() -> None
     store[cid] = bad
     snap = record("code_snapshot", {"tree": {"big.bin": cid}})
     got = check_snapshot(snap, store.get)
-    assert (got.status, got.check, len(got.blocks)) == (Status.FALSE, "tree", 3)
+    assert (got.status, got.check, len(got.blocks)) == (ClaimStatus.FALSE, "tree", 3)
     not_manifest = codec.encode({"hello": 1})
     store[CID.of_record(not_manifest)] = not_manifest
     got = check_patch(record("patch", {"base": CID.of_record(not_manifest), "diff": ""}), store.get)
-    assert (got.status, got.check) == (Status.FALSE, "base")
+    assert (got.status, got.check) == (ClaimStatus.FALSE, "base")
 
 
 def test_snapshots() -> None:
@@ -118,16 +118,16 @@ def test_snapshots() -> None:
     blob = store.put(OLD)
     other = store.put(NEW)
     text = OLD.decode()
-    cases: list[tuple[dict[str, Any], Status, str]] = [
-        ({"content": text, "blob": blob, "path": "f.py", "tree": {"f.py": blob, "g.py": other}}, Status.HOLDS, ""),
-        ({"content": text, "path": "f.py", "tree": {"f.py": blob}}, Status.HOLDS, ""),
-        ({"content": NEW.decode(), "blob": blob}, Status.FALSE, "content"),
-        ({"blob": blob, "path": "f.py", "tree": {"f.py": other}}, Status.FALSE, "path"),
-        ({"content": text, "path": "f.py", "tree": {"f.py": other}}, Status.FALSE, "path"),
-        ({"blob": blob, "path": "h.py", "tree": {"f.py": other}}, Status.HOLDS, ""),  # path not in tree
-        ({"tree": {"f.py": artifact_cid(b"not held")}}, Status.PENDING, ""),
+    cases: list[tuple[dict[str, Any], ClaimStatus, str]] = [
+        ({"content": text, "blob": blob, "path": "f.py", "tree": {"f.py": blob, "g.py": other}}, ClaimStatus.HOLDS, ""),
+        ({"content": text, "path": "f.py", "tree": {"f.py": blob}}, ClaimStatus.HOLDS, ""),
+        ({"content": NEW.decode(), "blob": blob}, ClaimStatus.FALSE, "content"),
+        ({"blob": blob, "path": "f.py", "tree": {"f.py": other}}, ClaimStatus.FALSE, "path"),
+        ({"content": text, "path": "f.py", "tree": {"f.py": other}}, ClaimStatus.FALSE, "path"),
+        ({"blob": blob, "path": "h.py", "tree": {"f.py": other}}, ClaimStatus.HOLDS, ""),  # path not in tree
+        ({"tree": {"f.py": artifact_cid(b"not held")}}, ClaimStatus.PENDING, ""),
         # application state, not a file tree (docs/integrations.md): nothing is claimed of files
-        ({"path": "langgraph/checkpoint", "tree": {"id": "1", "f.py": other}}, Status.HOLDS, ""),
+        ({"path": "langgraph/checkpoint", "tree": {"id": "1", "f.py": other}}, ClaimStatus.HOLDS, ""),
     ]
     for payload, status, rule in cases:
         got = check_snapshot(record("code_snapshot", payload), store.get)
@@ -135,7 +135,7 @@ def test_snapshots() -> None:
 
 
 def test_other_kinds_claim_nothing() -> None:
-    assert check(record("user_message", {"content": "hi"}), {}.get) is None
+    assert check_claim(record("user_message", {"content": "hi"}), {}.get) is None
 
 
 @given(st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "", "d"]), max_size=20),
@@ -143,9 +143,9 @@ def test_other_kinds_claim_nothing() -> None:
 def test_every_made_patch_holds_and_any_other_result_is_false(old: list[str], new: list[str]) -> None:
     store = Blocks()
     a, b = "".join(old).encode(), "".join(new).encode()
-    assert check_patch(patch(store, a, b), store.get).status is Status.HOLDS
+    assert check_patch(patch(store, a, b), store.get).status is ClaimStatus.HOLDS
     lie = check_patch(patch(store, a, b, result=artifact_cid(b + b"!")), store.get)
-    assert (lie.status, lie.check) == (Status.FALSE, "result")
+    assert (lie.status, lie.check) == (ClaimStatus.FALSE, "result")
 
 
 @pytest.mark.parametrize("n", [0, 1, blocks.CHUNK_SIZE, blocks.CHUNK_SIZE + 1])

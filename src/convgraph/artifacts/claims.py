@@ -4,7 +4,7 @@ takes `base` to `result`; a `code_snapshot` says its `content`, `blob` and `tree
 Pure: the only input besides the record is `get_block`, a CID's stored block bytes or None
 (`Store.get_block`); every block is hashed here before it is believed, so a store that rots
 makes a claim *pending*, never *false*. Invariant: a `FALSE` answer carries in `blocks`
-every block its check read, so `check(record, blocks-of-the-answer)` gives the same answer
+every block its check read, so `check_claim(record, those blocks)` gives the same answer
 anywhere (that is what an evidence bundle replays, docs/integrity.md §6.4).
 """
 
@@ -29,7 +29,7 @@ SNAPSHOT_CHECKS: Final = ("content", "path", "blob", "tree")
 CHECKED_KINDS: Final = ("patch", "code_snapshot")
 
 
-class Status(enum.Enum):
+class ClaimStatus(enum.Enum):
     """`HOLDS`: checked and true; `FALSE`: checked and false; `PENDING`: a block is not held
     (or held corrupt); `UNCHECKABLE`: a `format` this version cannot apply."""
 
@@ -45,7 +45,7 @@ class ClaimCheck:
     `SNAPSHOT_CHECKS`) when `FALSE`; `blocks` are the blocks that show it; `missing` the
     blocks a `PENDING` answer waits for."""
 
-    status: Status
+    status: ClaimStatus
     record: CID
     kind: str
     reason: str
@@ -105,7 +105,7 @@ def artifact_cid(data: bytes) -> CID | None:
         return None
 
 
-def check(record: Record, get: GetBlock) -> ClaimCheck | None:
+def check_claim(record: Record, get: GetBlock) -> ClaimCheck | None:
     """The check of a `patch` or `code_snapshot` record; None for any other kind."""
     if record.kind == "patch":
         return check_patch(record, get)
@@ -114,9 +114,9 @@ def check(record: Record, get: GetBlock) -> ClaimCheck | None:
     return None
 
 
-def _answer(record: Record, status: Status, reason: str, check: str = "", *,
+def _answer(record: Record, status: ClaimStatus, reason: str, check: str = "", *,
             used: dict[CID, bytes] | None = None, missing: tuple[CID, ...] = ()) -> ClaimCheck:
-    blocks = tuple(sorted(set((used or {}).values()))) if status is Status.FALSE else ()
+    blocks = tuple(sorted(set((used or {}).values()))) if status is ClaimStatus.FALSE else ()
     return ClaimCheck(status, record.cid, record.kind, reason, check, blocks, missing)
 
 
@@ -126,23 +126,23 @@ def check_patch(record: Record, get: GetBlock) -> ClaimCheck:
     p: dict[str, Any] = record.payload
     fmt = p.get("format", "unified")
     if fmt != "unified":
-        return _answer(record, Status.UNCHECKABLE, f"format {fmt[:64]!r} is not one this version applies")
+        return _answer(record, ClaimStatus.UNCHECKABLE, f"format {fmt[:64]!r} is not one this version checks")
     base = read_artifact(p["base"], get)
     if base.missing is not None:
-        return _answer(record, Status.PENDING, f"block {base.missing} of the base is not held",
+        return _answer(record, ClaimStatus.PENDING, f"block {base.missing} of the base is not held",
                        missing=(base.missing,))
     if base.data is None:
-        return _answer(record, Status.FALSE, f"the base is no artifact: {base.malformed}", "base",
+        return _answer(record, ClaimStatus.FALSE, f"the base is no artifact: {base.malformed}", "base",
                        used=base.used)
     try:
         made = apply_unified_diff(base.data, p["diff"])
     except PatchApplyError as exc:
-        return _answer(record, Status.FALSE, f"the diff does not apply to the base: {exc}", "apply",
+        return _answer(record, ClaimStatus.FALSE, f"the diff does not apply to the base: {exc}", "apply",
                        used=base.used)
     if "result" in p and artifact_cid(made) != p["result"]:
-        return _answer(record, Status.FALSE, f"the diff applied to the base gives {artifact_cid(made)}, "
+        return _answer(record, ClaimStatus.FALSE, f"the diff applied to the base gives {artifact_cid(made)}, "
                        f"not the result {p['result']}", "result", used=base.used)
-    return _answer(record, Status.HOLDS, "the diff applies to the base" + (
+    return _answer(record, ClaimStatus.HOLDS, "the diff applies to the base" + (
         " and gives the result" if "result" in p else ""))
 
 
@@ -164,12 +164,13 @@ def check_snapshot(record: Record, get: GetBlock) -> ClaimCheck:
     named = artifact_cid(text.encode("utf-8")) if isinstance(text, str) else None
     blob = p.get("blob")
     if text is not None and blob is not None and named != blob:
-        return _answer(record, Status.FALSE, f"blob {blob} is not the CID of content ({named})", "content")
+        return _answer(record, ClaimStatus.FALSE, f"blob {blob} is not the CID of content ({named})",
+                       "content")
     tree = file_tree(p)
     path = p.get("path")
     file = blob if blob is not None else named
     if tree is not None and path in tree and file is not None and tree[path] != file:
-        return _answer(record, Status.FALSE, f"tree names {tree[path]} at path {path!r}, "
+        return _answer(record, ClaimStatus.FALSE, f"tree names {tree[path]} at path {path!r}, "
                        f"the snapshot's file there is {file}", "path")
     pending: list[CID] = []
     named_files = [("blob", blob)] if blob is not None else []
@@ -179,9 +180,9 @@ def check_snapshot(record: Record, get: GetBlock) -> ClaimCheck:
         if got.missing is not None:
             pending.append(got.missing)
         elif got.data is None:
-            return _answer(record, Status.FALSE, f"{rule} names no artifact: {got.malformed}", rule,
+            return _answer(record, ClaimStatus.FALSE, f"{rule} names no artifact: {got.malformed}", rule,
                            used=got.used)
     if pending:
-        return _answer(record, Status.PENDING, f"{len(pending)} named artifacts not held",
+        return _answer(record, ClaimStatus.PENDING, f"{len(pending)} named artifacts not held",
                        missing=tuple(sorted(set(pending))))
-    return _answer(record, Status.HOLDS, "content, blob, path and tree agree")
+    return _answer(record, ClaimStatus.HOLDS, "content, blob, path and tree agree")

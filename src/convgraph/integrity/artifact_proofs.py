@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from convgraph.artifacts.claims import PATCH_CHECKS, SNAPSHOT_CHECKS, Status, check
+from convgraph.artifacts.claims import PATCH_CHECKS, SNAPSHOT_CHECKS, ClaimStatus, check_claim
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import Record
@@ -40,8 +40,8 @@ def prove(kind: str, claim: Mapping[str, Any], records: Mapping[CID, Record], bl
         raise Unproven(f"the claim names {cid}, which is not among the bundle's records")
     if record.kind != ARTIFACT_KINDS[kind]:
         raise Unproven(f"a `{kind}` claim is about a `{ARTIFACT_KINDS[kind]}`, not a `{record.kind}`")
-    answer = check(record, lambda c: by_digest.get(c.digest))
-    if answer is None or answer.status is not Status.FALSE:
+    answer = check_claim(record, lambda c: by_digest.get(c.digest))
+    if answer is None or answer.status is not ClaimStatus.FALSE:
         status = "no answer" if answer is None else answer.status.value
         raise Unproven(f"over the bundle's blocks the record's claim is {status}: "
                        f"{answer.reason if answer else ''}")

@@ -182,8 +182,8 @@ def artifact_claim_finding(data: bytes, get_block: claims.GetBlock, found_ms: in
     exactly the blocks the failing check read."""
     record = decode_record(data)
     kind = next((k for k, of in ARTIFACT_KINDS.items() if of == record.kind), None)
-    answer = claims.check(record, get_block) if kind is not None else None
-    if kind is None or answer is None or answer.status is not claims.Status.FALSE:
+    answer = claims.check_claim(record, get_block) if kind is not None else None
+    if kind is None or answer is None or answer.status is not claims.ClaimStatus.FALSE:
         return None
     claim = {"record": record.cid, "check": answer.check}
     return _finding(encode_bundle(kind, record.conv, [], [data], claim, blocks=answer.blocks), (), found_ms)
