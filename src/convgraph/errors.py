@@ -717,7 +717,7 @@ class ManifestError(ArtifactError, DecodeError):
     """A block under a dag-cbor artifact CID that is not a §17 chunk manifest."""
 
 
-_RULES.update({
-    ArtifactTooLargeError: "artifact_size", ArtifactCorruptError: "artifact_hash",
-    ArtifactMissingError: "artifact_missing", ManifestError: "manifest",
-})
+_RULES[ArtifactTooLargeError] = "artifact_size"
+_RULES[ArtifactCorruptError] = "artifact_hash"
+_RULES[ArtifactMissingError] = "artifact_missing"
+_RULES[ManifestError] = "manifest"

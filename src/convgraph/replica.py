@@ -23,7 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from convgraph import checkpointing, replica_home, turn_index, witness_policy, witnessing
+from convgraph import checkpointing, replica_artifacts, replica_home, turn_index, witness_policy, witnessing
+from convgraph.artifacts.blocks import MAX_ARTIFACT_SIZE
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
 from convgraph.core.keys import SigningKey, load_or_create_key
@@ -76,13 +77,15 @@ class Config:
 
     `legacy_writes` lets it author records in legacy conversations (ids that name no owner,
     docs/authority.md §2); without it a local write there raises `LegacyConversationError`.
-    What it ingests and syncs never depends on it.
+    What it ingests and syncs never depends on it. `max_artifact_bytes` bounds what `put`
+    stores (at most `artifacts.MAX_ARTIFACT_SIZE`, 1 GiB).
     """
 
     limits: Limits = DEFAULT_LIMITS
     max_drift_ms: int = DEFAULT_MAX_DRIFT_MS
     quarantine: QuarantineBounds = field(default_factory=QuarantineBounds)
     legacy_writes: bool = False
+    max_artifact_bytes: int = MAX_ARTIFACT_SIZE
 
 
 class Replica:
@@ -223,6 +226,29 @@ class Replica:
     def get(self, cid: CID) -> Record:
         """The stored record named `cid`."""
         return stored_record(self.store, cid)
+
+    # ------------------------------------------------------------ artifacts (docs/format.md §17)
+
+    def put(self, source: replica_artifacts.Source) -> CID:
+        """Store bytes, a file by path, or a binary stream as an artifact; returns its CID.
+
+        Streams in constant memory; raises `ArtifactTooLargeError` past
+        `config.max_artifact_bytes`, storing nothing.
+        """
+        return replica_artifacts.put(self.store, source, limit=self.config.max_artifact_bytes)
+
+    def get_artifact(self, cid: CID) -> bytes:
+        """An artifact's bytes, checked against `cid`: `ArtifactMissingError` when a block is
+        not held, `ArtifactCorruptError` when one hashes differently."""
+        return replica_artifacts.get(self.store, cid)
+
+    def open_artifact(self, cid: CID) -> Iterator[bytes]:
+        """An artifact's bytes block by block, each checked as it is read (constant memory)."""
+        return replica_artifacts.open_artifact(self.store, cid)
+
+    def missing_artifacts(self, conv: str) -> list[CID]:
+        """Artifacts named by `conv`'s records and not held whole here (sync may bring them)."""
+        return replica_artifacts.missing(self.store, check_text(conv, "conv"))
 
     # ------------------------------------------------------------ conversation views
 

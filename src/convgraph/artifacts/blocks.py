@@ -14,8 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from convgraph.core import codec
-from convgraph.core.cid import DAG_CBOR, RAW, CID
-from convgraph.errors import ArtifactCorruptError, ArtifactMissingError, ArtifactTooLargeError, DecodeError, ManifestError
+from convgraph.core.cid import CID, DAG_CBOR, RAW
+from convgraph.errors import (
+    ArtifactCorruptError,
+    ArtifactMissingError,
+    ArtifactTooLargeError,
+    DecodeError,
+    ManifestError,
+)
 
 CHUNK_SIZE: Final = 262_144
 """256 KiB: Kubo's default chunk, so an artifact of one block has the CID `ipfs add
@@ -46,7 +52,8 @@ class Manifest:
 def encode_manifest(manifest: Manifest) -> bytes:
     """The manifest's canonical DAG-CBOR bytes; `ManifestError` when it breaks a §17 rule."""
     _check(manifest)
-    return codec.encode({"chunks": list(manifest.chunks), "size": manifest.size, "type": MANIFEST_TYPE, "v": 1})
+    value = {"chunks": list(manifest.chunks), "size": manifest.size, "type": MANIFEST_TYPE, "v": 1}
+    return codec.encode(value)
 
 
 def decode_manifest(data: bytes) -> Manifest:

@@ -331,6 +331,26 @@ class Store(Protocol):
         keeps their bytes (and those of equivocating records), gossip pruning keeps them."""
         ...
 
+    # artifacts (docs/format.md §17): blocks beside the records, checked by the caller
+
+    def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        """Store blocks whose bytes the caller checked against their CIDs; a block already held
+        is left as it is. Atomic; inside an open `transaction` it lands with it."""
+        ...
+
+    def get_block(self, cid: CID) -> bytes | None:
+        """A block's bytes as stored (the caller checks them: storage can rot), or None."""
+        ...
+
+    def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
+        """Those of `cids` held as blocks."""
+        ...
+
+    def artifact_refs(self, conv: str) -> set[CID]:
+        """Every CID that the conversation's stored records name as artifacts
+        (`artifacts.artifact_links`), held or not; kept by `commit` for each record it stores."""
+        ...
+
     def close(self) -> None: ...
 
 

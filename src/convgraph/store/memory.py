@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from convgraph.artifacts.links import artifact_links
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import RecordMeta
@@ -77,6 +78,8 @@ class MemoryStore:
         self._checks: dict[tuple[bytes, str], tuple[PendingCheck, ...]] = {}
         self._findings: dict[CID, FindingRow] = {}
         self._cited: dict[str, frozenset[CID]] = {}
+        self._blocks: dict[CID, bytes] = {}
+        self._artifact_refs: dict[str, set[CID]] = {}
         self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
         self._copied: set[tuple[object, object]] = set()
         self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
@@ -139,8 +142,11 @@ class MemoryStore:
             for meta in writes.headers:
                 self._put(meta, b"")
             for record in writes.records:
-                if self._put(record.meta, record.data) and (row := row_of(record)) is not None:
-                    self._index(record.conv, row)
+                if self._put(record.meta, record.data):
+                    if (row := row_of(record)) is not None:
+                        self._index(record.conv, row)
+                    if links := artifact_links(record):
+                        self._own(self._artifact_refs, record.conv, set).update(links)
             for cid in writes.pending_remove:
                 self._unpend(cid)
             for entry in writes.pending_put:
@@ -495,6 +501,21 @@ class MemoryStore:
     def cited(self, conv: str) -> set[CID]:
         with self._lock:
             return set(self._cited.get(conv, ()))
+
+    def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        with self.transaction():
+            for cid, data in blocks:
+                if cid not in self._blocks:
+                    self._set(self._blocks, cid, bytes(data))
+
+    def get_block(self, cid: CID) -> bytes | None:
+        return self._blocks.get(cid)
+
+    def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
+        return {c for c in cids if c in self._blocks}
+
+    def artifact_refs(self, conv: str) -> set[CID]:
+        return set(self._artifact_refs.get(conv, ()))
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

@@ -21,9 +21,10 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
+from convgraph.artifacts.links import ARTIFACT_KINDS, artifact_links
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import Record, RecordMeta
+from convgraph.core.record import Record, RecordMeta, load_trusted
 from convgraph.errors import (
     MissingExtraError,
     StoreBusyError,
@@ -79,17 +80,19 @@ except ModuleNotFoundError as exc:
 
 # version 2 added the witnessed-history tables (`_DDL_V2`), version 3 the turn index (`_DDL_V3`,
 # docs/conversation.md §8); an older schema is upgraded in place when opened, under the setup
-# lock, the index filled from the records
-SCHEMA_VERSION: Final = 3
-_UPGRADABLE: Final = frozenset({1, 2})
+# lock, the index filled from the records; version 4 the artifact tables (`_DDL_V4`,
+# docs/format.md §17), `artifact_refs` filled from the records
+SCHEMA_VERSION: Final = 4
+_UPGRADABLE: Final = frozenset({1, 2, 3})
 _PAGE: Final = 1000
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
 _TABLES_V1: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
                                "equivocations"})
 _TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings",
                                   "finding_cites"}
-_TABLES: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
-                               "turn_hidden_as_of"}
+_TABLES_V3: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
+                                  "turn_hidden_as_of"}
+_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs"}
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -130,6 +133,11 @@ CREATE INDEX IF NOT EXISTS findings_order ON {s}.findings (found, id);
 CREATE TABLE IF NOT EXISTS {s}.finding_cites (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
     finding bytea NOT NULL, PRIMARY KEY (conv, cid, finding));
 """
+_DDL_V4: Final = """
+CREATE TABLE IF NOT EXISTS {s}.blocks (cid bytea PRIMARY KEY, data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.artifact_refs (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
+    PRIMARY KEY (conv, cid));
+"""
 _DDL_V3: Final = """
 CREATE TABLE IF NOT EXISTS {s}.turn_line (conv text COLLATE "C" NOT NULL, line text COLLATE "C" NOT NULL,
     wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
@@ -149,6 +157,8 @@ _INDEX_INSERTS: Final = (
     "INSERT INTO {s}.turn_targets VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
     "INSERT INTO {s}.turn_branches VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
 )
+_ARTIFACT_REFS_INSERT: Final = "INSERT INTO {s}.artifact_refs VALUES (%s, %s) ON CONFLICT DO NOTHING"
+_BLOCKS_INSERT: Final = "INSERT INTO {s}.blocks VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
 _ANALYZE: Final = "ANALYZE {s}.records, {s}.heads, {s}.turn_line, {s}.turn_targets, {s}.turn_branches"
@@ -158,6 +168,10 @@ _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.Dead
 _NOT_OURS: Final = (pgerrors.UndefinedTable, pgerrors.UndefinedColumn, pgerrors.InvalidSchemaName,
                     pgerrors.DatatypeMismatch, pgerrors.UndefinedObject, pgerrors.UndefinedFunction)
 _Conn = psycopg.Connection[TupleRow]
+
+
+def _artifact_params(records: Iterable[Record]) -> list[tuple[str, bytes]]:
+    return [(r.conv, bytes(c)) for r in records for c in artifact_links(r)]
 
 
 def _why(exc: BaseException) -> str:
@@ -275,15 +289,18 @@ class PostgresStore:
             read = "SELECT value FROM {s}.meta WHERE key = 'schema_version'"
             version = self._run(conn, read).fetchone() if found else None
             upgrade = version[0] if version is not None and version[0] in _UPGRADABLE else None
-            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2}[upgrade]
+            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2, 3: _TABLES_V3}[upgrade]
             if found and wanted - found:
                 raise StoreCorruptError(f"{self._where} lacks the tables {sorted(wanted - found)}")
             if upgrade is not None:
-                conn.execute(self._sql(_DDL_V2 + _DDL_V3))
-                self._backfill_index(conn)
+                conn.execute(self._sql(_DDL_V2 + _DDL_V3 + _DDL_V4))
+                if upgrade < 3:
+                    self._backfill_index(conn)
+                self._backfill_artifact_refs(conn)
                 self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
             if not found:
-                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + _DDL + _DDL_V2 + _DDL_V3))
+                ddl = _DDL + _DDL_V2 + _DDL_V3 + _DDL_V4
+                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + ddl))
             version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
@@ -303,6 +320,17 @@ class PostgresStore:
             after = rows[-1][0]
         for conv, data in self._run(conn, "SELECT conv, data FROM {s}.snapshots").fetchall():
             self._index_snapshot(conn, conv, data)
+
+    def _backfill_artifact_refs(self, conn: _Conn) -> None:
+        """Fill `artifact_refs` from every record held with bytes (version 4 added it)."""
+        after = 0
+        page = "SELECT id, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s"
+        while rows := self._run(conn, page, after, _PAGE).fetchall():
+            refs = _artifact_params(load_trusted(bytes(d), CID(bytes(c))) for _, c, d in rows if d)
+            if refs:
+                with conn.cursor() as cur:
+                    cur.executemany(self._sql(_ARTIFACT_REFS_INSERT), refs)
+            after = rows[-1][0]
 
     def _index(self, conn: _Conn, rows: Iterable[tuple[str, Row]]) -> None:
         with conn.cursor() as cur:
@@ -421,6 +449,8 @@ class PostgresStore:
                 (_INDEX_INSERTS[0], lines),
                 (_INDEX_INSERTS[1], targets),
                 (_INDEX_INSERTS[2], branches),
+                (_ARTIFACT_REFS_INSERT,
+                 _artifact_params(r for r in fresh.values() if r.refs or r.kind in ARTIFACT_KINDS)),
                 ("DELETE FROM {s}.heads WHERE conv = %s AND cid = %s", unheaded),
                 ("INSERT INTO {s}.heads VALUES (%s, %s)", headed),
                 ("DELETE FROM {s}.pending WHERE cid = ANY(%s::bytea[])", gone),
@@ -808,6 +838,25 @@ class PostgresStore:
 
     def cited(self, conv: str) -> set[CID]:
         rows = self._query("SELECT cid FROM {s}.finding_cites WHERE conv = %s", conv)
+        return {CID(bytes(r[0])) for r in rows}
+
+    def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        params = [(bytes(c), bytes(d)) for c, d in blocks]
+        with self.transaction(), self._translated(), self._conn() as conn, conn.cursor() as cur:
+            self._bump(conn)
+            cur.executemany(self._sql(_BLOCKS_INSERT), params)
+
+    def get_block(self, cid: CID) -> bytes | None:
+        rows = self._query("SELECT data FROM {s}.blocks WHERE cid = %s", bytes(cid))
+        return bytes(rows[0][0]) if rows else None
+
+    def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
+        wanted = {bytes(c): c for c in cids}
+        rows = self._any("SELECT cid FROM {s}.blocks WHERE cid", wanted.values())
+        return {wanted[bytes(r[0])] for r in rows}
+
+    def artifact_refs(self, conv: str) -> set[CID]:
+        rows = self._query("SELECT cid FROM {s}.artifact_refs WHERE conv = %s", conv)
         return {CID(bytes(r[0])) for r in rows}
 
     def close(self) -> None:

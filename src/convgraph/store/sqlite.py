@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from convgraph.artifacts.links import ARTIFACT_KINDS, artifact_links
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import RecordMeta
+from convgraph.core.record import Record, RecordMeta, load_trusted
 from convgraph.errors import (
     NonceLogFullError,
     StoreBusyError,
@@ -70,8 +71,9 @@ from convgraph.store.base import (
 # version 2 added the witnessed-history tables (remembered … finding_cites), version 3 the turn
 # index (turn_line … turn_hidden_as_of, docs/conversation.md §8); an older file is upgraded in
 # place when opened: the DDL below creates what it lacks, the index is filled from the records
-SCHEMA_VERSION: Final = 3
-_UPGRADABLE: Final = frozenset({"1", "2"})
+SCHEMA_VERSION: Final = 4
+_UPGRADABLE: Final = frozenset({"1", "2", "3"})
+_INDEXED: Final = frozenset({"3"})  # versions that have the turn index already
 _PAGE: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -133,6 +135,9 @@ CREATE TABLE IF NOT EXISTS turn_branches (conv TEXT NOT NULL, name TEXT NOT NULL
     counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, origin BLOB NOT NULL,
     PRIMARY KEY (conv, name, wall, counter, actor, cid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS turn_hidden (conv TEXT NOT NULL, cid BLOB NOT NULL,
+    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blocks (id INTEGER PRIMARY KEY, cid BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS artifact_refs (conv TEXT NOT NULL, cid BLOB NOT NULL,
     PRIMARY KEY (conv, cid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS turn_hidden_as_of (conv TEXT PRIMARY KEY, cursor INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -232,7 +237,9 @@ class SqliteStore:
                 "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
         elif row[0] in _UPGRADABLE:
-            self._backfill_index()
+            if row[0] not in _INDEXED:
+                self._backfill_index()
+            self._backfill_artifact_refs()
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
@@ -248,6 +255,20 @@ class SqliteStore:
             after = rows[-1][0]
         for conv, data in self._db.execute("SELECT conv, data FROM snapshots").fetchall():
             self._index_snapshot(conv, data)
+
+    def _backfill_artifact_refs(self) -> None:
+        """Fill `artifact_refs` from every record held with bytes (version 4 added it)."""
+        after = 0
+        while rows := self._db.execute(
+            "SELECT id, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?", (after, _PAGE)
+        ).fetchall():
+            self._insert_artifact_refs(load_trusted(data, CID(cid)) for _, cid, data in rows if data)
+            after = rows[-1][0]
+
+    def _insert_artifact_refs(self, records: Iterable[Record]) -> None:
+        params = [(r.conv, _blob(bytes(c))) for r in records for c in artifact_links(r)]
+        if params:
+            self._db.executemany("INSERT OR IGNORE INTO artifact_refs VALUES (?, ?)", params)
 
     def _index(self, rows: Iterable[tuple[str, Row]]) -> None:
         self._insert_index(index_params(rows))
@@ -333,6 +354,7 @@ class SqliteStore:
                 rows,
             )
             self._insert_index(record_params(fresh.values(), _blob))
+            self._insert_artifact_refs(r for r in fresh.values() if r.refs or r.kind in ARTIFACT_KINDS)
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
             batch = {raw for _, raw in added}
@@ -762,6 +784,31 @@ class SqliteStore:
 
     def cited(self, conv: str) -> set[CID]:
         return {CID(r[0]) for r in self._query("SELECT cid FROM finding_cites WHERE conv = ?", (conv,))}
+
+    def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        with self.transaction(), _translated():
+            self._commits += 1
+            self._db.executemany("INSERT OR IGNORE INTO blocks (cid, data) VALUES (?, ?)",
+                                 [(_blob(bytes(c)), _blob(d)) for c, d in blocks])
+
+    def get_block(self, cid: CID) -> bytes | None:
+        rows = self._query("SELECT data FROM blocks WHERE cid = ?", (bytes(cid),))
+        return bytes(rows[0][0]) if rows else None
+
+    def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
+        wanted = {bytes(c): c for c in cids}
+        held: set[CID] = set()
+        keys = list(wanted)
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self._query(f"SELECT cid FROM blocks WHERE cid IN ({marks})", tuple(part))
+            held.update(wanted[bytes(r[0])] for r in rows)
+        return held
+
+    def artifact_refs(self, conv: str) -> set[CID]:
+        rows = self._query("SELECT cid FROM artifact_refs WHERE conv = ?", (conv,))
+        return {CID(bytes(r[0])) for r in rows}
 
     def close(self) -> None:
         with self._lock, _translated():
