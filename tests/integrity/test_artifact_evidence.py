@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from convgraph import ManualClock, Replica, SqliteStore
 from convgraph.artifacts import blocks
 from convgraph.artifacts.claims import artifact_cid
 from convgraph.artifacts.diff import make_unified_diff
@@ -115,3 +116,21 @@ def test_verify_evidence_proves_it_from_the_file_alone(tmp_path: Path, held: dic
     file.write_bytes(finding.bundle.replace(b"line 39999", b"line 39998"))
     assert subprocess.run([sys.executable, "-m", "convgraph.cli", "verify-evidence", str(file)],
                           capture_output=True, env=env, cwd=tmp_path, timeout=60, check=False).returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_on_a_replica_the_store_is_the_block_getter(tmp_path: Path, kind: str) -> None:
+    """The wiring the replica does: `store.get_block` as the getter, records as written."""
+    key = SigningKey(bytes([6]) * 32)
+    clock = ManualClock(1_700_000_000_000)
+    replica = (Replica.in_memory(key, clock=clock) if kind == "memory"
+               else Replica(SqliteStore(tmp_path / "r.sqlite"), key, clock=clock))
+    conv = replica.create("review")
+    base = replica.put(OLD)
+    honest = replica.write(conv, "patch", {"base": base, "diff": make_unified_diff(OLD, NEW, "f"),
+                                           "result": replica.put(NEW), "path": "f"})
+    forged = replica.write(conv, "patch", {"base": base, "diff": make_unified_diff(OLD, NEW, "f"),
+                                           "result": replica.put(NEW + b"evil\n"), "path": "f"})
+    assert artifact_claim_finding(honest.data, replica.store.get_block, 0) is None
+    finding = proven(artifact_claim_finding(forged.data, replica.store.get_block, 0), FALSE_PATCH)
+    assert finding.cites == (forged.cid,)
