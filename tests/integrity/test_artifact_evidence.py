@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from convgraph import ManualClock, Replica, SqliteStore
 from convgraph.artifacts import blocks
@@ -25,7 +27,7 @@ from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, sign_record
 from convgraph.errors import EvidenceError
 from convgraph.integrity.builders import artifact_claim_finding
-from convgraph.integrity.evidence import decode_bundle, verify_bundle
+from convgraph.integrity.evidence import decode_bundle, encode_bundle, verify_bundle
 from convgraph.integrity.findings import FALSE_PATCH, FALSE_SNAPSHOT, Finding
 
 KEY = SigningKey(bytes([5]) * 32)
@@ -134,3 +136,18 @@ def test_on_a_replica_the_store_is_the_block_getter(tmp_path: Path, kind: str) -
     assert artifact_claim_finding(honest.data, replica.store.get_block, 0) is None
     finding = proven(artifact_claim_finding(forged.data, replica.store.get_block, 0), FALSE_PATCH)
     assert finding.cites == (forged.cid,)
+
+
+_TEXT = st.lists(st.sampled_from([b"a\n", b"b\n", b"c\r\n", b"d"]), max_size=12).map(b"".join)
+
+
+@given(_TEXT, _TEXT, st.lists(st.binary(max_size=8) | _TEXT, max_size=4),
+       st.sampled_from(["base", "apply", "result"]), st.booleans())
+def test_no_choice_of_blocks_or_check_makes_an_honest_patch_prove(
+        old: bytes, new: bytes, extra: list[bytes], check: str, with_base: bool) -> None:
+    r = signed("patch", {"base": artifact_cid(old), "diff": make_unified_diff(old, new, "f"),
+                         "result": artifact_cid(new)})
+    chosen = ([old] if with_base else []) + extra
+    blocks_ = sorted(set(chosen))
+    bundle = encode_bundle(FALSE_PATCH, "c", [], [r.data], {"record": r.cid, "check": check}, blocks=blocks_)
+    assert not verify_bundle(bundle).ok
