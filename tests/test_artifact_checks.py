@@ -43,8 +43,9 @@ def test_false_claims_become_findings_once_and_only_when_shown(replica: Replica)
     forged = replica.write(conv, "patch", {"base": artifact_cid(OLD), "diff": diff,
                                            "result": artifact_cid(NEW + b"import os\n")})
     wrong = replica.write(conv, "code_snapshot", {"content": OLD.decode(), "blob": artifact_cid(NEW)})
-    # the snapshot shows its lie by itself; the patches wait for their base
-    assert [f.kind for f in check_records(replica.store, [honest, forged, wrong], 1)] == ["false_snapshot"]
+    # the snapshot shows its lie by itself, found as it was written; the patches wait for their base
+    assert [f.kind for f in replica.findings(conv)] == ["false_snapshot"]
+    assert check_records(replica.store, [honest, forged, wrong], 1) == []  # stored already
     replica.put(OLD)
     found = check_conversation(replica.store, conv, 2)
     assert [(f.kind, f.cites) for f in found] == [("false_patch", (forged.cid,))]
@@ -61,5 +62,17 @@ def test_a_manifest_base_is_read_through_the_store(replica: Replica) -> None:
     base = replica.put(old)
     lie = replica.write(conv, "patch", {"base": base, "diff": make_unified_diff(old, new, "f"),
                                         "result": artifact_cid(old)})
-    (f,) = check_records(replica.store, [lie], 0)
-    assert f.kind == "false_patch" and "result" in f.summary
+    (f,) = replica.findings(conv)  # found as it was written: its base was held
+    assert f.kind == "false_patch" and "result" in f.summary and f.cites == (lie.cid,)
+
+
+def test_an_ingested_false_patch_is_found_when_its_blocks_are_held(replica: Replica) -> None:
+    author = Replica.in_memory(SigningKey(bytes([9]) * 32), clock=ManualClock(1_700_000_000_000))
+    conv = author.create("elsewhere")
+    lie = author.write(conv, "patch", {"base": artifact_cid(OLD), "diff": make_unified_diff(OLD, NEW, "f"),
+                                       "result": artifact_cid(OLD)})
+    replica.put(OLD)
+    report = replica.ingest([r.data for r in author.iter_records(conv)])
+    assert lie.cid in report.accepted
+    (f,) = replica.findings(conv)
+    assert (f.kind, f.cites) == ("false_patch", (lie.cid,))
