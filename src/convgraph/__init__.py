@@ -23,6 +23,8 @@ from convgraph.artifacts import (
     decode_manifest,
     encode_manifest,
 )
+from convgraph.artifacts.claims import ClaimCheck, ClaimStatus, check_claim
+from convgraph.artifacts.diff import apply_unified_diff, make_unified_diff
 from convgraph.core.cid import CID
 from convgraph.core.codec import decode, encode
 from convgraph.core.hlc import Clock, Hlc, ManualClock, system_clock
@@ -62,6 +64,7 @@ from convgraph.errors import (
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    ImportSourceError,
     IntegrityError,
     InvalidTextError,
     KeyFileError,
@@ -77,6 +80,7 @@ from convgraph.errors import (
     NoUserTurnError,
     ParentConversationError,
     ParentRejectedError,
+    PatchApplyError,
     PeerKeyChangedError,
     PeerMisbehavedError,
     ProjectionError,
@@ -121,6 +125,7 @@ from convgraph.graph import (
     is_ancestor,
     missing_ancestors,
 )
+from convgraph.importers import ImportReport, Unmapped, import_jsonl, import_langgraph, import_openai_agents
 from convgraph.ingest import IngestReport, Rejection
 from convgraph.integrity.consistency import Verdict
 from convgraph.integrity.evidence import Proof, verify_bundle
@@ -172,6 +177,8 @@ __all__ = [
     "CarError",
     "CausalityError",
     "CidMismatchError",
+    "ClaimCheck",
+    "ClaimStatus",
     "Clock",
     "Closure",
     "CompactedError",
@@ -195,6 +202,8 @@ __all__ = [
     "Hlc",
     "HlcOrderError",
     "HttpRemote",
+    "ImportReport",
+    "ImportSourceError",
     "IngestReport",
     "Initiator",
     "IntegrityError",
@@ -225,6 +234,7 @@ __all__ = [
     "PROVIDERS",
     "ParentConversationError",
     "ParentRejectedError",
+    "PatchApplyError",
     "PeerKeyChangedError",
     "PeerMisbehavedError",
     "Pending",
@@ -277,6 +287,7 @@ __all__ = [
     "UnconfirmedStoreError",
     "UnknownConversationError",
     "UnknownKindError",
+    "Unmapped",
     "UntrustedCheckpointError",
     "UnusableStoreError",
     "UnwitnessedError",
@@ -292,9 +303,11 @@ __all__ = [
     "actor_text",
     "ancestors",
     "apply",
+    "apply_unified_diff",
     "artifact_links",
     "canonical_order",
     "check_causality",
+    "check_claim",
     "check_payload",
     "check_request",
     "closure",
@@ -310,9 +323,13 @@ __all__ = [
     "fingerprint",
     "fold",
     "heads",
+    "import_jsonl",
+    "import_langgraph",
+    "import_openai_agents",
     "is_ancestor",
     "is_rooted",
     "load_key",
+    "make_unified_diff",
     "migrate",
     "missing_ancestors",
     "read_car",

@@ -23,7 +23,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from convgraph import checkpointing, replica_artifacts, replica_home, turn_index, witness_policy, witnessing
+from convgraph import (
+    artifact_checks,
+    checkpointing,
+    replica_artifacts,
+    replica_home,
+    turn_index,
+    witness_policy,
+    witnessing,
+)
 from convgraph.artifacts.blocks import MAX_ARTIFACT_SIZE
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -200,7 +208,9 @@ class Replica:
                 f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
                 conv=conv,
             )
-        return self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
+        return records
 
     def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest.

@@ -399,6 +399,7 @@ def _register() -> None:
         conversation,
         evidence,
         findings,
+        imports,
         rooted,
         sync,
         view,
@@ -414,6 +415,7 @@ def _register() -> None:
     sync.register(cli)
     witness.register(cli)
     view.register(cli)
+    imports.register(cli)
     home.add_everywhere(cli)  # last: every command registered above takes --home
 
 
