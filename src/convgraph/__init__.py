@@ -14,6 +14,8 @@
 """
 
 from convgraph.adoption import Compaction, compaction_of
+from convgraph.artifacts.claims import ClaimCheck, ClaimStatus, check_claim
+from convgraph.artifacts.diff import apply_unified_diff, make_unified_diff
 from convgraph.core.cid import CID
 from convgraph.core.codec import decode, encode
 from convgraph.core.hlc import Clock, Hlc, ManualClock, system_clock
@@ -63,6 +65,7 @@ from convgraph.errors import (
     NoUserTurnError,
     ParentConversationError,
     ParentRejectedError,
+    PatchApplyError,
     PeerKeyChangedError,
     PeerMisbehavedError,
     ProjectionError,
@@ -153,6 +156,8 @@ __all__ = [
     "CarError",
     "CausalityError",
     "CidMismatchError",
+    "ClaimCheck",
+    "ClaimStatus",
     "Clock",
     "Closure",
     "CompactedError",
@@ -202,6 +207,7 @@ __all__ = [
     "PROVIDERS",
     "ParentConversationError",
     "ParentRejectedError",
+    "PatchApplyError",
     "PeerKeyChangedError",
     "PeerMisbehavedError",
     "Pending",
@@ -269,8 +275,10 @@ __all__ = [
     "actor_text",
     "ancestors",
     "apply",
+    "apply_unified_diff",
     "canonical_order",
     "check_causality",
+    "check_claim",
     "check_payload",
     "check_request",
     "closure",
@@ -287,6 +295,7 @@ __all__ = [
     "is_ancestor",
     "is_rooted",
     "load_key",
+    "make_unified_diff",
     "migrate",
     "missing_ancestors",
     "read_car",

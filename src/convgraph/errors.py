@@ -31,6 +31,7 @@
     │   ├── WitnessRefusedError     a witness would not cosign a checkpoint (its §7.4 reason)
     │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
     │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
+    ├── PatchApplyError             a unified diff that does not apply exactly to its base
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     │   └── MissingKeyError         a replica's store is there, its actor key is not
     ├── StoreError                  the storage layer failed (translated at the boundary)
@@ -296,6 +297,17 @@ class UnwitnessedError(IntegrityError):
 
 class WitnessConfigError(IntegrityError):
     """A witness configuration (home/witnesses.json, or a name, key, URL or k given) that cannot be used."""
+
+
+class PatchApplyError(ConvgraphError):
+    """A unified diff that does not apply exactly to its base (docs/format.md §18): malformed,
+    or a context or removed line that differs. `hunk` (1-based; 0 for the headers) and `line`
+    (the 1-based line of the diff) say where; `cid` names the patch record when known."""
+
+    def __init__(self, message: str, *, hunk: int, line: int, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.hunk = hunk
+        self.line = line
 
 
 class KeyFileError(ConvgraphError):
@@ -595,6 +607,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     WitnessRefusedError: "witness",
     UnwitnessedError: "unwitnessed",
     WitnessConfigError: "witness_config",
+    PatchApplyError: "patch_apply",
 }
 
 
