@@ -209,7 +209,7 @@ def test_review_ask_and_decide_name_exact_records() -> None:
                          "reviewers": [r.actor]}
     d = r.decide(conv, q.cid, "yes", rationale="reviewed")
     assert d.payload == {"request": q.cid, "choice": "yes", "rationale": "reviewed"}
-    assert [f for f in r.authority(conv).findings()] == []  # the review the request asked for is there
+    assert list(r.authority(conv).findings()) == []  # the review the request asked for is there
     free = r.ask(conv, "anything else?")
     assert r.decide(conv, free.cid, "no").payload["choice"] == "no"  # no options: any choice
 
