@@ -27,6 +27,7 @@ CORRUPT: Final = "corrupt"
 TEXT: Final = "text"
 BINARY: Final = "binary"
 LARGE: Final = "large"
+_STYLES: Final = {ClaimStatus.HOLDS: "ok", ClaimStatus.FALSE: "bad"}
 _NAMES: Final = {"review_comment": "target", "decision_request": "subject", "decision": "request"}
 
 
@@ -69,7 +70,7 @@ class CodeView:
     base: File | None = None
     result: File | None = None
     claim: str | None = None  # what checking the record's claim found (docs/format.md §18)
-    claim_ok: bool = True
+    claim_style: str = "ok"  # ok (holds), bad (false), warn (pending or not checkable)
     target: Target | None = None
 
 
@@ -80,15 +81,15 @@ def view(replica: Replica, record: Record) -> CodeView | None:
         tree = file_tree(p) or {}
         names = sorted(tree)
         files = tuple(artifact(replica, tree[n], safe_text.line(n)) for n in names[:SHOWN_FILES])
-        claim, ok = _claim(replica, record)
-        return CodeView("code_snapshot", files, max(0, len(names) - SHOWN_FILES), claim=claim, claim_ok=ok)
+        claim, style = _claim(replica, record)
+        return CodeView("code_snapshot", files, max(0, len(names) - SHOWN_FILES), claim=claim, claim_style=style)
     if record.kind == "patch":
         base = artifact(replica, p["base"], "base", read=False)
         made = p.get("result")
         result = artifact(replica, made, "result", read=False) if isinstance(made, CID) else None
-        claim, ok = _claim(replica, record)
+        claim, style = _claim(replica, record)
         return CodeView("patch", diff=diff_lines(p["diff"]), base=base, result=result, claim=claim,
-                        claim_ok=ok)
+                        claim_style=style)
     named = _NAMES.get(record.kind)
     if named is not None and isinstance(p.get(named), CID):
         return CodeView(record.kind, target=_target(replica, p[named]))
@@ -142,12 +143,12 @@ def diff_lines(diff: str) -> tuple[DiffLine, ...]:
     return tuple(out)
 
 
-def _claim(replica: Replica, record: Record) -> tuple[str | None, bool]:
+def _claim(replica: Replica, record: Record) -> tuple[str | None, str]:
     checked = check_claim(record, replica.store.get_block)
     if checked is None:
-        return None, True
+        return None, "ok"
     said = f"{checked.status.value}: {safe_text.line(checked.reason)}"
-    return said, checked.status is not ClaimStatus.FALSE
+    return said, _STYLES.get(checked.status, "warn")
 
 
 def _target(replica: Replica, cid: CID) -> Target:
