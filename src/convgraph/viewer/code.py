@@ -82,7 +82,8 @@ def view(replica: Replica, record: Record) -> CodeView | None:
         names = sorted(tree)
         files = tuple(artifact(replica, tree[n], safe_text.line(n)) for n in names[:SHOWN_FILES])
         claim, style = _claim(replica, record)
-        return CodeView("code_snapshot", files, max(0, len(names) - SHOWN_FILES), claim=claim, claim_style=style)
+        more = max(0, len(names) - SHOWN_FILES)
+        return CodeView("code_snapshot", files, more, claim=claim, claim_style=style)
     if record.kind == "patch":
         base = artifact(replica, p["base"], "base", read=False)
         made = p.get("result")
