@@ -40,9 +40,10 @@ def _code(home: Path, work: Path) -> Code:
     (work / "src" / "calc.py").write_bytes(OLD)
     (work / "src" / "evil.html").write_text(HOSTILE, "utf-8")
     (work / "logo.bin").write_bytes(bytes(range(256)))
+    (work / "nul.dat").write_bytes(b"UTF-8, but a NUL\x00 in it")
     with Replica.open(home) as r:
         conv = r.create("code")
-        made = r.snapshot(conv, ["src", "logo.bin"], root=work)
+        made = r.snapshot(conv, ["src", "logo.bin", "nul.dat"], root=work)
         tree = {**made.tree, "gone.txt": ABSENT}  # a tree naming an artifact not held (sync may bring it)
         snapshot = r.write(conv, "code_snapshot", {"tree": tree})
         base = made.tree["src/calc.py"]
@@ -93,14 +94,16 @@ def test_a_snapshot_lists_its_files_shows_text_escaped_and_marks_binary_and_miss
         page: Page, served: ViewProcess, code: Code) -> None:
     _record(page, served, code.snapshot)
     rows = page.locator("#tree tr.file")
-    expect(rows).to_have_count(4)
-    expect(rows.locator("td.path")).to_have_text(["gone.txt", "logo.bin", "src/calc.py", "src/evil.html"])
+    expect(rows).to_have_count(5)
+    expect(rows.locator("td.path")).to_have_text(["gone.txt", "logo.bin", "nul.dat", "src/calc.py", "src/evil.html"])
     missing = page.locator("#tree tr.file.missing")
     expect(missing).to_contain_text(str(ABSENT))
     expect(missing.locator(".badge.missing")).to_have_text("missing")
     binary = page.locator("#tree tr.file.binary")
-    expect(binary).to_contain_text(str(code.tree["logo.bin"]))
-    expect(binary).to_contain_text("256 bytes")
+    expect(binary).to_have_count(2)
+    expect(binary.first).to_contain_text(str(code.tree["logo.bin"]))
+    expect(binary.first).to_contain_text("256 bytes")
+    expect(binary.nth(1)).to_contain_text(str(code.tree["nul.dat"]))
     texts = page.locator("pre.file-text")
     expect(texts).to_have_count(2)  # the two text files; the binary and the missing one are not shown
     expect(texts.first).to_have_text(OLD.decode())
