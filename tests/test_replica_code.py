@@ -258,3 +258,19 @@ def test_review_and_decide_need_their_capabilities() -> None:
     assert (review.value.capability, decide.value.capability) == ("review", "decide")
     assert writer.store.count(conv) == before
     writer.patch(conv, p.payload["base"], make_unified_diff(b"a\n", b"c\n", "f"))  # `write` suffices here
+
+
+def test_paths_are_read_lexically_and_never_through_a_symlinked_directory(tmp_path: Path) -> None:
+    _tree(tmp_path, {"work/src/a.txt": b"a", "elsewhere/secret.txt": b"s"})
+    work = tmp_path / "work"
+    (work / "out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    linked = tmp_path / "linked-root"
+    linked.symlink_to(work, target_is_directory=True)
+    r = Replica.in_memory()
+    conv = r.create("t")
+    made = r.snapshot(conv, ["src/../src/a.txt", str(work / "src"), "out/secret.txt"], root=work)
+    assert made.tree == {"src/a.txt": CID.of_raw(b"a")}
+    assert [(s.path, s.reason) for s in made.skipped] == [("out/secret.txt", "under out, a symlink: not followed")]
+    assert _blocks(r, CID.of_raw(b"s")) == set()
+    via_link = r.snapshot(conv, ["."], root=linked)  # the root itself may be reached by a symlink
+    assert sorted(via_link.tree) == ["src/a.txt"] and [s.path for s in via_link.skipped] == ["out"]

@@ -68,11 +68,13 @@ def walk(root: Path, paths: Sequence[PathText]) -> tuple[dict[str, Path], list[S
     skipped, never followed. `WorkingTreeError` for a path that is missing or outside `root`."""
     files: dict[str, Path] = {}
     skipped: list[Skipped] = []
-    top = root.resolve()
     for given in paths:
-        full = root / given
-        rel = _relative(top, full, given)
-        if full.is_symlink():
+        rel = relative(root, given)
+        full = root / rel
+        link = _linked_dir(root, rel)
+        if link is not None:  # a symlinked directory on the way: it might lead anywhere
+            skipped.append(Skipped(rel, f"under {link}, a symlink: not followed"))
+        elif rel != "." and full.is_symlink():  # the root itself may be reached through one
             skipped.append(Skipped(rel, f"symlink to {os.readlink(full)}: not followed"))
         elif full.is_dir():
             _walk_dir(full, rel, files, skipped)
@@ -85,14 +87,23 @@ def walk(root: Path, paths: Sequence[PathText]) -> tuple[dict[str, Path], list[S
     return files, skipped
 
 
-def _relative(top: Path, full: Path, given: PathText) -> str:
-    parent = full.parent.resolve()  # resolved, so a symlinked directory cannot lead outside
-    try:
-        rel = (parent / full.name).relative_to(top) if full.name not in ("", ".", "..") else (
-            full.resolve().relative_to(top))
-    except ValueError:
-        raise WorkingTreeError(f"{os.fspath(given)!r} is outside the snapshot's root {top}") from None
-    return rel.as_posix()
+def relative(root: Path, given: PathText) -> str:
+    """`given` (relative to `root`, or absolute) as a POSIX path relative to `root`, read
+    lexically as git does ("a/../b" is "b"); `WorkingTreeError` when it leads outside `root`."""
+    top = os.path.abspath(root)
+    rel = os.path.relpath(os.path.normpath(os.path.join(top, given)), top)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        raise WorkingTreeError(f"{os.fspath(given)!r} is outside the snapshot's root {root}")
+    return Path(rel).as_posix()
+
+
+def _linked_dir(root: Path, rel: str) -> str | None:
+    """The first directory on the way from `root` to `rel` that is a symlink, if any."""
+    parts = Path(rel).parts
+    for i in range(1, len(parts)):
+        if root.joinpath(*parts[:i]).is_symlink():
+            return "/".join(parts[:i])
+    return None
 
 
 def _walk_dir(directory: Path, rel: str, files: dict[str, Path], skipped: list[Skipped]) -> None:
@@ -140,7 +151,7 @@ def snapshot(
             raise WorkingTreeError(f"no readable regular file under {', '.join(os.fspath(p) for p in paths)}")
         payload: dict[str, Any] = {"tree": tree}
         if len(paths) == 1:  # the snapshot's entity key (docs/conversation.md): what it is of
-            payload["path"] = _relative(base.resolve(), base / paths[0], paths[0])
+            payload["path"] = relative(base, paths[0])
         record = replica.write(conv, "code_snapshot", payload)
     return Snapshot(record, tree, tuple(sorted(skipped, key=lambda s: s.path)))
 
