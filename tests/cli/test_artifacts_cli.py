@@ -4,6 +4,7 @@ included; and the README's snapshot → patch → review → decision walk, run 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -56,7 +57,8 @@ def test_put_and_cat_round_trip_files_and_stdin(home: Path, tmp_path: Path) -> N
         (tmp_path / "f").write_bytes(data)
         cid = cg(home, "put", str(tmp_path / "f")).stdout.decode().strip()
         assert cg(home, "cat", cid).stdout == data
-        assert js(home, "put", "-", stdin=data) == {"cid": cid}
+        assert js(home, "put", "-", stdin=data) == {"cid": cid, "size": size}
+        assert js(home, "cat", cid) == {"cid": cid, "size": size, "base64": base64.b64encode(data).decode()}
         if size <= CHUNK_SIZE:  # one raw block: the CID `ipfs add --cid-version 1` gives
             assert cid == str(CID.of_raw(data))
 

@@ -10,14 +10,16 @@ typed and exit 2 like every other command's: `ArtifactMissingError`, `ArtifactTo
 
 from __future__ import annotations
 
+import base64
 import sys
 from typing import BinaryIO
 
 import click
 
+from convgraph.artifacts.blocks import decode_manifest
 from convgraph.cli import inputs, safe_text
 from convgraph.core import short_cid
-from convgraph.core.cid import CID
+from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.replica import Replica
 from convgraph.replica_code import VERDICTS
 
@@ -34,6 +36,14 @@ def artifact_cid(r: Replica, text: str) -> CID:
         return [c for c in named if bytes(c).startswith(head) and bytes(c).endswith(tail)][:limit]
 
     return short_cid.resolve(text, lookup)
+
+
+def artifact_size(r: Replica, cid: CID) -> int | None:
+    """The artifact's size as its one block or its manifest says; None when not held."""
+    block = r.store.get_block(cid)
+    if block is None:
+        return None
+    return decode_manifest(block).size if cid.codec == DAG_CBOR else len(block)
 
 
 def _stdin() -> BinaryIO:
@@ -61,17 +71,26 @@ def register(cli: click.Group) -> None:
         """Store FILE (- reads stdin) as an artifact, streamed, and print its CID."""
         with _replica(ctx) as r:
             cid = r.put(_stdin() if file == "-" else file)
-        _emit({"cid": str(cid)}) if as_json else out.print(str(cid))
+            size = artifact_size(r, cid)
+        _emit({"cid": str(cid), "size": size}) if as_json else out.print(str(cid))
 
     @cli.command()
     @click.argument("cid")
+    @click.option("--json", "as_json", is_flag=True,
+                  help="Print {cid, size, base64} instead of the raw bytes (read whole into memory).")
     @click.pass_context
     @_errors
-    def cat(ctx: click.Context, cid: str) -> None:
-        """Write the artifact CID's bytes to stdout, each block checked before it is written."""
+    def cat(ctx: click.Context, cid: str, as_json: bool) -> None:
+        """Write the artifact CID's bytes to stdout, streamed, each block checked before it is
+        written (a block that fails stops the stream: exit 2 after what was written)."""
         with _replica(ctx) as r:
+            found = artifact_cid(r, cid)
+            if as_json:
+                data = r.get_artifact(found)
+                _emit({"cid": str(found), "size": len(data), "base64": base64.b64encode(data).decode()})
+                return
             sink = sys.stdout.buffer
-            for block in r.open_artifact(artifact_cid(r, cid)):
+            for block in r.open_artifact(found):
                 sink.write(block)
             sink.flush()
 
