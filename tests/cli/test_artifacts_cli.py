@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,17 @@ def test_readme_code_review_walk_runs_as_written(tmp_path: Path) -> None:
         assert decision.payload["request"] == request.cid
         assert r.get_artifact(patch.payload["result"]) == (tmp_path / "new" / "calc.py").read_bytes()
         assert r.authority(conv).findings() == ()  # the review the request asked for came first
+
+
+def test_cat_stops_at_a_rotten_block_after_the_good_ones(home: Path) -> None:
+    """A chunk changed on disk is never written out: `cat` streams the chunks before it, then
+    exits 2 naming the block; the viewer's and get_artifact's checks are the same."""
+    data = os.urandom(CHUNK_SIZE * 2 + 5)
+    cid = cg(home, "put", "-", stdin=data).stdout.decode().strip()
+    second = CID.of_raw(data[CHUNK_SIZE: 2 * CHUNK_SIZE])
+    with sqlite3.connect(home / "replica.sqlite") as db:
+        db.execute("UPDATE blocks SET data = ? WHERE cid = ?", (b"\0" * CHUNK_SIZE, bytes(second)))
+    rotten = cg(home, "cat", cid, ok=False)
+    assert rotten.stdout == data[:CHUNK_SIZE]
+    assert str(second) in failed(rotten)
+    assert str(second) in failed(cg(home, "cat", cid, "--json", ok=False))

@@ -105,9 +105,12 @@ def artifact(replica: Replica, cid: CID, path: str, *, read: bool = True) -> Fil
         return File(path, cid, MISSING)
     try:
         verify_block(cid, block)
-        size = decode_manifest(block).size if cid.codec == DAG_CBOR else len(block)
+        manifest = decode_manifest(block) if cid.codec == DAG_CBOR else None
     except ConvgraphError:
         return File(path, cid, CORRUPT)
+    size = len(block) if manifest is None else manifest.size
+    if manifest is not None and len(replica.store.has_blocks(manifest.chunks)) < len(set(manifest.chunks)):
+        return File(path, cid, MISSING, size)  # a chunk sync has not brought yet
     if not read or size > SHOWN_BYTES:
         return File(path, cid, LARGE if read else BINARY, size)
     try:
