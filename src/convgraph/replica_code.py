@@ -1,5 +1,5 @@
 """Code in a conversation: attachments, snapshots of a working tree, patches, and the review,
-decision request and decision records that name them (docs/artifacts.md).
+decision request and decision records that name them (docs/code.md).
 
 Every helper stores its artifacts and writes its record through the replica's one write path,
 so the authority rules (docs/authority.md §4) gate `review` and `decide` as for any record.

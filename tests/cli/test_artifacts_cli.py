@@ -72,6 +72,9 @@ def test_cat_takes_a_short_cid_of_an_artifact_a_record_names(home: Path, tmp_pat
     assert cg(home, "cat", refs[0][:14]).stdout == b"attached\n"
     shown = js(home, "show", js(home, "log")["records"][-1]["cid"])
     assert shown["refs"] == [{"/": refs[0]}]
+    (tmp_path / "b.txt").write_bytes(b"another\n")
+    cg(home, "say", "two now", "--attach", str(tmp_path / "b.txt"), "--attach", str(tmp_path / "a.txt"))
+    assert "'bafkrei' matches 2" in failed(cg(home, "cat", "bafkrei", ok=False))
 
 
 def test_cat_and_put_errors_exit_2_saying_what(home: Path, tmp_path: Path) -> None:
