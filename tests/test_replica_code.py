@@ -193,6 +193,8 @@ def test_a_patch_that_does_not_apply_stores_and_signs_nothing() -> None:
         r.patch(conv, base, b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-one\n+\xff\n")
     with pytest.raises(ArtifactMissingError):
         r.patch(conv, CID.of_raw(b"never put"), make_unified_diff(b"a\n", b"b\n", "f"))
+    with pytest.raises(WrongTargetError, match="not a file"):
+        r.patch(conv, r.heads(conv)[0], make_unified_diff(b"a\n", b"b\n", "f"))
     assert r.store.count(conv) == before
     assert _blocks(r, CID.of_raw(b"one\nthree\n")) == set()
 

@@ -170,9 +170,12 @@ def diff_text(diff: str | bytes) -> str:
 def patch(replica: Replica, conv: str, base: CID, diff: str | bytes, *, path: str | None = None) -> Record:
     """Apply `diff` (unified, strict) to artifact `base`, store the result and write a `patch`
     record `{base, diff, result, format: "unified", path}`; `path` defaults to the diff's `+++`
-    file. `ArtifactMissingError` when `base` is not held, `PatchApplyError` when it does not
-    apply: either way nothing is stored."""
+    file. `ArtifactMissingError` when `base` is not held, `WrongTargetError` when it is a record,
+    `PatchApplyError` when the diff does not apply: in each case nothing is stored."""
     text = diff_text(diff)
+    if replica.store.has(base):  # a record's CID: the file is a value of a snapshot's tree
+        raise WrongTargetError(f"a patch's base names record {base}, not a file: give an artifact's CID "
+                               "(a snapshot's tree lists its files' CIDs)", cid=base)
     made = apply_unified_diff(replica.get_artifact(base), text)
     if path is None and (m := _PLUS.search(text)) is not None and m.group(1) != "/dev/null":
         path = m.group(1)
