@@ -22,6 +22,7 @@ from convgraph.artifacts.blocks import CHUNK_SIZE
 from convgraph.artifacts.diff import make_unified_diff
 from convgraph.cli.main import cli
 from convgraph.core.cid import CID
+from convgraph.core.keys import parse_actor
 from convgraph.replica import Config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,8 +159,14 @@ def test_review_ask_decide_and_their_errors(home: Path, tmp_path: Path) -> None:
     assert "expected a decision_request" in failed(cg(home, "decide", snap, "ship", ok=False))
     decision = js(home, "decide", ask["cid"][-10:], "wait", "--rationale", "tests first")
     assert decision["request"] == ask["cid"]
+    me = js(home, "init")["actor"]
+    named = js(home, "ask", "again?", "--subject", snap, "--reviewer", me)
+    key = base64.b64encode(parse_actor(me)).decode().rstrip("=")
+    assert js(home, "show", named["cid"])["payload"]["reviewers"] == [{"/": {"bytes": key}}]
+    assert "52-character actor id" in failed(cg(home, "ask", "x", "--reviewer", "nobody", ok=False))
     kinds = [r["kind"] for r in js(home, "log")["records"]]
-    assert kinds[-5:] == ["code_snapshot", "review_comment", "user_message", "decision_request", "decision"]
+    assert kinds[-6:] == ["code_snapshot", "review_comment", "user_message", "decision_request", "decision",
+                          "decision_request"]
 
 
 def _readme_walk() -> str:
