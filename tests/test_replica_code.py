@@ -92,6 +92,8 @@ def test_snapshot_root_defaults_to_the_working_directory(tmp_path: Path, monkeyp
     r = Replica.in_memory()
     made = r.snapshot(r.create("t"), ["b.txt"])
     assert made.tree == {"b.txt": CID.of_raw(b"b")} and made.record.payload["path"] == "b.txt"
+    assert r.snapshot(r.create("u"), "b.txt").tree == made.tree  # one path given bare
+    assert r.snapshot(r.create("v"), Path("b.txt")).tree == made.tree
 
 
 def test_symlinks_and_special_files_are_reported_never_followed(tmp_path: Path) -> None:

@@ -278,7 +278,8 @@ class Replica:
     # ------------------------------------------------------------ code and its review (replica_code.py)
 
     def snapshot(
-        self, conv: str, paths: Sequence[replica_code.PathText], *, root: replica_code.PathText | None = None,
+        self, conv: str, paths: Sequence[replica_code.PathText] | replica_code.PathText, *,
+        root: replica_code.PathText | None = None,
     ) -> replica_code.Snapshot:
         """Write a `code_snapshot` of the regular files under `paths` (relative to `root`, default
         the working directory), each stored as an artifact; symlinks and unreadable files are

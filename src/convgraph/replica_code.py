@@ -126,11 +126,13 @@ def _walk_dir(directory: Path, rel: str, files: dict[str, Path], skipped: list[S
 
 
 def snapshot(
-    replica: Replica, conv: str, paths: Sequence[PathText], *, root: PathText | None,
+    replica: Replica, conv: str, paths: Sequence[PathText] | PathText, *, root: PathText | None,
 ) -> Snapshot:
     """Store every regular file under `paths` and write one `code_snapshot` whose `tree` maps
     each file's path (relative to `root`, default the working directory) to its artifact CID;
     all in one transaction. A file that cannot be opened is skipped and reported."""
+    if isinstance(paths, str | os.PathLike):  # one path, not a sequence of its characters
+        paths = [paths]
     base = Path.cwd() if root is None else Path(root)
     if not base.is_dir():
         raise WorkingTreeError(f"the snapshot's root {base} is not a directory")
