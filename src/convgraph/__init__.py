@@ -52,6 +52,7 @@ from convgraph.errors import (
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    ImportSourceError,
     IntegrityError,
     InvalidTextError,
     KeyFileError,
@@ -113,6 +114,7 @@ from convgraph.graph import (
     is_ancestor,
     missing_ancestors,
 )
+from convgraph.importers import ImportReport, Unmapped, import_jsonl, import_langgraph, import_openai_agents
 from convgraph.ingest import IngestReport, Rejection
 from convgraph.integrity.consistency import Verdict
 from convgraph.integrity.evidence import Proof, verify_bundle
@@ -185,6 +187,8 @@ __all__ = [
     "Hlc",
     "HlcOrderError",
     "HttpRemote",
+    "ImportReport",
+    "ImportSourceError",
     "IngestReport",
     "Initiator",
     "IntegrityError",
@@ -264,6 +268,7 @@ __all__ = [
     "UnconfirmedStoreError",
     "UnknownConversationError",
     "UnknownKindError",
+    "Unmapped",
     "UntrustedCheckpointError",
     "UnusableStoreError",
     "UnwitnessedError",
@@ -298,6 +303,9 @@ __all__ = [
     "fingerprint",
     "fold",
     "heads",
+    "import_jsonl",
+    "import_langgraph",
+    "import_openai_agents",
     "is_ancestor",
     "is_rooted",
     "load_key",

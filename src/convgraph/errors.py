@@ -623,6 +623,16 @@ class AdapterError(ConvgraphError):
         self.what = what
 
 
+class ImportSourceError(AdapterError):
+    """A history to import (`convgraph.importers`) cannot be read as the source it was named as:
+    no such file, table, thread or session, or a file of no format an importer knows.
+    `source` names the file (or database) it was reading."""
+
+    def __init__(self, message: str, *, source: object = None) -> None:
+        super().__init__(message, what=source)
+        self.source = source
+
+
 class MissingExtraError(ConvgraphError, ImportError):
     """A feature needs an optional extra that is not installed (`pip install 'convgraph[EXTRA]'`).
 

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from convgraph import (
+    artifact_checks,
     checkpointing,
     replica_artifacts,
     replica_code,
@@ -208,7 +209,9 @@ class Replica:
                 f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
                 conv=conv,
             )
-        return self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
+        return records
 
     def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest.

@@ -158,3 +158,34 @@ def test_what_git_diff_makes_applies(tmp_path: Path, old: bytes, new: bytes) -> 
                          check=False)
     assert run.returncode in (0, 1)
     assert apply_unified_diff(old, run.stdout) == new
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is the other independent check")
+@pytest.mark.parametrize(("old", "new"), _CASES)
+def test_gnu_patch_agrees(tmp_path: Path, old: bytes, new: bytes) -> None:
+    diff = make_unified_diff(old, new, "f")
+    (tmp_path / "f").write_bytes(old)
+    (tmp_path / "d.patch").write_text(diff, newline="")
+    # -F0: no fuzz, like this applier; --binary: no CRLF conversion; -p1 strips a/ and b/
+    subprocess.run(["patch", "-s", "-p1", "-F0", "--binary", "--no-backup-if-mismatch", "-i", "d.patch"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    if new:
+        assert (tmp_path / "f").read_bytes() == new == apply_unified_diff(old, diff)
+    else:  # GNU patch removes a file a diff empties unless told otherwise
+        assert not (tmp_path / "f").exists() or (tmp_path / "f").read_bytes() == b""
+        assert apply_unified_diff(old, diff) == b""
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is the other independent check")
+def test_gnu_patch_also_refuses_a_diff_one_line_off_without_fuzz(tmp_path: Path) -> None:
+    old = b"".join(b"%d\n" % i for i in range(20))
+    diff = make_unified_diff(old, old.replace(b"10\n", b"ten\n"), "f")
+    (tmp_path / "f").write_bytes(b"extra\n" + old)
+    (tmp_path / "d.patch").write_text(diff, newline="")
+    run = subprocess.run(["patch", "-p1", "-F0", "--dry-run", "-i", "d.patch"], cwd=tmp_path,
+                         capture_output=True, check=False)
+    # GNU patch searches for the context and finds it one line lower ("offset 1 line"); this
+    # applier does not search: the hunk does not apply where its header says
+    assert run.returncode == 0 and b"offset" in run.stdout
+    with pytest.raises(PatchApplyError):
+        apply_unified_diff(b"extra\n" + old, diff)

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from convgraph import ManualClock, Replica, SqliteStore
 from convgraph.artifacts import blocks
 from convgraph.artifacts.claims import artifact_cid
 from convgraph.artifacts.diff import make_unified_diff
@@ -24,7 +27,7 @@ from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, sign_record
 from convgraph.errors import EvidenceError
 from convgraph.integrity.builders import artifact_claim_finding
-from convgraph.integrity.evidence import decode_bundle, verify_bundle
+from convgraph.integrity.evidence import decode_bundle, encode_bundle, verify_bundle
 from convgraph.integrity.findings import FALSE_PATCH, FALSE_SNAPSHOT, Finding
 
 KEY = SigningKey(bytes([5]) * 32)
@@ -115,3 +118,36 @@ def test_verify_evidence_proves_it_from_the_file_alone(tmp_path: Path, held: dic
     file.write_bytes(finding.bundle.replace(b"line 39999", b"line 39998"))
     assert subprocess.run([sys.executable, "-m", "convgraph.cli", "verify-evidence", str(file)],
                           capture_output=True, env=env, cwd=tmp_path, timeout=60, check=False).returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_on_a_replica_the_store_is_the_block_getter(tmp_path: Path, kind: str) -> None:
+    """The wiring the replica does: `store.get_block` as the getter, records as written."""
+    key = SigningKey(bytes([6]) * 32)
+    clock = ManualClock(1_700_000_000_000)
+    replica = (Replica.in_memory(key, clock=clock) if kind == "memory"
+               else Replica(SqliteStore(tmp_path / "r.sqlite"), key, clock=clock))
+    conv = replica.create("review")
+    base = replica.put(OLD)
+    honest = replica.write(conv, "patch", {"base": base, "diff": make_unified_diff(OLD, NEW, "f"),
+                                           "result": replica.put(NEW), "path": "f"})
+    forged = replica.write(conv, "patch", {"base": base, "diff": make_unified_diff(OLD, NEW, "f"),
+                                           "result": replica.put(NEW + b"evil\n"), "path": "f"})
+    assert artifact_claim_finding(honest.data, replica.store.get_block, 0) is None
+    finding = proven(artifact_claim_finding(forged.data, replica.store.get_block, 0), FALSE_PATCH)
+    assert finding.cites == (forged.cid,)
+
+
+_TEXT = st.lists(st.sampled_from([b"a\n", b"b\n", b"c\r\n", b"d"]), max_size=12).map(b"".join)
+
+
+@given(_TEXT, _TEXT, st.lists(st.binary(max_size=8) | _TEXT, max_size=4),
+       st.sampled_from(["base", "apply", "result"]), st.booleans())
+def test_no_choice_of_blocks_or_check_makes_an_honest_patch_prove(
+        old: bytes, new: bytes, extra: list[bytes], check: str, with_base: bool) -> None:
+    r = signed("patch", {"base": artifact_cid(old), "diff": make_unified_diff(old, new, "f"),
+                         "result": artifact_cid(new)})
+    chosen = ([old] if with_base else []) + extra
+    blocks_ = sorted(set(chosen))
+    bundle = encode_bundle(FALSE_PATCH, "c", [], [r.data], {"record": r.cid, "check": check}, blocks=blocks_)
+    assert not verify_bundle(bundle).ok

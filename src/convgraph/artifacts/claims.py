@@ -56,8 +56,8 @@ class ClaimCheck:
 
 @dataclass(frozen=True, slots=True)
 class _Read:
-    data: bytes | None  # the artifact's bytes, when it is one and every block is held
-    used: dict[CID, bytes]  # the blocks read (to prove `malformed`)
+    data: bytes | None  # the artifact's bytes, when asked for and every block is held
+    used: dict[CID, bytes]  # what shows the answer: every block when whole, the culprits when malformed
     missing: CID | None = None
     malformed: str = ""  # why the held blocks under this CID make no artifact
 
@@ -70,31 +70,38 @@ def _block(cid: CID, get: GetBlock) -> bytes | None:
     return data if made == cid else None  # rot in a store is no claim of the author's
 
 
-def read_artifact(cid: CID, get: GetBlock) -> _Read:
-    """The artifact `cid` names (docs/format.md §17), reading its manifest and chunks in order
-    and stopping at the first block not held or the first rule the blocks break."""
+def read_artifact(cid: CID, get: GetBlock, *, keep: bool = True) -> _Read:
+    """The artifact `cid` names (docs/format.md §17, §18.2): *malformed* when its root is a
+    dag-cbor block that is no manifest or any held chunk has the wrong length (shown by the
+    manifest and that chunk alone), else *missing* its first block not held, else whole. With
+    `keep` False the bytes are checked but not kept: one chunk is held at a time."""
     root = _block(cid, get)
     if root is None:
         return _Read(None, {}, missing=cid)
-    used = {cid: root}
     if cid.codec == RAW:
-        return _Read(root, used)
+        return _Read(root if keep else None, {cid: root})
     try:
         manifest = decode_manifest(root)
     except ManifestError as exc:
-        return _Read(None, used, malformed=f"{cid} is not a chunk manifest: {exc.message}")
-    parts = []
+        return _Read(None, {cid: root}, malformed=f"{cid} is not a chunk manifest: {exc.message}")
+    parts: dict[CID, bytes] = {}
+    absent: CID | None = None
     for i, chunk in enumerate(manifest.chunks):
         data = _block(chunk, get)
         if data is None:
-            return _Read(None, used, missing=chunk)
-        used[chunk] = data
+            absent = absent or chunk
+            continue
         if len(data) != manifest.chunk_length(i):
-            return _Read(None, used, malformed=(
+            return _Read(None, {cid: root, chunk: data}, malformed=(
                 f"chunk {i} of manifest {cid} has {len(data)} bytes; size {manifest.size} "
                 f"needs {manifest.chunk_length(i)}"))
-        parts.append(data)
-    return _Read(b"".join(parts), used)
+        if keep:
+            parts[chunk] = data
+    if absent is not None:
+        return _Read(None, {}, missing=absent)
+    if not keep:
+        return _Read(None, {})
+    return _Read(b"".join(parts[c] for c in manifest.chunks), {cid: root, **parts})
 
 
 def artifact_cid(data: bytes) -> CID | None:
@@ -131,7 +138,7 @@ def check_patch(record: Record, get: GetBlock) -> ClaimCheck:
     if base.missing is not None:
         return _answer(record, ClaimStatus.PENDING, f"block {base.missing} of the base is not held",
                        missing=(base.missing,))
-    if base.data is None:
+    if base.malformed or base.data is None:
         return _answer(record, ClaimStatus.FALSE, f"the base is no artifact: {base.malformed}", "base",
                        used=base.used)
     try:
@@ -176,10 +183,10 @@ def check_snapshot(record: Record, get: GetBlock) -> ClaimCheck:
     named_files = [("blob", blob)] if blob is not None else []
     named_files += [("tree", tree[k]) for k in sorted(tree)] if tree is not None else []
     for rule, cid in named_files:
-        got = read_artifact(cid, get)
+        got = read_artifact(cid, get, keep=False)
         if got.missing is not None:
             pending.append(got.missing)
-        elif got.data is None:
+        elif got.malformed:
             return _answer(record, ClaimStatus.FALSE, f"{rule} names no artifact: {got.malformed}", rule,
                            used=got.used)
     if pending:

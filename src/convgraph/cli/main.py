@@ -400,6 +400,7 @@ def _register() -> None:
         conversation,
         evidence,
         findings,
+        imports,
         rooted,
         sync,
         view,
@@ -416,6 +417,7 @@ def _register() -> None:
     sync.register(cli)
     witness.register(cli)
     view.register(cli)
+    imports.register(cli)
     home.add_everywhere(cli)  # last: every command registered above takes --home
 
 

@@ -12,7 +12,7 @@ from convgraph.artifacts import claims
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import decode_record
-from convgraph.errors import ConvgraphError, IntegrityError
+from convgraph.errors import ConvgraphError, EvidenceError, IntegrityError
 from convgraph.integrity import checkpoint_proofs
 from convgraph.integrity.checkpoints import Checkpoint, Status, causal_past, check, divergent
 from convgraph.integrity.consistency import (
@@ -186,7 +186,11 @@ def artifact_claim_finding(data: bytes, get_block: claims.GetBlock, found_ms: in
     if kind is None or answer is None or answer.status is not claims.ClaimStatus.FALSE:
         return None
     claim = {"record": record.cid, "check": answer.check}
-    return _finding(encode_bundle(kind, record.conv, [], [data], claim, blocks=answer.blocks), (), found_ms)
+    try:
+        bundle = encode_bundle(kind, record.conv, [], [data], claim, blocks=answer.blocks)
+    except EvidenceError:  # a base over the bundle limit: the lie cannot be shown to others
+        return None
+    return _finding(bundle, (), found_ms)
 
 
 def _held_checkpoint(cid: CID, lookup: Lookup, raw: dict[CID, bytes]) -> Checkpoint | None:

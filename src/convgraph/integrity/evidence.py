@@ -1,7 +1,8 @@
 """Evidence bundles (docs/format.md §16, docs/integrity.md §6): encode, verify, and build findings.
 
-A bundle is one canonical DAG-CBOR map that carries every statement and record its claim
-needs, so `verify_bundle` reads nothing but its bytes. Invariant: every `Finding` a builder
+A bundle is one canonical DAG-CBOR map that carries every statement, record and (for the
+artifact kinds, §6.4) artifact block its claim needs, so `verify_bundle` reads nothing but its
+bytes. Invariant: every `Finding` a builder
 here returns carries a bundle for which `verify_bundle(bundle).ok` is True.
 """
 
