@@ -32,6 +32,9 @@
     │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
     │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
     ├── PatchApplyError             a unified diff that does not apply exactly to its base
+    ├── WorkingTreeError            snapshot paths that are missing, outside the root, or hold no file
+    ├── WrongTargetError            a review, request or decision naming a record it cannot be about
+    ├── ChoiceError                 a decision's choice that is not among its request's options
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     │   └── MissingKeyError         a replica's store is there, its actor key is not
     ├── StoreError                  the storage layer failed (translated at the boundary)
@@ -731,3 +734,22 @@ _RULES[ArtifactTooLargeError] = "artifact_size"
 _RULES[ArtifactCorruptError] = "artifact_hash"
 _RULES[ArtifactMissingError] = "artifact_missing"
 _RULES[ManifestError] = "manifest"
+
+
+class WorkingTreeError(ConvgraphError):
+    """Paths a `code_snapshot` cannot be made of: one that does not exist, lies outside the
+    snapshot's root, or a set of paths that holds no readable regular file."""
+
+
+class WrongTargetError(ConvgraphError):
+    """A review, decision request or decision naming a record that is not held in its
+    conversation or is not of a kind it can be about; `cid` names the record named."""
+
+
+class ChoiceError(ConvgraphError):
+    """A decision whose choice is not one of its request's `options`; `cid` names the request."""
+
+
+_RULES[WorkingTreeError] = "working_tree"
+_RULES[WrongTargetError] = "wrong_target"
+_RULES[ChoiceError] = "choice"

@@ -394,6 +394,7 @@ def main() -> None:
 
 def _register() -> None:
     from convgraph.cli import (  # noqa: PLC0415 - they read this module's helpers
+        artifacts,
         authority,
         car,
         conversation,
@@ -409,6 +410,7 @@ def _register() -> None:
     authority.register(cli)
     findings.register(cli)
     conversation.register(cli)
+    artifacts.register(cli)
     rooted.register(cli)
     car.register(cli)
     evidence.register(cli)
