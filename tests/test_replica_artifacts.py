@@ -7,16 +7,19 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 import pg
-from convgraph import Config, Replica, SigningKey
+from convgraph import Config, Replica, SigningKey, replica_artifacts
 from convgraph.artifacts import CHUNK_SIZE, split
-from convgraph.errors import ArtifactError, ArtifactTooLargeError
+from convgraph.core.cid import CID
+from convgraph.errors import ArtifactError, ArtifactTooLargeError, StoreError
+from convgraph.store.memory import MemoryStore
 from convgraph.store.postgres import PostgresStore
 
 SIZES = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7]
@@ -85,6 +88,7 @@ def test_at_the_limit_stores_and_past_it_stores_nothing(tmp_path: Path, limit: i
                 r.put(source)
             assert caught.value.size == limit + 1
             assert r.store.has_blocks(blocks) == set()  # not even the chunks cut before the limit
+            assert not [t for t in threading.enumerate() if t.name == "convgraph-put"]
 
 
 class Breaking(io.RawIOBase):
@@ -141,3 +145,24 @@ def test_a_hundred_megabytes_stream_through_sqlite_in_constant_memory(tmp_path: 
     assert out.stat().st_size == size and got.digest() == want.digest()
     assert put_peak < 4 * 2**20, f"put peaked at {put_peak} bytes"
     assert get_peak < 4 * 2**20, f"open_artifact peaked at {get_peak} bytes"
+
+
+class FailingStore(MemoryStore):
+    """A real store whose second `put_blocks` fails, as a full disk would."""
+
+    calls = 0
+
+    def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
+        self.calls += 1
+        if self.calls == 2:
+            raise StoreError("disk full")
+        super().put_blocks(blocks)
+
+
+def test_a_store_failing_half_way_stores_nothing_and_stops_the_reader() -> None:
+    store = FailingStore()
+    data = os.urandom(8 * CHUNK_SIZE)
+    with pytest.raises(StoreError, match="disk full"):
+        replica_artifacts.put(store, io.BytesIO(data), limit=len(data))
+    assert store.has_blocks(c for c, _ in split(data)[1]) == set()
+    assert not [t for t in threading.enumerate() if t.name == "convgraph-put"]
