@@ -7,12 +7,9 @@ back is returned before its block hashed to the CID it was asked under.
 from __future__ import annotations
 
 import os
-import queue
-import threading
-from collections.abc import Generator, Iterator
-from contextlib import closing
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO
 
 from convgraph.artifacts.blocks import CHUNK_SIZE, Builder, decode_manifest, read, verify_block
 from convgraph.core.cid import CID, DAG_CBOR
@@ -44,62 +41,14 @@ def _pieces(f: BinaryIO) -> Iterator[bytes]:
 
 
 def _put_stream(store: Store, pieces: Iterator[bytes], limit: int) -> CID:
-    cid = None
-    # a file too large, or unreadable half-way, leaves nothing; a store error stops the helper
-    with store.transaction(), closing(_cut_ahead(pieces, Builder(limit))) as batches:
-        for blocks, last in batches:
-            store.put_blocks(blocks)
-            cid = last or cid
-    assert cid is not None  # the last batch always names the artifact
+    builder = Builder(limit)
+    with store.transaction():  # a file too large, or unreadable half-way, leaves nothing
+        for piece in pieces:
+            if blocks := builder.feed(piece):
+                store.put_blocks(blocks)
+        cid, blocks = builder.finish()
+        store.put_blocks(blocks)
     return cid
-
-
-_AHEAD: Final = 2  # batches of blocks cut ahead of the store: at most ~3 chunks in memory
-
-
-Batch = tuple[list[tuple[CID, bytes]], CID | None]
-
-
-def _cut_ahead(pieces: Iterator[bytes], builder: Builder) -> Generator[Batch, None, None]:
-    """The blocks of `pieces`, read and hashed in a helper thread while the caller stores the
-    ones before (hashlib, file reads and both stores' drivers release the GIL: two cores
-    overlap). The last batch comes with the artifact's CID; an error in the helper (too
-    large, unreadable) is raised here, and leaving early stops the helper."""
-    batches: queue.Queue[Batch | BaseException] = queue.Queue(_AHEAD)
-    stop = threading.Event()
-
-    def offer(item: Batch | BaseException) -> bool:
-        while not stop.is_set():
-            try:
-                batches.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work() -> None:
-        try:
-            for piece in pieces:
-                if (blocks := builder.feed(piece)) and not offer((blocks, None)):
-                    return
-            cid, blocks = builder.finish()
-            offer((blocks, cid))
-        except BaseException as exc:  # handed to the caller's thread, raised there
-            offer(exc)
-
-    helper = threading.Thread(target=work, name="convgraph-put", daemon=True)
-    helper.start()
-    try:
-        while True:
-            item = batches.get()
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            if item[1] is not None:
-                return
-    finally:
-        stop.set()
-        helper.join()
 
 
 def open_artifact(store: Store, cid: CID) -> Iterator[bytes]:
