@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 
-def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+def run(home: Path, *args: str, ok: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
     proc = subprocess.run(
-        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60, check=False
+        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60,
+        check=False, input=input_text,
     )
     if ok:
         assert proc.returncode == 0, proc.stderr
@@ -80,7 +81,8 @@ def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
     init(home)
     cid = run(home, "append", "user_message", '{"content": "keep me"}').stdout.strip()  # and its genesis
     assert json.loads(run(home, "verify", "--json").stdout) == {
-        "checked": 2, "ok": True, "failures": [], "headers_only": 0, "findings": [], "equivocations": []
+        "checked": 2, "ok": True, "failures": [], "headers_only": 0, "blocks_checked": 0,
+        "missing_artifacts": {}, "findings": [], "equivocations": [],
     }
     db = sqlite3.connect(home / "replica.sqlite")
     db.execute("UPDATE records SET data = replace(data, CAST('keep' AS BLOB), CAST('kept' AS BLOB))")
@@ -88,6 +90,28 @@ def test_verify_ok_then_fails_after_tampering(tmp_path: Path) -> None:
     db.close()
     proc = run(home, "verify", ok=False)
     assert proc.returncode == 1 and cid in proc.stderr and "1 failed" in proc.stdout
+
+
+def test_verify_lists_missing_artifacts_and_fails_on_a_rotten_block(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    init(home)
+    held = run(home, "put", "-", "--json", input_text="held bytes").stdout
+    held_cid = json.loads(held)["cid"]
+    absent = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"  # held by nobody
+    conv = run(home, "new", "code", "--json").stdout
+    name = json.loads(conv)["conv"]
+    payload = json.dumps({"path": "a.txt", "tree": {}, "blob": {"/": absent}})
+    run(home, "append", "code_snapshot", payload, "--conv", name, "--ref", held_cid)
+    report = json.loads(run(home, "verify", "--json").stdout)
+    assert report["ok"] and report["blocks_checked"] == 1
+    assert report["missing_artifacts"] == {name: [absent]}
+    assert f"1 artifact(s) its records name are not held here (first {absent})" in run(home, "verify").stdout
+    db = sqlite3.connect(home / "replica.sqlite")
+    db.execute("UPDATE blocks SET data = CAST('rotten' AS BLOB)")
+    db.commit()
+    db.close()
+    proc = run(home, "verify", ok=False)
+    assert proc.returncode == 1 and held_cid in proc.stderr
 
 
 def test_demo_runs_and_agrees(tmp_path: Path) -> None:

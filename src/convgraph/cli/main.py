@@ -351,7 +351,9 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
     if as_json:
         _emit({"checked": report.checked, "ok": report.ok and not pairs, "failures": failures,
                **({"repaired": repaired} if repair else {}),
-               "headers_only": report.headers_only, "findings": [f.to_json() for f in found],
+               "headers_only": report.headers_only, "blocks_checked": report.blocks_checked,
+               "missing_artifacts": {c: [str(x) for x in m] for c, m in report.missing_artifacts.items()},
+               "findings": [f.to_json() for f in found],
                "equivocations": [[str(a), str(b)] for a, b in pairs]})
     else:
         for conv in repaired:
@@ -359,6 +361,11 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
         for f in failures:
             err.print(error_line("FAIL", f"{f['cid']} {f['rule']}: {f['error']}"))
         out.print(f"{report.checked} records checked, {len(failures)} failed")
+        if report.blocks_checked:
+            out.print(f"{report.blocks_checked} artifact block(s) re-hashed")
+        for conv, missing in report.missing_artifacts.items():  # not a failure: sync may bring them
+            out.print(f"{safe_text.line(conv)}: {len(missing)} artifact(s) its records name are not held "
+                      f"here (first {missing[0]})")
         if report.headers_only:
             out.print(f"{report.headers_only} compacted record(s) held as headers only: their signatures "
                       "cannot be re-checked, their checkpoint's snapshot and cover were")
