@@ -708,3 +708,11 @@ _RULES[ArtifactTooLargeError] = "artifact_size"
 _RULES[ArtifactCorruptError] = "artifact_hash"
 _RULES[ArtifactMissingError] = "artifact_missing"
 _RULES[ManifestError] = "manifest"
+
+
+class ArtifactScopeError(ArtifactError):
+    """A block a peer sent (by sync or in a CAR file) that no record of its conversation names,
+    nor any manifest those records name: refused, nothing stored (docs/sync.md, Artifacts)."""
+
+
+_RULES[ArtifactScopeError] = "artifact_scope"

@@ -255,10 +255,10 @@ def test_flags_are_a_varint_and_the_base_is_the_ninth_bit() -> None:
 
     reported = reply(Section("c", 0, bytes(STRONG_LEN), report=(Reported(Fate.ACCEPTED, b"d" * 32),),
                              statement=b"s"))
-    assert reported.startswith(b"\x03\x02" + b"s" * 8 + b"\x01\x01c\x81\x05")  # summary + report + statement: 641
+    assert reported.startswith(bytes((wire.VERSION, 2)) + b"s" * 8 + b"\x01\x01c\x81\x05")  # summary + report + statement: 641
     assert reported.endswith(b"\x01s")  # the statement comes last, as a part
     assert reply(Section("c", 0, bytes(STRONG_LEN), gone=(b"d" * 32,), statement=b"s")).startswith(
-        b"\x03\x02" + b"s" * 8 + b"\x01\x01c\xc1\x04")  # summary + gone + statement: 577
+        bytes((wire.VERSION, 2)) + b"s" * 8 + b"\x01\x01c\xc1\x04")  # summary + gone + statement: 577
     gossiped = wire.encode(Message(Kind.INITIATE, b"s" * 8, (Section("c", 0, bytes(STRONG_LEN), gossip=(b"g", b"hh")),)))
     assert gossiped.endswith(b"\x01c\x81\x08" + bytes(1 + STRONG_LEN) + b"\x02\x01g\x02hh")  # 1025
     based = _message(Section("c", base=Base(b"k", b"ss", b"vvv")))

@@ -56,6 +56,7 @@ from convgraph.server.live import Hub, poll, record_events
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
+from convgraph.sync.artifact_scope import BlockOutcome
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
@@ -117,6 +118,14 @@ class _Peer(ReplicaPeer):
         if outcome.accepted:
             self.ring(conv)
         return outcome
+
+    def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        # blocks are pushed under the same condition as records, judged in the same hold
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            if why is None:
+                return super().take_blocks(conv, blocks)
+        return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         # one writer per instance; SQLite and the PostgreSQL lock serialise the rest

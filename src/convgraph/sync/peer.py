@@ -21,6 +21,9 @@ from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
+from convgraph.replica_artifacts import missing
+from convgraph.sync import artifact_scope
+from convgraph.sync.artifact_scope import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome, cid_of, refusal
@@ -121,6 +124,15 @@ class ReplicaPeer:
             digests, report, {c.digest: p for c, p in waiting.items()},
             [c for c in elsewhere if c in metas and metas[c].conv == conv], max_drift_ms=config.max_drift_ms,
         )
+
+    def missing_artifacts(self, conv: str) -> list[CID]:
+        return missing(self.replica.store, conv)
+
+    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
+        return artifact_scope.serve(self.replica.store, conv, cids)
+
+    def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        return artifact_scope.take(self.replica.store, conv, blocks)
 
     def base(self, conv: str) -> Base | None:
         found = compaction_of(self.replica.store, conv)
