@@ -180,8 +180,8 @@ def test_a_version_3_initiator_gets_a_version_3_reply_without_artifacts() -> Non
 
 
 def reconcile_empty() -> bytes:
-    from convgraph.sync.reconcile import summary  # noqa: PLC0415
-    from convgraph.sync.keyset import KeySet  # noqa: PLC0415
+    from convgraph.sync.keyset import KeySet
+    from convgraph.sync.reconcile import summary
 
     return summary(KeySet([]))[1]
 
