@@ -245,7 +245,8 @@ class HttpRemote:
         try:
             verify_block(cid, data)
         except ArtifactCorruptError as exc:
-            raise PeerMisbehavedError("the peer's block does not hash to its CID", cid=cid, error=exc) from exc
+            raise PeerMisbehavedError("the peer's block does not hash to its CID", cid=cid,
+                                      error=exc) from exc
         return data
 
     def _record(self, cid: CID, conv: str | None = None) -> Record:
