@@ -11,7 +11,7 @@ not read a conversation cannot reach its artifacts by guessing a CID.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from convgraph.artifacts.blocks import decode_manifest, verify_block
@@ -81,14 +81,20 @@ def serve(store: Store, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes
 
 
 def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
-    """Check and store blocks a peer sent for `conv`; each bad one is refused on its own.
+    """Check and store blocks a peer sent for `conv`; each bad one is refused on its own."""
+    return take_named(store, store.artifact_refs(conv), blocks, where=f"of {conv!r}")
+
+
+def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]], *,
+               where: str = "") -> BlockOutcome:
+    """Store the blocks that hash to their CID and are in the scope `named` spans (named, or a
+    chunk of a named manifest held or in this batch); refuse each other one on its own.
 
     Manifests go first, so the chunks they name (in the same batch) are in scope after them.
     """
     outcome = BlockOutcome()
     ordered = sorted(blocks, key=lambda b: b[0].codec != DAG_CBOR)
     held = store.has_blocks(c for c, _ in blocks)
-    named = store.artifact_refs(conv)
     chunks: set[CID] | None = None
     with store.transaction():
         for cid, data in ordered:
@@ -99,7 +105,8 @@ def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockO
                 if cid not in named:
                     chunks = _chunks(store, named) if chunks is None else chunks
                     if cid not in chunks:
-                        raise ArtifactScopeError(f"no record of {conv!r} names this block", cid=str(cid))
+                        why = f"no record {where} names this block" if where else "no record names this block"
+                        raise ArtifactScopeError(why, cid=str(cid))
             except ConvgraphError as exc:
                 outcome.refused.append((cid, exc.rule, str(exc)))
                 continue
@@ -114,4 +121,21 @@ def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockO
     return outcome
 
 
-__all__ = ["BlockOutcome", "in_scope", "serve", "take"]
+def export_blocks(store: Store, conv: str, seen: set[CID]) -> Iterator[tuple[CID, bytes]]:
+    """The artifact blocks `conv`'s records name that are held here, each manifest followed by
+    its held chunks, in CID order, leaving out those in `seen` (which it extends)."""
+    for cid in sorted(store.artifact_refs(conv)):
+        data = store.get_block(cid)
+        if data is None or cid in seen:
+            continue
+        seen.add(cid)
+        yield cid, data
+        if cid.codec == DAG_CBOR:
+            for chunk in sorted(_chunks(store, [cid]) - seen):
+                block = store.get_block(chunk)
+                if block is not None:
+                    seen.add(chunk)
+                    yield chunk, block
+
+
+__all__ = ["BlockOutcome", "export_blocks", "in_scope", "serve", "take", "take_named"]
