@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_sync_cli import run
+
 from convgraph import Config, Replica
 from convgraph.core.cid import CID
-from test_sync_cli import run
 
 
 def test_sync_brings_artifacts_and_lists_the_missing(tmp_path: Path) -> None:
