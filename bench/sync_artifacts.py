@@ -47,7 +47,10 @@ def _sizes(rng: random.Random, n: int) -> list[int]:
     return (fixed + [rng.randrange(1, 3_000_000) for _ in range(max(0, n - len(fixed)))])[:n]
 
 
-def _build(path: Path, records: int, artifacts: int, seed: int) -> tuple[Replica, list[tuple[CID, bytes]], int]:
+Artifacts = list[tuple[CID, bytes]]
+
+
+def _build(path: Path, records: int, artifacts: int, seed: int) -> tuple[Replica, Artifacts, int]:
     rng = random.Random(seed)
     r = Replica.open(path, config=Config(legacy_writes=True))
     blobs = [rng.randbytes(n) for n in _sizes(rng, artifacts)]
@@ -55,7 +58,8 @@ def _build(path: Path, records: int, artifacts: int, seed: int) -> tuple[Replica
     every = max(1, records // max(1, artifacts))
     for i in range(records):
         refs = [cids[i // every]] if i % every == 0 and i // every < len(cids) else []
-        text = " ".join(rng.choice(["code", "review", "patch", "the", "a", "diff", "test"]) for _ in range(170))
+        words = ["code", "review", "patch", "the", "a", "diff", "test"]
+        text = " ".join(rng.choice(words) for _ in range(170))
         r.write(CONV, "user_message", {"content": text[:1000]}, refs=refs)
     record_bytes = sum(len(d) for _, d in r.store.records(CONV))
     return r, list(zip(cids, blobs, strict=True)), record_bytes
