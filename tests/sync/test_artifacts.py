@@ -17,6 +17,7 @@ from convgraph import ManualClock, Replica
 from convgraph.artifacts.blocks import CHUNK_SIZE, split
 from convgraph.core import codec
 from convgraph.core.cid import CID
+from convgraph.errors import TransportError
 from convgraph.sync import wire
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.local import sync_replicas
@@ -217,3 +218,28 @@ def test_any_mix_of_artifacts_round_trips(sizes: list[int], seed: int, pull: boo
     report = run(b, a) if pull else run(a, b)
     assert report.converged and [b.get_artifact(c) for c in cids] == data
     assert b.missing_artifacts("c") == []
+
+
+@pytest.mark.parametrize("cut_at", [1, 2, 3, 4])
+def test_a_transfer_cut_mid_way_is_taken_up_again_and_nothing_is_lost(cut_at: int) -> None:
+    """The network fails once on the `cut_at`-th message (a lost request or a lost reply):
+    the run starts a new session, and what was stored before the cut stays."""
+    clock = ManualClock()
+    holder, other = Replica.in_memory(clock=clock), Replica.in_memory(clock=clock)
+    data = blobs(8, [CHUNK_SIZE * 3 + 1, 5, 0])
+    cids = attach(holder, "c", data)
+    responder = _responder(holder, budget=CHUNK_SIZE)
+    calls = itertools.count(1)
+
+    def flaky(message: bytes) -> bytes:
+        n = next(calls)
+        if n == cut_at:
+            raise TransportError("request lost")
+        reply = responder.receive(message)
+        if n == cut_at + 3:  # a lost reply too, after the server acted on the message
+            raise TransportError("reply lost")
+        return reply
+
+    report = synchronize(ReplicaPeer(other), flaky, ["c"], salts=salts, budget=CHUNK_SIZE, max_sessions=3)
+    assert report.failed_sessions == 2 and report.converged
+    assert [other.get_artifact(c) for c in cids] == data and other.missing_artifacts("c") == []
