@@ -18,7 +18,8 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from convgraph.cli import safe_text
-from convgraph.sync.carfile import ImportSummary, export_car, import_car
+from convgraph.sync.car_summary import ImportSummary
+from convgraph.sync.carfile import export_car, import_car
 
 _PROGRESS_FROM: Final = 4 << 20
 
