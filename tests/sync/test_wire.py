@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import IN_CI
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.keyset import HASH_LEN, INFINITY, RANGE_LEN, STRONG_LEN, Bound
@@ -48,8 +49,11 @@ def entries(draw: st.DrawFn) -> Reported:
 
 
 # which parts each kind may carry (docs/sync.md, *Parts of a section*)
-_MAY = {Kind.INITIATE: {"tip", "probes", "gossip"}, Kind.CONTINUE: {"ranges", "wants", "records", "base"},
-        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base", "statement", "gossip"}}
+_MAY = {Kind.INITIATE: {"tip", "probes", "gossip"},
+        Kind.CONTINUE: {"ranges", "wants", "records", "base", "needs", "blocks"},
+        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base", "statement", "gossip",
+                     "needs", "blocks"}}
+block_cids = st.builds(lambda raw, d: CID.of_raw(d) if raw else CID.of_record(d), st.booleans(), st.binary(max_size=8))
 
 
 @st.composite
@@ -87,6 +91,10 @@ def sections(draw: st.DrawFn, conv: str, kind: Kind) -> Section:
         kw["statement"] = draw(st.binary(min_size=1, max_size=40))
     if "gossip" in may and draw(st.booleans()):
         kw["gossip"] = tuple(draw(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=3)))
+    if "needs" in may and draw(st.booleans()):
+        kw["needs"] = tuple(sorted(draw(st.sets(block_cids, min_size=1, max_size=3))))
+    if "blocks" in may and draw(st.booleans()):
+        kw["blocks"] = tuple(draw(st.lists(st.tuples(block_cids, st.binary(max_size=40)), min_size=1, max_size=3)))
     return Section(conv, **kw)  # type: ignore[arg-type]
 
 
