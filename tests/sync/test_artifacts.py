@@ -243,3 +243,31 @@ def test_a_transfer_cut_mid_way_is_taken_up_again_and_nothing_is_lost(cut_at: in
     report = synchronize(ReplicaPeer(other), flaky, ["c"], salts=salts, budget=CHUNK_SIZE, max_sessions=3)
     assert report.failed_sessions == 2 and report.converged
     assert [other.get_artifact(c) for c in cids] == data and other.missing_artifacts("c") == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=st.lists(st.tuples(st.sampled_from(["open", "secret", "both"]),
+                                 st.sampled_from([0, 3, CHUNK_SIZE + 1])), min_size=1, max_size=5),
+       asked=st.sets(st.integers(0, 40)))
+def test_a_want_gets_exactly_the_blocks_in_its_conversations_scope(
+    layout: list[tuple[str, int]], asked: set[int],
+) -> None:
+    """Whatever CIDs a peer names under `open`, it gets only blocks `open`'s records name (or
+    chunks of those manifests), never one only `secret` names."""
+    server = Replica.in_memory(clock=ManualClock())
+    server.write("open", "user_message", {"content": "start"})
+    scope: set[CID] = set()
+    every: list[CID] = []
+    for i, (where, size) in enumerate(layout):
+        data = bytes([i]) * size + bytes([i, 1])
+        cid, blocks = split(data)
+        server.put(data)
+        for conv in (["open", "secret"] if where == "both" else [where]):
+            server.write(conv, "user_message", {"content": "f"}, refs=[cid])
+        every += [c for c, _ in blocks]
+        if where != "secret":
+            scope |= {c for c, _ in blocks}
+    wanted = tuple(sorted({every[i % len(every)] for i in asked})) or (every[0],)
+    ask = Message(Kind.CONTINUE, b"s" * 8, (Section("open", needs=wanted),))
+    got = {c for c, _ in wire.decode(_responder(server, budget=64 << 20).receive(wire.encode(ask))).sections[0].blocks}
+    assert got == set(wanted) & scope
