@@ -21,9 +21,9 @@ def test_every_public_name_is_exported() -> None:
     public = {n for n in dir(convgraph) if not n.startswith("_")}
     modules = {"adoption", "cli", "core", "errors", "graph", "ingest", "integrity", "migration", "projections", "replica",
                "replica_checkpoints", "replica_drafts", "replica_folds", "replica_home", "replica_intake", "replica_verify",
-               "replica_writes", "server", "store", "sync", "witnessing",
+               "replica_writes", "server", "store", "sync", "witnessing", "artifacts", "replica_artifacts", "artifact_checks",
                "checkpointing", "collector", "turn_index", "witness_client", "witness_policy", "viewer",
-               "integrations", "resume_cache"}
+               "integrations", "resume_cache", "importers", "replica_code"}
     assert public - modules == set(convgraph.__all__)
 
 

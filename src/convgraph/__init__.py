@@ -14,6 +14,8 @@
 """
 
 from convgraph.adoption import Compaction, compaction_of
+from convgraph.artifacts.claims import ClaimCheck, ClaimStatus, check_claim
+from convgraph.artifacts.diff import apply_unified_diff, make_unified_diff
 from convgraph.core.cid import CID
 from convgraph.core.codec import decode, encode
 from convgraph.core.hlc import Clock, Hlc, ManualClock, system_clock
@@ -39,6 +41,7 @@ from convgraph.errors import (
     BindError,
     CarError,
     CausalityError,
+    ChoiceError,
     CidMismatchError,
     CompactedError,
     ConvgraphError,
@@ -49,6 +52,7 @@ from convgraph.errors import (
     ForbiddenError,
     GenesisError,
     HlcOrderError,
+    ImportSourceError,
     IntegrityError,
     InvalidTextError,
     KeyFileError,
@@ -63,6 +67,7 @@ from convgraph.errors import (
     NoUserTurnError,
     ParentConversationError,
     ParentRejectedError,
+    PatchApplyError,
     PeerKeyChangedError,
     PeerMisbehavedError,
     ProjectionError,
@@ -96,6 +101,8 @@ from convgraph.errors import (
     VerificationError,
     WitnessConfigError,
     WitnessRefusedError,
+    WorkingTreeError,
+    WrongTargetError,
 )
 from convgraph.graph import (
     Closure,
@@ -107,6 +114,7 @@ from convgraph.graph import (
     is_ancestor,
     missing_ancestors,
 )
+from convgraph.importers import ImportReport, Unmapped, import_jsonl, import_langgraph, import_openai_agents
 from convgraph.ingest import IngestReport, Rejection
 from convgraph.integrity.consistency import Verdict
 from convgraph.integrity.evidence import Proof, verify_bundle
@@ -152,7 +160,10 @@ __all__ = [
     "CID",
     "CarError",
     "CausalityError",
+    "ChoiceError",
     "CidMismatchError",
+    "ClaimCheck",
+    "ClaimStatus",
     "Clock",
     "Closure",
     "CompactedError",
@@ -176,6 +187,8 @@ __all__ = [
     "Hlc",
     "HlcOrderError",
     "HttpRemote",
+    "ImportReport",
+    "ImportSourceError",
     "IngestReport",
     "Initiator",
     "IntegrityError",
@@ -202,6 +215,7 @@ __all__ = [
     "PROVIDERS",
     "ParentConversationError",
     "ParentRejectedError",
+    "PatchApplyError",
     "PeerKeyChangedError",
     "PeerMisbehavedError",
     "Pending",
@@ -254,6 +268,7 @@ __all__ = [
     "UnconfirmedStoreError",
     "UnknownConversationError",
     "UnknownKindError",
+    "Unmapped",
     "UntrustedCheckpointError",
     "UnusableStoreError",
     "UnwitnessedError",
@@ -265,12 +280,16 @@ __all__ = [
     "WitnessConfigError",
     "WitnessPolicy",
     "WitnessRefusedError",
+    "WorkingTreeError",
     "WriteSet",
+    "WrongTargetError",
     "actor_text",
     "ancestors",
     "apply",
+    "apply_unified_diff",
     "canonical_order",
     "check_causality",
+    "check_claim",
     "check_payload",
     "check_request",
     "closure",
@@ -284,9 +303,13 @@ __all__ = [
     "fingerprint",
     "fold",
     "heads",
+    "import_jsonl",
+    "import_langgraph",
+    "import_openai_agents",
     "is_ancestor",
     "is_rooted",
     "load_key",
+    "make_unified_diff",
     "migrate",
     "missing_ancestors",
     "read_car",

@@ -31,6 +31,10 @@
     │   ├── WitnessRefusedError     a witness would not cosign a checkpoint (its §7.4 reason)
     │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
     │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
+    ├── PatchApplyError             a unified diff that does not apply exactly to its base
+    ├── WorkingTreeError            snapshot paths that are missing, outside the root, or hold no file
+    ├── WrongTargetError            a review, request or decision naming a record it cannot be about
+    ├── ChoiceError                 a decision's choice that is not among its request's options
     ├── KeyFileError                a key file that is missing, unreadable or malformed
     │   └── MissingKeyError         a replica's store is there, its actor key is not
     ├── StoreError                  the storage layer failed (translated at the boundary)
@@ -296,6 +300,17 @@ class UnwitnessedError(IntegrityError):
 
 class WitnessConfigError(IntegrityError):
     """A witness configuration (home/witnesses.json, or a name, key, URL or k given) that cannot be used."""
+
+
+class PatchApplyError(ConvgraphError):
+    """A unified diff that does not apply exactly to its base (docs/format.md §18): malformed,
+    or a context or removed line that differs. `hunk` (1-based; 0 for the headers) and `line`
+    (the 1-based line of the diff) say where; `cid` names the patch record when known."""
+
+    def __init__(self, message: str, *, hunk: int, line: int, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.hunk = hunk
+        self.line = line
 
 
 class KeyFileError(ConvgraphError):
@@ -595,6 +610,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     WitnessRefusedError: "witness",
     UnwitnessedError: "unwitnessed",
     WitnessConfigError: "witness_config",
+    PatchApplyError: "patch_apply",
 }
 
 
@@ -605,6 +621,16 @@ class AdapterError(ConvgraphError):
     def __init__(self, message: str, *, what: object = None) -> None:
         super().__init__(message)
         self.what = what
+
+
+class ImportSourceError(AdapterError):
+    """A history to import (`convgraph.importers`) cannot be read as the source it was named as:
+    no such file, table, thread or session, or a file of no format an importer knows.
+    `source` names the file (or database) it was reading."""
+
+    def __init__(self, message: str, *, source: object = None) -> None:
+        super().__init__(message, what=source)
+        self.source = source
 
 
 class MissingExtraError(ConvgraphError, ImportError):
@@ -708,6 +734,25 @@ _RULES[ArtifactTooLargeError] = "artifact_size"
 _RULES[ArtifactCorruptError] = "artifact_hash"
 _RULES[ArtifactMissingError] = "artifact_missing"
 _RULES[ManifestError] = "manifest"
+
+
+class WorkingTreeError(ConvgraphError):
+    """Paths a `code_snapshot` cannot be made of: one that does not exist, lies outside the
+    snapshot's root, or a set of paths that holds no readable regular file."""
+
+
+class WrongTargetError(ConvgraphError):
+    """A review, decision request or decision naming a record that is not held in its
+    conversation or is not of a kind it can be about; `cid` names the record named."""
+
+
+class ChoiceError(ConvgraphError):
+    """A decision whose choice is not one of its request's `options`; `cid` names the request."""
+
+
+_RULES[WorkingTreeError] = "working_tree"
+_RULES[WrongTargetError] = "wrong_target"
+_RULES[ChoiceError] = "choice"
 
 
 class ArtifactScopeError(ArtifactError):

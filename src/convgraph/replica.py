@@ -18,12 +18,21 @@ import shlex
 import threading
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from convgraph import checkpointing, replica_artifacts, replica_home, turn_index, witness_policy, witnessing
+from convgraph import (
+    artifact_checks,
+    checkpointing,
+    replica_artifacts,
+    replica_code,
+    replica_home,
+    turn_index,
+    witness_policy,
+    witnessing,
+)
 from convgraph.artifacts.blocks import MAX_ARTIFACT_SIZE
 from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
@@ -200,7 +209,9 @@ class Replica:
                 f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
                 conv=conv,
             )
-        return self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
+        artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
+        return records
 
     def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest.
@@ -255,12 +266,51 @@ class Replica:
     def say(
         self, conv: str, role: Role | str, content: str | list[dict[str, Any]], *,
         tool_calls: Sequence[ToolCall] = (), tool_use_id: str | None = None, is_error: bool = False,
-        branch: str | None = None,
+        branch: str | None = None, attachments: Sequence[replica_code.Attachment] = (),
     ) -> Record:
-        """Append one turn to `conv` as `role` (user, assistant or tool)."""
+        """Append one turn to `conv` as `role` (user, assistant or tool); each of `attachments`
+        (bytes, a path, or a CID) is put as an artifact and named in the turn's `refs`."""
         draft = turn_draft(conv, role, content, tool_calls=tool_calls, tool_use_id=tool_use_id,
                            is_error=is_error, branch=branch)
-        return self.write_many(conv, [draft])[0]
+        if not attachments:
+            return self.write_many(conv, [draft])[0]
+        with self.transaction():  # the turn and the artifacts it names land together
+            refs = replica_code.attach(self, attachments)
+            return self.write_many(conv, [replace(draft, refs=refs)])[0]
+
+    # ------------------------------------------------------------ code and its review (replica_code.py)
+
+    def snapshot(
+        self, conv: str, paths: Sequence[replica_code.PathText] | replica_code.PathText, *,
+        root: replica_code.PathText | None = None,
+    ) -> replica_code.Snapshot:
+        """Write a `code_snapshot` of the regular files under `paths` (relative to `root`, default
+        the working directory), each stored as an artifact; symlinks and unreadable files are
+        reported in `.skipped`, never followed."""
+        return replica_code.snapshot(self, conv, paths, root=root)
+
+    def patch(self, conv: str, base: CID, diff: str | bytes, *, path: str | None = None) -> Record:
+        """Apply unified `diff` to artifact `base`, store the result and write the `patch` record;
+        `PatchApplyError` (nothing stored) when it does not apply exactly."""
+        return replica_code.patch(self, conv, base, diff, path=path)
+
+    def review(
+        self, conv: str, target: CID, body: str, *, verdict: str = "comment", line: int | None = None,
+    ) -> Record:
+        """Write a `review_comment` on the exact snapshot or patch record `target` (needs `review`)."""
+        return replica_code.review(self, conv, target, body, verdict=verdict, line=line)
+
+    def ask(
+        self, conv: str, question: str, *, subject: CID | None = None, options: Sequence[str] = (),
+        reviews: int | None = None, reviewers: Iterable[bytes] = (),
+    ) -> Record:
+        """Write a `decision_request` about record `subject`, naming the reviews it needs first."""
+        return replica_code.ask(self, conv, question, subject=subject, options=options, reviews=reviews,
+                                reviewers=reviewers)
+
+    def decide(self, conv: str, request: CID, choice: str, *, rationale: str | None = None) -> Record:
+        """Write the `decision` of request `request` (needs `decide`); `ChoiceError` off its options."""
+        return replica_code.decide(self, conv, request, choice, rationale=rationale)
 
     def record_response(
         self, conv: str, response: Any, *, provider: str | None = None, branch: str | None = None

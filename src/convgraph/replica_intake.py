@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from typing import TYPE_CHECKING
 
-from convgraph import checkpointing, collector, turn_index, witnessing
+from convgraph import artifact_checks, checkpointing, collector, turn_index, witnessing
 from convgraph.adoption import plan_adoption
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
@@ -118,5 +118,8 @@ class Intake:
             witnessing.record_equivocations(self.store, writes.equivocations, now_ms=clock())
         if writes.records:  # a checkpoint or cosignature that landed, or a record one waited for
             checkpointing.landed(self.store, self.watch, writes.records, self.entries, now_ms=clock())
+            # a patch or snapshot whose blocks are held already is checked now; others when
+            # their blocks arrive (docs/integrity.md §6.4)
+            artifact_checks.check_records(self.store, writes.records, clock())
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(config.quarantine))

@@ -15,6 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from convgraph import AdapterError, Replica, SizeLimitError
 from convgraph.integrations.langgraph import ConvgraphSaver
+from convgraph.projections.validity import check
 from convgraph.sync.local import sync_replicas
 
 pytestmark = pytest.mark.usefixtures("product_defaults")
@@ -95,6 +96,27 @@ def test_messages_round_trip_whole_and_those_no_turn_holds_stay_inline() -> None
     assert kinds == ["user_message", "agent_message", "tool_result", "user_message", "agent_message"]
     last = {"role": "assistant", "content": [{"type": "text", "text": "reply 5"}]}
     assert replica.resume(conv, "anthropic")[-1] == last  # convgraph's own views read the thread
+
+
+def test_an_anthropic_style_call_held_twice_in_the_message_resumes_valid() -> None:
+    # ChatAnthropic's AIMessage holds each call as a `tool_use` content block and in
+    # `tool_calls`: the thread reads back whole, and resume sends the call once
+    saver = ConvgraphSaver(Replica.in_memory())
+    graph = _graph(saver)
+    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}
+    sent = [
+        HumanMessage("look", id="h1"),
+        AIMessage([{"type": "text", "text": "looking"}, use], id="a1",
+                  tool_calls=[{"id": "toolu_1", "name": "lookup", "args": {"q": "x"}}]),
+        ToolMessage("found", tool_call_id="toolu_1", id="t1"),
+        HumanMessage("and?", id="h2"),
+    ]
+    graph.invoke({"messages": sent}, _config())
+    assert graph.get_state(_config()).values["messages"][:4] == sent
+    conv = saver.conversation("t1")
+    assert conv is not None
+    for provider in ("anthropic", "openai", "openai-responses", "gemini"):
+        assert check(provider, saver.replica.resume(conv, provider)) == []
 
 
 def test_a_thread_syncs_to_a_second_replica_and_continues_there(tmp_path: Path) -> None:

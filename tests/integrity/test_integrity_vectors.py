@@ -7,6 +7,8 @@ fresh subprocess, in an empty directory with an empty home: the file alone decid
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -140,3 +142,12 @@ def test_verify_evidence_cli_text(tmp_path: Path) -> None:
         proc = _cli(tmp_path, "verify-evidence", str(file))
         assert proc.returncode == code
         assert words in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("v", VECTORS["artifacts"], ids=lambda v: v["name"])
+def test_artifact_block_cid_is_computed_from_the_spec_alone(v: dict[str, Any]) -> None:
+    # apart from convgraph's CID class: hashlib, base32 and docs/format.md §3
+    data = bytes.fromhex(v["hex"])
+    codec = 0x71 if v["name"] == "manifest" else 0x55
+    raw = bytes([0x01, codec, 0x12, 0x20]) + hashlib.sha256(data).digest()
+    assert v["cid"] == "b" + base64.b32encode(raw).decode().lower().rstrip("=")

@@ -228,3 +228,16 @@ _MESSAGES = st.lists(st.one_of(
 @given(_MESSAGES)
 def test_pairing_results_by_index_equals_the_forward_scan(messages: list[Message]) -> None:
     assert repair_._pair_results(messages) == _pair_results_by_scan(messages)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "openai-responses", "gemini"])
+def test_a_call_held_both_as_a_content_block_and_in_tool_calls_is_sent_once(provider: str) -> None:
+    # LangChain's AIMessage from ChatAnthropic keeps each `tool_use` block in content and the
+    # same call in `tool_calls`; Anthropic answered the doubled id with a 400
+    block = {"type": "tool_use", "id": "c1", "name": "f", "input": {}}
+    other = {"type": "tool_use", "id": "c9", "name": "f", "input": {}}
+    out = repair([user(), asst("look", "c1", extra=(block, other)), tool("c1")], provider)
+    assert shape(out) == ["user", "assistant+c1", "tool<c1"]
+    assert block not in out[1].content
+    if provider == "anthropic":  # the only format that carries a tool_use block in content
+        assert other in out[1].content  # one naming no call of the message is not ours to drop

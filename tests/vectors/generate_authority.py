@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from convgraph.artifacts.claims import artifact_cid
+from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -60,8 +62,9 @@ DESCRIPTION = [
     "the answer for a virtual record by `actor` whose parents are `heads`, with wall_ms `at_ms`.",
     "CIDs are text; lists of records are in canonical order (wall_ms, counter, actor, cid), except",
     "chain (genesis first, then one grant per delegation step) and evidence (the request first,",
-    "then the reviews, canonical); missing is in the request's `reviewers` order; until is null",
-    "for never.",
+    "then the reviews, canonical; for kind `stale`, the request, the subject, then the newer",
+    "patches, canonical); missing is in the request's `reviewers` order; until is null for never.",
+    "findings of one decision: `omitted_review` before `stale`.",
 ]
 
 
@@ -858,6 +861,43 @@ def equivocating_author() -> Case:
     c.excluded("c2b", "revoked_concurrently", "u")
     c.excluded("c3", "revoked_concurrently", "u")
     c.ask("C", "write", False, blocked=["u"])
+    return c
+
+
+@case
+def stale_decision() -> Case:
+    files = [f"x = {i}\n".encode() for i in range(4)]
+    art = [artifact_cid(f) for f in files]
+
+    def change(i: int, j: int) -> str:
+        return make_unified_diff(files[i], files[j], "x.py")
+
+    c = team(Case("stale_decision", "§8.7: a decision whose request's subject (patch p1) was followed in the "
+                  "decision's past by a patch no review targets is a `stale` finding, its evidence the request, "
+                  "the subject and the newer patches: p2 (base = p1's result) before its review, then p3 (same "
+                  "path, p1 in its past); p4 (same path, concurrent with p1) and p5 (after the decision) are "
+                  "not newer. Stale decisions stay in the views."))
+    c.grant("gD", "owner", "D", "read", "review")
+    c.write("p4", "B", "patch", {"base": art[0], "diff": change(0, 3), "result": art[3], "path": "x.py"},
+            "patches x.py, concurrently", parents=["gC"])
+    p1 = c.write("p1", "C", "patch", {"base": art[0], "diff": change(0, 1), "result": art[1], "path": "x.py"},
+                 "patches x.py", parents=["gD"])
+    q = c.write("q", "C", "decision_request", {"question": "merge p1?", "subject": p1}, "asks merge p1?")
+    c.write("r1", "D", "review_comment", {"target": p1, "body": "lgtm", "verdict": "approve"}, "approves p1")
+    p2 = c.write("p2", "C", "patch", {"base": art[1], "diff": change(1, 2), "result": art[2]},
+                 "patches p1's result")
+    c.write("d1", "A", "decision", {"request": q, "choice": "merge"}, "decides, p2 unreviewed")
+    c.write("r2", "D", "review_comment", {"target": p2, "body": "ok", "verdict": "request_changes"},
+            "reviews p2")
+    c.write("d2", "A", "decision", {"request": q, "choice": "merge"}, "decides, p2 reviewed")
+    c.write("p3", "C", "patch", {"base": art[2], "diff": change(2, 3), "result": art[3], "path": "x.py"},
+            "patches x.py again")
+    c.write("d3", "A", "decision", {"request": q, "choice": "merge"}, "decides, p3 unreviewed")
+    c.write("p5", "C", "patch", {"base": art[3], "diff": change(3, 0), "result": art[0], "path": "x.py"},
+            "patches after the decisions")
+    c.finding("d1", ["q", "p1", "p2"])
+    c.finding("d3", ["q", "p1", "p3"])
+    c.ask("D", "review", True, chain=["genesis", "gD"])
     return c
 
 

@@ -34,6 +34,7 @@ from convgraph.integrity.statement import STATEMENT_DOMAIN, Statement, sign_stat
 from convgraph.projections import state as state_
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import integrity_artifacts
 import writer
 
 HERE = Path(__file__).resolve().parent
@@ -73,6 +74,7 @@ DESCRIPTION = [
     "  `does_not_prove` (exits 1) or `not_a_bundle` (exits 2); `id` is the CID of `hex` (the finding id)",
     "  when the bytes are a bundle. divergent_fork and unverifiable_checkpoint bundles name records by",
     "  link (claim a, b or checkpoint); a divergent_fork by a witness carries `cosignatures`.",
+    *integrity_artifacts.DESCRIPTION,
 ]
 
 
@@ -374,7 +376,7 @@ def _cosignature_json(r: dict[str, Record]) -> list[dict[str, Any]]:
 
 
 def build() -> dict[str, Any]:
-    r = _records()
+    r = {**_records(), **integrity_artifacts.records()}
     return {
         "description": DESCRIPTION,
         "keys": {"server": SERVER.seed.hex(), "alice": ALICE.seed.hex(), "bob": BOB.seed.hex(),
@@ -387,8 +389,10 @@ def build() -> dict[str, Any]:
                                for n, note, data, reason in _refusals(r)],
         "bundles": [{"name": n, "note": note, "kind": kind, "hex": data.hex(),
                      "id": "" if result == "not_a_bundle" else str(CID.of_record(data)), "result": result}
-                    for n, note, kind, data, result in [*_bundles(r), *_added_bundles(r)]],
+                    for n, note, kind, data, result in [*_bundles(r), *_added_bundles(r),
+                                                         *integrity_artifacts.bundles(r)]],
         "cosignatures": _cosignature_json(r),
+        "artifacts": integrity_artifacts.artifacts_json(),
     }
 
 

@@ -96,20 +96,25 @@ def register(cli: click.Group) -> None:
     @click.option("--tool-use-id", default=None, type=TEXT, help="Tool only: the call this result answers.")
     @click.option("--error", "is_error", is_flag=True, help="Tool only: the call failed.")
     @click.option("--branch", default=None, type=TEXT, help="Say it on this branch.")
+    @click.option("--attach", "attachments", multiple=True, type=click.Path(dir_okay=False, exists=True),
+                  help="A file to store as an artifact and name in the turn's refs (repeatable).")
     @conv_option
     @json_option
     @click.pass_context
     @_errors
     def say(  # noqa: PLR0917 - click passes options positionally
         ctx: click.Context, text: str, role: str, tool_calls: tuple[str, ...], tool_use_id: str | None,
-        is_error: bool, branch: str | None, conv: str | None, as_json: bool,
+        is_error: bool, branch: str | None, attachments: tuple[str, ...], conv: str | None, as_json: bool,
     ) -> None:
         """Append one turn (TEXT; - reads stdin, @FILE a file) to the conversation as --role."""
         calls = [_tool_call(c) for c in tool_calls]
         with _replica(ctx) as r, writing(ctx, r, conv) as target:
-            rec = r.say(target, role, text, tool_calls=calls,
-                        tool_use_id=tool_use_id, is_error=is_error, branch=branch)
-        _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))
+            rec = r.say(target, role, text, tool_calls=calls, tool_use_id=tool_use_id, is_error=is_error,
+                        branch=branch, attachments=attachments)
+        if as_json:
+            _emit({"cid": str(rec.cid), **({"refs": [str(c) for c in rec.refs]} if attachments else {})})
+        else:
+            out.print(str(rec.cid))
 
     _register_system(cli)
 

@@ -17,6 +17,7 @@ from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.errors import EvidenceError
 from convgraph.integrity.evidence import MAX_BUNDLE_BYTES, decode_bundle, verify_bundle
+from convgraph.integrity.findings import ARTIFACT_KINDS
 
 
 def _read(file: Path) -> bytes:
@@ -41,6 +42,8 @@ def check(file: Path) -> tuple[int, dict[str, Any]]:
         "id": str(CID.of_record(data)), "statements": len(bundle.statements), "records": len(bundle.records),
         "reason": proof.reason,
     }
+    if bundle.kind in ARTIFACT_KINDS:
+        report["blocks"] = len(bundle.blocks)
     return (0 if proof.ok else 1), report
 
 
@@ -65,7 +68,8 @@ def register(cli: click.Group) -> None:
             verdict = "PROVES" if code == 0 else "DOES NOT PROVE"
             out.print(safe_text.line(f"{verdict} {report['kind']} in conversation {report['conv']!r}"),
                       soft_wrap=True)
+            blocks = f", {report['blocks']} block(s)" if "blocks" in report else ""
             out.print(f"bundle {report['id']}: {report['statements']} statement(s), "
-                      f"{report['records']} record(s)")
+                      f"{report['records']} record(s){blocks}")
             out.print(safe_text.line(report["reason"]), soft_wrap=True)
         sys.exit(code)

@@ -6,7 +6,13 @@ in, a line or None out.
 
 from __future__ import annotations
 
-from convgraph.errors import ConvgraphError, SizeLimitError, StoreBusyError
+from convgraph.errors import (
+    ArtifactTooLargeError,
+    ConvgraphError,
+    PatchApplyError,
+    SizeLimitError,
+    StoreBusyError,
+)
 
 
 def hint(exc: ConvgraphError) -> str | None:
@@ -16,4 +22,8 @@ def hint(exc: ConvgraphError) -> str | None:
                 "turns, or keep it elsewhere and name it with --ref CID")
     if isinstance(exc, StoreBusyError):
         return "another convgraph process is writing to this replica: try again when it is done"
+    if isinstance(exc, ArtifactTooLargeError):
+        return "the replica's Config.max_artifact_bytes bounds an artifact (at most 1 GiB): split the file"
+    if isinstance(exc, PatchApplyError):
+        return "make the diff against the base itself: `convgraph cat BASE > old; diff -u old new`"
     return None

@@ -394,11 +394,13 @@ def main() -> None:
 
 def _register() -> None:
     from convgraph.cli import (  # noqa: PLC0415 - they read this module's helpers
+        artifacts,
         authority,
         car,
         conversation,
         evidence,
         findings,
+        imports,
         rooted,
         sync,
         view,
@@ -408,12 +410,14 @@ def _register() -> None:
     authority.register(cli)
     findings.register(cli)
     conversation.register(cli)
+    artifacts.register(cli)
     rooted.register(cli)
     car.register(cli)
     evidence.register(cli)
     sync.register(cli)
     witness.register(cli)
     view.register(cli)
+    imports.register(cli)
     home.add_everywhere(cli)  # last: every command registered above takes --home
 
 

@@ -25,32 +25,24 @@ history, through the turn index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from convgraph.core.cid import CID
 from convgraph.core.record import load_trusted
-from convgraph.errors import AdapterError
+from convgraph.integrations._responses_items import KIND as _KIND
+from convgraph.integrations._responses_items import META_KEY, Item
+from convgraph.integrations._responses_items import TEXT_PARTS as _TEXT_PARTS
+from convgraph.integrations._responses_items import turn_payload as _turn_payload
 from convgraph.projections.message import message_of
 from convgraph.projections.providers import openai_responses
-from convgraph.projections.providers._common import RESPONSES_ITEMS, parse_arguments
 from convgraph.projections.turn import Block, Role, ToolCall, Turn
 from convgraph.replica import Draft, Replica
 
 __all__ = ["META_KEY", "ConvgraphSession"]
 
-META_KEY: Final = "openai_agents"
-"""The payload `meta` key holding what a turn does not say of the item it stores."""
-
-_PROVIDER: Final = "openai-responses"
-_TEXT_PARTS: Final = frozenset({"input_text", "output_text"})
-_CALL_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id"})
-_MESSAGE_ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT}
-_KIND: Final = {Role.USER: "user_message", Role.ASSISTANT: "agent_message", Role.TOOL: "tool_result"}
-
-Item = dict[str, Any]
 
 
 class ConvgraphSession:
@@ -148,61 +140,6 @@ def _residuals(replica: Replica, ops: Sequence[CID]) -> dict[CID, dict[str, Any]
         if isinstance(meta, dict) and isinstance(meta.get(META_KEY), dict):
             out[cid] = meta[META_KEY]
     return out
-
-
-def _turn_payload(item: Item) -> tuple[Role, dict[str, Any]]:
-    """The role and payload fields (less conversation and role) of the turn storing `item`."""
-    if not isinstance(item, dict):
-        raise AdapterError(f"a session item is a map, not {type(item).__name__}", what=item)
-    kind = item.get("type")
-    if kind == "function_call":
-        return Role.ASSISTANT, {"content": [], "tool_calls": [_call(item)], "provider": _PROVIDER,
-                                "meta": {META_KEY: {"shape": "call"}}}
-    if kind == "function_call_output":
-        return Role.TOOL, _output(item)
-    if kind == "reasoning" or kind in RESPONSES_ITEMS:
-        block = {"content": [item], "provider": _PROVIDER, "meta": {META_KEY: {"shape": "block"}}}
-        return Role.ASSISTANT, block
-    role = _MESSAGE_ROLES.get(item.get("role", "")) if kind in (None, "message") else None
-    if role is None or not isinstance(item.get("content"), str | list):
-        return Role.USER, {"content": [], "meta": {META_KEY: {"shape": "whole", "item": item}}}
-    blocks, residual = _blocks(item["content"])
-    residual["item"] = {k: v for k, v in item.items() if k != "content"}
-    payload = {"content": blocks, "meta": {META_KEY: {"shape": "message", **residual}}}
-    return role, ({**payload, "provider": _PROVIDER} if role is Role.ASSISTANT else payload)
-
-
-def _call(item: Item) -> dict[str, Any]:
-    """A `function_call` item as a tool call, kept as `openai_responses.record` keeps one."""
-    call_id, raw = item.get("call_id"), item.get("arguments")
-    if not isinstance(call_id, str) or not call_id or not isinstance(raw, str):
-        raise AdapterError("a function_call item needs a call_id and an arguments string", what=item)
-    meta: dict[str, Any] = {"arguments": raw}
-    if isinstance(item.get("id"), str):
-        meta["item_id"] = item["id"]
-    extra = {k: v for k, v in item.items() if k not in _CALL_KEYS}
-    if extra:
-        meta["item"] = extra
-    return {"id": call_id, "name": str(item.get("name", "")), "input": parse_arguments(raw), "meta": meta}
-
-
-def _output(item: Item) -> dict[str, Any]:
-    call_id, output = item.get("call_id"), item.get("output")
-    if not isinstance(call_id, str) or not call_id or not isinstance(output, str | list):
-        raise AdapterError("a function_call_output item needs a call_id and an output", what=item)
-    blocks, residual = _blocks(output)
-    residual["item"] = {k: v for k, v in item.items() if k not in ("call_id", "output")}
-    return {"content": blocks, "tool_use_id": call_id, "meta": {META_KEY: {"shape": "output", **residual}}}
-
-
-def _blocks(content: str | list[Any]) -> tuple[list[Block], dict[str, Any]]:
-    """Content (text, or parts) as blocks, and what it takes to give it back exactly."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}], {"text": True}
-    if not all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in content):
-        raise AdapterError("content parts are maps with a type", what=content)
-    blocks = [{**p, "type": "text"} if p["type"] in _TEXT_PARTS else dict(p) for p in content]
-    return blocks, {"types": [p["type"] for p in content]}
 
 
 def _items_of(turn: Turn, residual: dict[str, Any] | None) -> list[Item]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from convgraph.artifacts import claims
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import decode_record
-from convgraph.errors import ConvgraphError, IntegrityError
+from convgraph.errors import ConvgraphError, EvidenceError, IntegrityError
 from convgraph.integrity import checkpoint_proofs
 from convgraph.integrity.checkpoints import Checkpoint, Status, causal_past, check, divergent
 from convgraph.integrity.consistency import (
@@ -23,6 +24,7 @@ from convgraph.integrity.consistency import (
 from convgraph.integrity.cosignature import Cosignature
 from convgraph.integrity.evidence import Fetch, decode_bundle, encode_bundle, verify_bundle
 from convgraph.integrity.findings import (
+    ARTIFACT_KINDS,
     DIVERGENT_FORK,
     RECORD_EQUIVOCATION,
     ROLLBACK,
@@ -171,6 +173,23 @@ def divergent_fork_finding(
     bundle = encode_bundle(DIVERGENT_FORK, conv, [], [raw[c] for c in needed if c in raw],
                            {"a": pair[0], "b": pair[1]},
                            cosignatures=[c.to_map() for c in cosignatures] if cosignatures else None)
+    return _finding(bundle, (), found_ms)
+
+
+def artifact_claim_finding(data: bytes, get_block: claims.GetBlock, found_ms: int) -> Finding | None:
+    """The `false_patch` or `false_snapshot` finding for the record `data` (§6.4), or None
+    unless the blocks `get_block` gives show its claim false. The bundle carries the record and
+    exactly the blocks the failing check read."""
+    record = decode_record(data)
+    kind = next((k for k, of in ARTIFACT_KINDS.items() if of == record.kind), None)
+    answer = claims.check_claim(record, get_block) if kind is not None else None
+    if kind is None or answer is None or answer.status is not claims.ClaimStatus.FALSE:
+        return None
+    claim = {"record": record.cid, "check": answer.check}
+    try:
+        bundle = encode_bundle(kind, record.conv, [], [data], claim, blocks=answer.blocks)
+    except EvidenceError:  # a base over the bundle limit: the lie cannot be shown to others
+        return None
     return _finding(bundle, (), found_ms)
 
 

@@ -1,7 +1,8 @@
 """Evidence bundles (docs/format.md §16, docs/integrity.md §6): encode, verify, and build findings.
 
-A bundle is one canonical DAG-CBOR map that carries every statement and record its claim
-needs, so `verify_bundle` reads nothing but its bytes. Invariant: every `Finding` a builder
+A bundle is one canonical DAG-CBOR map that carries every statement, record and (for the
+artifact kinds, §6.4) artifact block its claim needs, so `verify_bundle` reads nothing but its
+bytes. Invariant: every `Finding` a builder
 here returns carries a bundle for which `verify_bundle(bundle).ok` is True.
 """
 
@@ -17,7 +18,7 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import Record, decode_record
 from convgraph.errors import ConvgraphError, EvidenceError, StatementError
-from convgraph.integrity import checkpoint_proofs
+from convgraph.integrity import artifact_proofs, checkpoint_proofs
 from convgraph.integrity.checkpoints import CHECKS
 from convgraph.integrity.consistency import (
     Lookup,
@@ -28,6 +29,7 @@ from convgraph.integrity.consistency import (
     self_inconsistent,
 )
 from convgraph.integrity.findings import (
+    ARTIFACT_KINDS,
     DIVERGENT_FORK,
     FINDING_KINDS,
     RECORD_EQUIVOCATION,
@@ -47,8 +49,11 @@ _CLAIM_KEYS: Final[dict[str, frozenset[str]]] = {
     RECORD_EQUIVOCATION: frozenset(),
     DIVERGENT_FORK: frozenset({"a", "b"}),
     UNVERIFIABLE_CHECKPOINT: frozenset({"checkpoint", "check"}),
+    **{k: frozenset({"record", "check"}) for k in ARTIFACT_KINDS},
 }
+_CHECKS: Final[dict[str, tuple[str, ...]]] = {UNVERIFIABLE_CHECKPOINT: CHECKS, **artifact_proofs.CHECKS_OF}
 _COSIGNATURES: Final = "cosignatures"  # a bundle key of `divergent_fork` only (§7.5)
+_BLOCKS: Final = "blocks"  # a bundle key of the artifact kinds only, and required there (§6.4)
 
 Fetch = Callable[[CID], bytes | None]
 """The bytes of a record the caller holds, or None."""
@@ -64,6 +69,7 @@ class Bundle:
     records: tuple[bytes, ...]
     claim: dict[str, Any]
     cosignatures: tuple[dict[str, Any], ...] = ()
+    blocks: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +84,11 @@ class Proof:
 
 def encode_bundle(
     kind: str, conv: str, statements: Sequence[bytes], records: Iterable[bytes], claim: dict[str, Any],
-    *, cosignatures: Sequence[dict[str, Any]] | None = None,
+    *, cosignatures: Sequence[dict[str, Any]] | None = None, blocks: Iterable[bytes] | None = None,
 ) -> bytes:
     """The canonical bundle bytes; `records` sorted by CID so one piece of evidence has one id;
-    `cosignatures` (sorted likewise) only for a `divergent_fork` by a witness."""
+    `cosignatures` (sorted likewise) only for a `divergent_fork` by a witness; `blocks` (sorted
+    bytewise, without duplicates) for the artifact kinds, and only for them."""
     ordered = sorted(set(records), key=lambda data: bytes(CID.of_record(data)))
     m: dict[str, Any] = {
         "v": 1, "type": BUNDLE_TYPE, "kind": kind, "conv": conv,
@@ -89,6 +96,8 @@ def encode_bundle(
     }
     if cosignatures is not None:
         m[_COSIGNATURES] = sorted(cosignatures, key=codec.encode)
+    if blocks is not None:
+        m[_BLOCKS] = sorted(set(blocks))
     data = codec.encode(m)
     decode_bundle(data)  # a builder never emits what a verifier would call not-a-bundle
     return data
@@ -102,7 +111,7 @@ def decode_bundle(data: bytes) -> Bundle:
         m = codec.decode(data)
     except ConvgraphError as exc:
         raise EvidenceError(f"not canonical DAG-CBOR: {exc}") from exc
-    if type(m) is not dict or set(m) - {_COSIGNATURES} != _KEYS:
+    if type(m) is not dict or not _KEYS.issubset(m) or set(m) - _KEYS - {_COSIGNATURES, _BLOCKS}:
         got = sorted(str(k)[:32] for k in m) if type(m) is dict else type(m).__name__
         raise EvidenceError(f"a bundle is a map with exactly the keys {sorted(_KEYS)}, not {got}")
     if type(m["v"]) is not int or m["v"] != 1:
@@ -122,8 +131,13 @@ def decode_bundle(data: bytes) -> Bundle:
     if cosignatures is not None and (kind != DIVERGENT_FORK or type(cosignatures) is not list
                                      or any(type(c) is not dict for c in cosignatures)):
         raise EvidenceError("`cosignatures` is a list of maps, in a `divergent_fork` bundle only")
+    blocks = m.get(_BLOCKS)
+    if (blocks is not None) != (kind in ARTIFACT_KINDS) or (
+            blocks is not None and (type(blocks) is not list or any(type(b) is not bytes for b in blocks))):
+        raise EvidenceError("`blocks` is a list of byte strings, in a bundle of an artifact kind "
+                            f"({', '.join(ARTIFACT_KINDS)}) only, and required there")
     return Bundle(kind, conv, tuple(m["statements"]), tuple(m["records"]), m["claim"],
-                  tuple(cosignatures or ()))
+                  tuple(cosignatures or ()), tuple(blocks or ()))
 
 
 def _check_claim(kind: str, claim: Any) -> None:
@@ -135,8 +149,8 @@ def _check_claim(kind: str, claim: Any) -> None:
         if is_index and (type(value) is not int or value < 0):
             raise EvidenceError(f"claim `{name}` must be a statement index (an integer ≥ 0)")
         if name == "check":
-            if type(value) is not str or value not in CHECKS:
-                raise EvidenceError(f"claim `check` must be one of {list(CHECKS)}")
+            if type(value) is not str or value not in _CHECKS[kind]:
+                raise EvidenceError(f"claim `check` must be one of {list(_CHECKS[kind])}")
         elif not is_index and not isinstance(value, CID):
             raise EvidenceError(f"claim `{name}` must be a link")
 
@@ -176,6 +190,11 @@ def _prove(bundle: Bundle) -> Proof:
         reason = _prove_statements(bundle, statements, _lookup_of(records))
     elif bundle.kind == RECORD_EQUIVOCATION:
         reason = _prove_record_equivocation(records)
+    elif bundle.kind in ARTIFACT_KINDS:
+        try:
+            reason = artifact_proofs.prove(bundle.kind, bundle.claim, records, bundle.blocks)
+        except artifact_proofs.Unproven as exc:
+            raise _UnprovenError(str(exc)) from exc
     else:
         try:
             reason = checkpoint_proofs.prove(bundle.kind, bundle.claim, records, bundle.cosignatures)

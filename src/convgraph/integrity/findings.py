@@ -20,12 +20,19 @@ SERVER_EQUIVOCATION: Final = "server_equivocation"
 RECORD_EQUIVOCATION: Final = "record_equivocation"
 DIVERGENT_FORK: Final = "divergent_fork"
 UNVERIFIABLE_CHECKPOINT: Final = "unverifiable_checkpoint"
+FALSE_PATCH: Final = "false_patch"
+FALSE_SNAPSHOT: Final = "false_snapshot"
 
 FINDING_KINDS: Final = (
     ROLLBACK, DELETION, WITHHOLDING, SERVER_EQUIVOCATION,
     RECORD_EQUIVOCATION, DIVERGENT_FORK, UNVERIFIABLE_CHECKPOINT,
+    FALSE_PATCH, FALSE_SNAPSHOT,
 )
 """The kinds of §6.1, in the order of its table."""
+
+ARTIFACT_KINDS: Final = {FALSE_PATCH: "patch", FALSE_SNAPSHOT: "code_snapshot"}
+"""The kinds about a record's claim on artifacts (§6.4), with the record kind each is about;
+their bundles carry `blocks`."""
 
 STATEMENT_KINDS: Final = (ROLLBACK, DELETION, WITHHOLDING, SERVER_EQUIVOCATION)
 """The kinds whose claim is a pair of statements `{"earlier": i, "later": j}`."""

@@ -47,7 +47,8 @@ def authority_json(authority: Authority) -> dict[str, Any]:
         ],
         "findings": [
             {"kind": f.kind, "cid": str(f.cid), "evidence": [str(c) for c in f.evidence],
-             "missing": [actor_text(a) for a in f.missing], "detail": f.detail}
+             "missing": [actor_text(a) for a in f.missing], "detail": f.detail,
+             **({"newer": [str(c) for c in f.newer]} if f.kind == "stale" else {})}
             for f in authority.findings()
         ],
     }

@@ -78,6 +78,10 @@ def clean(m: Message, provider: str) -> Message | None:
         if call.id not in seen:
             seen.add(call.id)
             calls.append(call)
+    if seen and any(b.get("type") in _CALL_BLOCKS for b in blocks):
+        # LangChain's AIMessage from an Anthropic model holds each call twice, as a content
+        # block and in `tool_calls`: the call is rendered from `tool_calls`, once
+        blocks = tuple(b for b in blocks if not (b.get("type") in _CALL_BLOCKS and b.get("id") in seen))
     if not blocks and not calls:
         return None
     if len(blocks) == len(m.content) and len(calls) == len(m.tool_calls):
@@ -94,6 +98,10 @@ def _keep(block: Block, owner: str | None, provider: str) -> bool:
         return isinstance(text, str) and text.strip() != ""
     return True
 
+
+_CALL_BLOCKS: Final = frozenset({"tool_use", "tool_call", "function_call"})
+"""Content block types that are a tool call: one whose id is also in the message's
+`tool_calls` repeats it, and is dropped."""
 
 _TEXTS: Final = {"text": "text", "refusal": "refusal"}
 """Block types that are text, and the key holding it: a refusal is rendered as text by the

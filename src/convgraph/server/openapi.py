@@ -79,11 +79,13 @@ _AUTHORITY: Final = _object(
         kind={"type": "string"}, cid={"type": "string"}, evidence=_TEXTS, missing=_TEXTS,
         detail={"type": "string"})},
 )
+# `stale` findings only (docs/authority.md §8.7): the newer, unreviewed patches
+_AUTHORITY["properties"]["findings"]["items"]["properties"]["newer"] = _TEXTS
 
 _FINDING: Final = _object(
     id={"type": "string", "description": "the bundle's CID: the same evidence found twice is one finding"},
     kind={"enum": ["rollback", "deletion", "withholding", "server_equivocation", "record_equivocation",
-                   "divergent_fork", "unverifiable_checkpoint"]},
+                   "divergent_fork", "unverifiable_checkpoint", "false_patch", "false_snapshot"]},
     conv={"type": "string"},
     summary={"type": "string", "description": "one line for people"},
     found_ms={"type": "integer"},

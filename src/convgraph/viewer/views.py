@@ -28,6 +28,8 @@ from convgraph.errors import ConvgraphError
 from convgraph.projections.authority import Authority
 from convgraph.projections.turn import Turn
 from convgraph.replica import Replica
+from convgraph.viewer import code
+from convgraph.viewer.code import CodeView
 from convgraph.viewer.layout import Layout, Point, layout
 
 GRAPH_WINDOW: Final = 300  # the records the graph draws, newest; the transcript shows as many turns
@@ -133,6 +135,7 @@ class RecordView:
     verified: str | None  # None: the signature and every intrinsic rule check out; else why not
     payload: str | None
     excluded: str | None
+    code: CodeView | None = None  # a snapshot's files, a patch's diff, what a review names
 
 
 def conversations(replica: Replica, readable: Iterable[str], aliases: Mapping[str, str]) -> list[ConvRow]:
@@ -210,7 +213,8 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
         safe_text.line(rec.branch) if rec and rec.branch else None, actor_text(meta.actor),
         fingerprint(meta.actor), meta.seq, utc(meta.hlc), f"{meta.hlc.wall_ms}.{meta.hlc.counter}",
         tuple((p, p in held) for p in meta.parents), tuple((r, r in held_refs) for r in refs),
-        verified, safe_text.json_text(to_json(rec.payload)) if rec else None, excluded)
+        verified, safe_text.json_text(to_json(rec.payload)) if rec else None, excluded,
+        code.view(replica, rec) if rec is not None and verified is None else None)
 
 
 def turn_text(turn: Turn) -> str:

@@ -9,7 +9,8 @@ their order, and every yes cites the chain of CIDs from the genesis to the grant
 
 Modules: `needs` (what a record asks of its author, §3), `state` (the applied records), `judge`
 (holding a capability at a position, §5-§6), `rules` (the graph kinds, §8), `answers` (the doors
-and answers, §4, §7), `values` (the answer types).
+and answers, §4, §7), `stale` (decisions whose subject changed before them, §8.7), `values`
+(the answer types).
 """
 
 from convgraph.projections.authority.answers import (

@@ -23,6 +23,7 @@ from convgraph.projections.authority.judge import (
 )
 from convgraph.projections.authority.needs import needs_of, record_needs
 from convgraph.projections.authority.rules import check_graph
+from convgraph.projections.authority.stale import stale_findings
 from convgraph.projections.authority.state import AuthorityState
 from convgraph.projections.authority.values import Answer, Exclusion, Finding
 
@@ -107,7 +108,8 @@ def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     return tuple(sorted(out, key=lambda e: order_key(state, e.cid)))
 
 def findings(state: AuthorityState) -> tuple[Finding, ...]:
-    """Every decision that lacks the reviews its request asked for (§8.4), in canonical order."""
+    """Every decision that lacks the reviews its request asked for (§8.4), and every stale one
+    (§8.7), in canonical order (an omitted review before a stale finding of one decision)."""
     out_cids = {e.cid for e in excluded(state)}
     out: list[Finding] = []
     for d in state.kept.get("decision", ()):
@@ -127,11 +129,14 @@ def findings(state: AuthorityState) -> tuple[Finding, ...]:
         if len(by) < wanted or missing:
             detail = f"{len(by)} of {wanted} reviews" if len(by) < wanted else "named reviewers missing"
             out.append(Finding("omitted_review", d, (q, *reviews), missing, detail))
-    return tuple(sorted(out, key=lambda f: order_key(state, f.cid)))
+    out += stale_findings(state, frozenset(out_cids))
+    return tuple(sorted(out, key=lambda f: (order_key(state, f.cid), f.kind != "omitted_review")))
 
 def hidden(state: AuthorityState) -> frozenset[CID]:
-    """What the views leave out: excluded records and decisions that omitted a review (§6.2, §8.4)."""
-    return frozenset({e.cid for e in excluded(state)} | {f.cid for f in findings(state)})
+    """What the views leave out: excluded records and decisions that omitted a review (§6.2, §8.4);
+    a stale decision (§8.7) stays visible, flagged."""
+    return frozenset({e.cid for e in excluded(state)}
+                     | {f.cid for f in findings(state) if f.kind == "omitted_review"})
 
 def effective_records(state: AuthorityState, kind: str) -> tuple[Record, ...]:
     """The authorized, non-excluded records of `kind` (pins, audits), in canonical order."""

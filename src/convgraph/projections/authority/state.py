@@ -39,6 +39,9 @@ class AuthorityState:
         self.branches: defaultdict[str, list[CID]] = defaultdict(list)
         self.reviews_of: defaultdict[CID, list[CID]] = defaultdict(list)
         self.kept: defaultdict[str, list[CID]] = defaultdict(list)
+        # patches and snapshots as decision subjects (§8.7): (kind, result or blob, base, path);
+        # a slim tuple, since snapshots can be large (LangGraph checkpoints are snapshots)
+        self.subjects: dict[CID, tuple[str, CID | None, CID | None, str | None]] = {}
         self.actor_keys: list[bytes] = []
         # the highest seq of each author's grants and revocations: a record whose vector
         # reaches all of them has every authority record in its past (the common case)
@@ -99,9 +102,13 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     needs = record_needs(state, record)
     if needs is not WRITE:  # most records need `write`: only the others are kept
         state.needs[cid] = needs
+    p = record.payload
+    if kind in ("patch", "code_snapshot"):
+        path = p.get("path")
+        state.subjects[cid] = (kind, p.get("result" if kind == "patch" else "blob"), p.get("base"),
+                               path if isinstance(path, str) else None)
     if kind not in KEPT:
         return state
-    p = record.payload
     state.records[cid] = record
     state.kept[kind].append(cid)
     if kind == "genesis":

@@ -33,10 +33,12 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class Finding:
-    """A decision that lacks the reviews its request asked for (docs/authority.md §8.4)."""
+    """A decision that lacks the reviews its request asked for (`omitted_review`, §8.4), or
+    whose subject changed before it without a review (`stale`, §8.7: `newer` the patches)."""
 
-    kind: str  # omitted_review
+    kind: str  # omitted_review | stale
     cid: CID
     evidence: tuple[CID, ...]
     missing: tuple[bytes, ...] = ()
     detail: str = ""
+    newer: tuple[CID, ...] = ()

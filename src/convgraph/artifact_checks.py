@@ -1,0 +1,50 @@
+"""Checking the artifact claims of stored records and keeping the false ones as findings
+(docs/integrity.md §6.4): the imperative shell around `artifacts.claims` and
+`integrity.builders.artifact_claim_finding`.
+
+Invariant: a finding is stored only when its bundle proves from its own bytes, and a claim
+whose blocks are not all held is left alone (never a finding, never an error), so records
+and blocks may arrive in any order; calling again after blocks arrive finds what is now shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final
+
+from convgraph.artifacts.claims import CHECKED_KINDS
+from convgraph.checkpointing import finding_row
+from convgraph.core.record import Record, load_trusted
+from convgraph.integrity.builders import artifact_claim_finding
+from convgraph.integrity.findings import Finding
+from convgraph.store.base import Store
+
+
+def check_records(store: Store, records: Iterable[Record], now_ms: int) -> list[Finding]:
+    """The new findings among `records` (its patches and snapshots, read against the blocks
+    `store` holds), each stored with `store.add_finding`; one already stored is not new."""
+    out: list[Finding] = []
+    for record in records:
+        if record.kind not in CHECKED_KINDS:
+            continue
+        finding = artifact_claim_finding(record.data, store.get_block, now_ms)
+        if finding is not None and store.add_finding(finding_row(finding)):
+            out.append(finding)
+    return out
+
+
+PAGE: Final = 1_000
+
+
+def check_conversation(store: Store, conv: str, now_ms: int) -> list[Finding]:
+    """`check_records` over every stored record of `conv`, a page at a time: after blocks
+    arrive (a sync, a CAR import), the claims that were pending."""
+    return check_records(store, _records(store, conv), now_ms)
+
+
+def _records(store: Store, conv: str) -> Iterator[Record]:
+    after = None
+    while rows := store.records_after(conv, after, PAGE):
+        page = [load_trusted(data, cid) for cid, data in rows]
+        yield from page
+        after = page[-1].order_key

@@ -1,0 +1,191 @@
+"""The unified-diff applier (docs/format.md §18): round trips, exactness, and git as a second opinion.
+
+The property is the module's promise: applying what `make_unified_diff` makes gives the new
+text exactly, for texts with CRLF endings, no final newline, or nothing at all. The refusals
+show that nothing is searched for: a diff one line off does not apply, it is named.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from convgraph.artifacts.diff import apply_unified_diff, make_unified_diff
+from convgraph.errors import ConvgraphError, PatchApplyError, SchemaError
+
+# few distinct lines, so that random texts share lines and the diffs have context and hunks
+_LINE = st.sampled_from(["a", "b", "c", "", "  x", "é", "d\r", "tab\t"])
+_ENDING = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> bytes:
+    lines = draw(st.lists(st.tuples(_LINE, _ENDING), max_size=30))
+    body = "".join(a + e for a, e in lines)
+    if body and draw(st.booleans()):
+        body = body.rstrip("\n")  # no final newline (may leave a final \r: content, not ending)
+    return body.encode()
+
+
+@given(texts(), texts())
+@example(b"", b"")
+@example(b"", b"a\n")
+@example(b"a\n", b"")
+@example(b"a", b"a\n")
+@example(b"a\n", b"a")
+@example(b"a\r\nb\r\n", b"a\nb\n")
+@example(b"\n", b"")
+def test_apply_of_make_is_the_new_text(old: bytes, new: bytes) -> None:
+    diff = make_unified_diff(old, new, "f.txt")
+    assert apply_unified_diff(old, diff) == new
+    assert apply_unified_diff(old, diff.encode()) == new
+    assert (diff == "") == (old == new)
+
+
+@given(texts(), texts(), st.data())
+def test_a_changed_base_line_is_refused_not_searched_for(old: bytes, new: bytes, data: st.DataObject) -> None:
+    diff = make_unified_diff(old, new, "f")
+    base_lines = old.split(b"\n")
+    i = data.draw(st.integers(0, len(base_lines) - 1))
+    base_lines[i] = base_lines[i] + b"Z"
+    changed = b"\n".join(base_lines)
+    try:
+        out = apply_unified_diff(changed, diff)
+    except PatchApplyError as exc:
+        where = (exc.hunk, exc.line)
+        assert min(where) >= 1
+        return
+    # only a line no hunk covers may change, and it comes through as it is
+    assert out != new or changed == old
+
+
+def test_a_mismatch_names_the_hunk_and_the_diff_line() -> None:
+    old = b"".join(b"line %d\n" % i for i in range(1, 21))
+    new = old.replace(b"line 2\n", b"two\n").replace(b"line 18\n", b"eighteen\n")
+    diff = make_unified_diff(old, new, "f")
+    assert diff.count("@@ -") == 2
+    with pytest.raises(PatchApplyError) as caught:
+        apply_unified_diff(old.replace(b"line 19\n", b"nineteen\n"), diff)
+    assert caught.value.hunk == 2
+    assert diff.splitlines()[caught.value.line - 1] == " line 19"
+    assert "base line 19" in str(caught.value)
+    assert isinstance(caught.value, ConvgraphError) and caught.value.rule == "patch_apply"
+
+
+def test_no_offset_search_a_hunk_applies_only_where_it_says() -> None:
+    diff = "@@ -2,1 +2,1 @@\n-b\n+B\n"
+    assert apply_unified_diff(b"a\nb\nc\n", diff) == b"a\nB\nc\n"
+    with pytest.raises(PatchApplyError):
+        apply_unified_diff(b"x\na\nb\nc\n", diff)  # `b` is there, one line lower
+
+
+@pytest.mark.parametrize(("base", "diff", "result"), [
+    (b"", "--- /dev/null\n+++ b/f\n@@ -0,0 +1,2 @@\n+a\n+b\n", b"a\nb\n"),
+    (b"", "@@ -0,0 +1 @@\n+a\n\\ No newline at end of file\n", b"a"),
+    (b"a\nb\n", "--- a/f\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\n-b\n", b""),
+    (b"a\nb", "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n", b"a\nb\n"),
+    (b"a\nb", "@@ -2 +2 @@\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n", b"a\nc"),
+    (b"a\r\nb\r\n", "@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n", b"a\r\nc\r\n"),
+    (b"x\n", "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n", b"y\n"),
+    (b"a\n", "@@ -1 +1 @@ a section name\n-a\n+b", b"b\n"),  # the diff's own last newline may be missing
+    (b"same\n", "", b"same\n"),
+    (b"a\nb\nc\n", "@@ -1,0 +2 @@\n+x\n", b"a\nx\nb\nc\n"),  # an insertion after line 1
+])
+def test_edges_apply(base: bytes, diff: str, result: bytes) -> None:
+    assert apply_unified_diff(base, diff) == result
+
+
+@pytest.mark.parametrize(("base", "diff", "hunk"), [
+    (b"a\n", "--- a/f\n@@ -1 +1 @@\n-a\n+b\n", 0),  # --- without +++
+    (b"a\n", "+++ b/f\n@@ -1 +1 @@\n-a\n+b\n", 0),
+    (b"a\n", "@@ -1 +1 @@\n-a\n", 1),  # ends inside the hunk
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n+c\n", 1),  # more lines than counted
+    (b"a\n", "@@ -1 +1 @@\n-a\n\n+b\n", 1),  # an empty line is not a blank context line
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-a\n+b\n", 2),  # two files
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\ngarbage\n", 2),
+    (b"a\nb\n", "@@ -1 +1 @@\n-a\n+x\n\\ No newline at end of file\n", 1),  # not the last line
+    (b"a\nb\n", "@@ -2 +2 @@\n-b\n+c\n@@ -1 +1 @@\n-a\n+d\n", 2),  # hunks out of order
+    (b"a\n", "@@ -1 +2 @@\n-a\n+b\n", 1),  # the new side's start disagrees
+    (b"a\n", "@@ -2 +2 @@\n-a\n+b\n", 1),  # past the end of the base
+    (b"a", "@@ -1 +1 @@\n-a\n+b\n", 1),  # the base's line has no newline, the diff's does
+    (b"a\n", "@@ -0 +0 @@\n-a\n+b\n", 1),
+    (b"a\n", "@@ -x +1 @@\n-a\n+b\n", 1),
+])
+def test_malformed_or_mismatched_diffs_are_refused(base: bytes, diff: str, hunk: int) -> None:
+    with pytest.raises(PatchApplyError) as caught:
+        apply_unified_diff(base, diff)
+    assert caught.value.hunk == hunk
+
+
+def test_make_refuses_bytes_that_are_not_text() -> None:
+    with pytest.raises(SchemaError):
+        make_unified_diff(b"\xff\n", b"a\n", "f")
+
+
+_CASES = [
+    (b"a\nb\nc\n", b"a\nB\nc\nd\n"),
+    (b"", b"new\nfile\n"),
+    (b"gone\n", b""),
+    (b"no newline", b"no newline\n"),
+    (b"x\r\ny\r\n", b"x\r\nz\r\n"),
+    (b"".join(b"%d\n" % i for i in range(40)), b"".join(b"%d\n" % i for i in range(40) if i % 9)),
+]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is the independent check")
+@pytest.mark.parametrize(("old", "new"), _CASES)
+def test_git_apply_agrees(tmp_path: Path, old: bytes, new: bytes) -> None:
+    diff = make_unified_diff(old, new, "f")
+    (tmp_path / "f").write_bytes(old)
+    (tmp_path / "d.patch").write_text(diff, newline="")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "apply", "--unidiff-zero", "--whitespace=nowarn", "d.patch"],
+                   check=True, capture_output=True)
+    assert (tmp_path / "f").read_bytes() == new == apply_unified_diff(old, diff)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is the independent check")
+@pytest.mark.parametrize(("old", "new"), _CASES)
+def test_what_git_diff_makes_applies(tmp_path: Path, old: bytes, new: bytes) -> None:
+    (tmp_path / "a").write_bytes(old)
+    (tmp_path / "b").write_bytes(new)
+    run = subprocess.run(["git", "diff", "--no-index", "--no-color", "a", "b"], cwd=tmp_path, capture_output=True,
+                         check=False)
+    assert run.returncode in (0, 1)
+    assert apply_unified_diff(old, run.stdout) == new
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is the other independent check")
+@pytest.mark.parametrize(("old", "new"), _CASES)
+def test_gnu_patch_agrees(tmp_path: Path, old: bytes, new: bytes) -> None:
+    diff = make_unified_diff(old, new, "f")
+    (tmp_path / "f").write_bytes(old)
+    (tmp_path / "d.patch").write_text(diff, newline="")
+    # -F0: no fuzz, like this applier; --binary: no CRLF conversion; -p1 strips a/ and b/
+    subprocess.run(["patch", "-s", "-p1", "-F0", "--binary", "--no-backup-if-mismatch", "-i", "d.patch"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    if new:
+        assert (tmp_path / "f").read_bytes() == new == apply_unified_diff(old, diff)
+    else:  # GNU patch removes a file a diff empties unless told otherwise
+        assert not (tmp_path / "f").exists() or (tmp_path / "f").read_bytes() == b""
+        assert apply_unified_diff(old, diff) == b""
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is the other independent check")
+def test_gnu_patch_also_refuses_a_diff_one_line_off_without_fuzz(tmp_path: Path) -> None:
+    old = b"".join(b"%d\n" % i for i in range(20))
+    diff = make_unified_diff(old, old.replace(b"10\n", b"ten\n"), "f")
+    (tmp_path / "f").write_bytes(b"extra\n" + old)
+    (tmp_path / "d.patch").write_text(diff, newline="")
+    run = subprocess.run(["patch", "-p1", "-F0", "--dry-run", "-i", "d.patch"], cwd=tmp_path,
+                         capture_output=True, check=False)
+    # GNU patch searches for the context and finds it one line lower ("offset 1 line"); this
+    # applier does not search: the hunk does not apply where its header says
+    assert run.returncode == 0 and b"offset" in run.stdout
+    with pytest.raises(PatchApplyError):
+        apply_unified_diff(b"extra\n" + old, diff)
