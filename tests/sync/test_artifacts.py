@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,10 +16,13 @@ from hypothesis import strategies as st
 
 from convgraph import ManualClock, Replica
 from convgraph.artifacts.blocks import CHUNK_SIZE, split
+from convgraph.artifacts.claims import artifact_cid
+from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.errors import TransportError
 from convgraph.sync import wire
+from convgraph.sync.carfile import export_car, import_car
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import ReplicaPeer
@@ -271,3 +275,23 @@ def test_a_want_gets_exactly_the_blocks_in_its_conversations_scope(
     ask = Message(Kind.CONTINUE, b"s" * 8, (Section("open", needs=wanted),))
     got = {c for c, _ in wire.decode(_responder(server, budget=64 << 20).receive(wire.encode(ask))).sections[0].blocks}
     assert got == set(wanted) & scope
+
+
+def test_a_forged_patch_is_found_when_its_base_arrives_by_sync(tmp_path: Path) -> None:
+    """The receiver took the patch before it held the base; the base's arrival by sync (or by a
+    CAR import) lets the claim be judged, and the false one becomes a finding there."""
+    old, new = b"def f():\n    return 1\n", b"def f():\n    return 2\n"
+    clock = ManualClock()
+    author, receiver, other = (Replica.in_memory(clock=clock) for _ in range(3))
+    conv = author.create("review")
+    diff = make_unified_diff(old, new, "f.py")
+    author.write(conv, "patch", {"base": author.put(old), "diff": diff, "result": artifact_cid(new + b"#\n")})
+    receiver.ingest([d for _, d in author.store.records(conv)])  # the records first, no block
+    assert receiver.findings(conv) == []
+    sync_replicas(receiver, author, [conv], salts=salts)
+    assert [f.kind for f in receiver.findings(conv)] == ["false_patch"]
+    file = tmp_path / "r.car"
+    export_car(author, file, [conv])
+    other.ingest([d for _, d in author.store.records(conv)])
+    import_car(other, file)
+    assert [f.kind for f in other.findings(conv)] == ["false_patch"]

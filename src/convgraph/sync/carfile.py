@@ -18,6 +18,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final
 
+from convgraph import artifact_checks
 from convgraph.adoption import Compaction, compaction_of, cover_checkpoint, role
 from convgraph.artifacts.blocks import decode_manifest
 from convgraph.artifacts.links import artifact_links
@@ -248,6 +249,9 @@ class _Import:
         self._store_artifacts()
         self.artifacts, self.later = sorted(self.later.items()), {}  # what came before what names it
         self._store_artifacts(final=True)
+        if self.summary.artifacts:  # claims that waited for these blocks (docs/integrity.md §6.4)
+            for conv in sorted(self.convs):
+                artifact_checks.check_conversation(store, conv, self.replica.clock())
         self.summary.missing_artifacts = sorted({c for conv in self.convs for c in missing(store, conv)
                                                  if c in self.named or c in self.chunks})
         left = store.pending_get(self.waiting) if self.waiting and store.pending_stats()[0] else {}

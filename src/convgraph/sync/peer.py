@@ -14,6 +14,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
+from convgraph import artifact_checks
 from convgraph.adoption import compaction_of
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
@@ -132,7 +133,10 @@ class ReplicaPeer:
         return artifact_scope.serve(self.replica.store, conv, cids)
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
-        return artifact_scope.take(self.replica.store, conv, blocks)
+        outcome = artifact_scope.take(self.replica.store, conv, blocks)
+        if outcome.stored:  # claims that waited for these blocks can be judged now (integrity.md §6.4)
+            artifact_checks.check_conversation(self.replica.store, conv, self.replica.clock())
+        return outcome
 
     def base(self, conv: str) -> Base | None:
         found = compaction_of(self.replica.store, conv)
