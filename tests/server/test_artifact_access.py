@@ -105,3 +105,31 @@ def test_a_pushed_block_no_record_names_is_not_stored(homes: tuple[str, Replica,
         remote.exchange(wire.encode(push))
         with pytest.raises(NotFoundError):
             remote.artifact(CID.of_raw(stray))
+
+
+def test_in_a_rooted_conversation_a_revocation_ends_artifact_reads(tmp_path: Path) -> None:
+    """The authority projection decides: a grantee of `read` fetches, and from the request
+    after its revocation it gets the 404 a stranger gets, by HTTP and by sync."""
+    owner, reader = Replica.open(tmp_path / "owner"), Replica.open(tmp_path / "reader")
+    try:
+        with ServeProcess(tmp_path / "server", "--allow", f"{actor_text(owner.actor)}=*") as server:
+            conv = owner.create("design")
+            owner.write(conv, "grant", {"grantee": reader.actor, "rights": ["read"]})
+            data = b"r" * (CHUNK_SIZE + 10)
+            cid = owner.put(data)
+            owner.write(conv, "user_message", {"content": "the file"}, refs=[cid])
+            assert _sync(owner, server.url, conv).converged  # type: ignore[attr-defined]
+            with HttpRemote(server.url, reader.key) as remote:
+                assert remote.artifact(cid) == data
+            owner.write(conv, "revocation", {"grantee": reader.actor, "rights": ["read"], "reason": "left"})
+            _sync(owner, server.url, conv)
+            with HttpRemote(server.url, reader.key) as remote:
+                for fetch in (remote.artifact, remote.artifact_block):
+                    with pytest.raises(NotFoundError):
+                        fetch(cid)
+                ask = Message(Kind.CONTINUE, salts(), (Section(conv, needs=(cid,)),))
+                with pytest.raises(ForbiddenError):
+                    remote.exchange(wire.encode(ask))
+    finally:
+        owner.close()
+        reader.close()
