@@ -15,6 +15,7 @@ from enum import IntEnum
 from itertools import pairwise
 from typing import Final, NoReturn
 
+from convgraph.artifacts.blocks import CHUNK_SIZE
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError
 from convgraph.integrity.statement import MAX_STATEMENT_BYTES
@@ -37,7 +38,7 @@ VERSIONS: Final = frozenset({3, 4})
 SALT_LEN: Final = 8
 MAX_GOSSIP: Final = 16  # statements by other keys in one section (docs/integrity.md §5)
 MAX_NEEDS: Final = 1 << 16  # artifact CIDs named by one `needs` part
-MAX_BLOCK: Final = 262_144  # a block's bytes: one chunk (artifacts.blocks.CHUNK_SIZE), manifests included
+MAX_BLOCK: Final = CHUNK_SIZE  # a block's bytes: one chunk; a manifest is smaller (docs/format.md §17)
 _BLOCK_CODECS: Final = (0x55, 0x71)  # raw leaves and dag-cbor manifests, sha2-256 both
 
 
