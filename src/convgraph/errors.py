@@ -753,3 +753,11 @@ class ChoiceError(ConvgraphError):
 _RULES[WorkingTreeError] = "working_tree"
 _RULES[WrongTargetError] = "wrong_target"
 _RULES[ChoiceError] = "choice"
+
+
+class ArtifactScopeError(ArtifactError):
+    """A block a peer sent (by sync or in a CAR file) that no record of its conversation names,
+    nor any manifest those records name: refused, nothing stored (docs/sync.md, Artifacts)."""
+
+
+_RULES[ArtifactScopeError] = "artifact_scope"

@@ -172,7 +172,7 @@ def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) ->
     access.write_text(json.dumps({"conversations": {"c": {"read": [b2_id]}}}))
     url = serve("--allow", f"{a_id}=c", "--access", str(access))  # type: ignore[operator]
     health = httpx.get(url + "/v1/health").json()
-    assert health["ok"] is True and health["protocol"] == 3 and len(health["actor"]) == 52
+    assert health["ok"] is True and health["protocol"] == 4 and len(health["actor"]) == 52
 
     pushed = sync(a, url, "c")
     assert pushed["ok"] is True and pushed["target"] == url

@@ -177,7 +177,7 @@ def test_we_read_past_the_blocks_npm_writes_that_are_no_records(peer: Peer, sour
     code, report = convgraph(tmp_path / "b", "import", str(file))
     assert code == 1 and report["error"] is None and report["blocks"] == written["count"] == len(blocks) + 3
     assert report["accepted"] == len(blocks) and report["roots_held"] and report["rejected"] == []
-    assert [k["cid"] for k in report["skipped"]] == written["foreign"]  # named as multiformats names them
+    assert sorted(k["cid"] for k in report["skipped"]) == sorted(written["foreign"])  # named as multiformats names them
     assert records(tmp_path / "b") == held
 
 

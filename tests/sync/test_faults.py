@@ -4,8 +4,9 @@
 Each client reaches the servers over real HTTP through a fault-injecting httpx transport
 that drops requests, loses replies, duplicates requests, delivers stale requests late,
 delays, and cuts peers off for a while. Every replica keeps writing meanwhile, servers
-too. After the faults heal, a bounded number of sync rounds must leave every replica
-with the same record set and a byte-identical transcript. Seeded: a failure names its seed.
+too, and some records name artifacts (one block, or several chunks). After the faults heal,
+a bounded number of sync rounds must leave every replica with the same record set, a
+byte-identical transcript, and every named artifact held whole. Seeded: a failure names its seed.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def _write(rng: random.Random, replica: Replica) -> None:
         role = rng.choice(["user", "assistant"])
         text = rng.choice(["yes", "no", "ok", f"step {rng.randrange(1000)}"])  # identical texts on purpose
         replica.say(conv, role, text)
+        if rng.random() < 0.3:  # an artifact, one block or several chunks, named by a record
+            size = rng.choice([0, 1, 1000, 262_144, 262_145, 600_000])
+            cid = replica.put(rng.randbytes(size))
+            replica.write(conv, "user_message", {"content": "attached"}, refs=[cid])
 
 
 def _sync(client: Replica, url: str, transport: httpx.BaseTransport) -> Any:
@@ -173,5 +178,10 @@ def _assert_converged(replicas: list[Replica], seed: int) -> None:
         assert len(keys) == 1, f"seed {seed}: record sets of {conv!r} differ"
         transcripts = {transcript_bytes(r.transcript(conv)) for r in replicas}
         assert len(transcripts) == 1, f"seed {seed}: transcripts of {conv!r} differ"
+        named = {frozenset(r.store.artifact_refs(conv)) for r in replicas}
+        assert len(named) == 1, f"seed {seed}: artifacts named in {conv!r} differ"
+        assert all(r.missing_artifacts(conv) == [] for r in replicas), f"seed {seed}: an artifact was lost"
+        for cid in next(iter(named)):
+            assert len({r.get_artifact(cid) for r in replicas}) == 1
     assert all(r.verify().ok for r in replicas)
     assert [f for r in replicas for f in r.findings()] == [], f"seed {seed}: an honest run raised a finding"

@@ -1,6 +1,7 @@
 """A sync initiator written from docs/sync.md alone, against a real `convgraph serve`.
 
-Everything on the wire here comes from the spec: the grammar (version 3), the
+Everything on the wire here comes from the spec: the grammar (version 3, so it is also the
+older peer of docs/sync.md's compatibility promise: a server answers it in version 3), the
 fingerprints, the item hashes, the request signature, the signed statement of every reply
 section (docs/integrity.md §2, checked with dag_cbor and PyNaCl), and the wire vectors
 (tests/vectors/sync.json) it is checked against first. It uses no convgraph sync code:
@@ -85,17 +86,17 @@ def write_bound(b: Bound, chain: list[int], mode: int = 0) -> bytes:
     return varint(delta) + bytes((mode << 6 | len(b[1]),)) + b[1]
 
 
-def message(kind: int, salt: bytes, sections: list[tuple[str, int, bytes]]) -> bytes:
+def message(kind: int, salt: bytes, sections: list[tuple[str, int, bytes]], version: int = 3) -> bytes:
     """sections: (conv, flags, the parts' bytes already in order)."""
-    out = bytes((3, kind)) + salt + varint(len(sections))
+    out = bytes((version, kind)) + salt + varint(len(sections))
     for conv, flags, body in sorted(sections):
         out += varint(len(conv.encode())) + conv.encode() + varint(flags) + body
     return out
 
 
-def parse_reply(data: bytes) -> tuple[bytes, dict[str, dict[str, Any]]]:
+def parse_reply(data: bytes, version: int = 3) -> tuple[bytes, dict[str, dict[str, Any]]]:
     r = Reader(data)
-    assert r.take(2) == b"\x03\x02", "a version-3 REPLY"
+    assert r.take(2) == bytes((version, 2)), f"a version-{version} REPLY"
     salt, found = r.take(8), {}
     for _ in range(r.varint()):
         conv, flags, s = r.take(r.varint()).decode(), r.varint(), dict[str, Any]()
@@ -133,6 +134,11 @@ def parse_reply(data: bytes) -> tuple[bytes, dict[str, dict[str, Any]]]:
         s["statement"] = r.take(r.varint())
         if flags & 1024:
             s["gossip"] = [r.take(r.varint()) for _ in range(r.varint())]
+        assert version == 4 or not flags & (2048 | 4096), "no artifact parts in version 3"
+        if flags & 2048:
+            s["needs"] = [r.take(33) for _ in range(r.varint())]  # codec byte and digest
+        if flags & 4096:
+            s["blocks"] = [(r.take(33), r.take(r.varint())) for _ in range(r.varint())]
         found[conv] = s
     assert r.pos == len(data)
     return salt, found
@@ -307,7 +313,7 @@ def test_this_initiator_reads_and_writes_the_wire_vectors() -> None:
     for v in VECTORS["messages"]:
         data = bytes.fromhex(v["hex"])
         if v["message"]["kind"] == "REPLY":
-            _, sections = parse_reply(data)
+            _, sections = parse_reply(data, v["message"].get("version", 4))
             assert sorted(sections) == [s["conv"] for s in v["message"]["sections"]]
     [chained] = [v for v in VECTORS["messages"] if v["name"] == "continue_chained_wants"]
     chain, wants = [0], b""
@@ -315,7 +321,8 @@ def test_this_initiator_reads_and_writes_the_wire_vectors() -> None:
         hashes = [bytes.fromhex(h) for h in w["hashes"]]
         bounds = [(b["wall"], bytes.fromhex(b["prefix"])) for b in (w["lower"], w["upper"])]
         wants += b"".join(write_bound(b, chain) for b in bounds) + varint(len(hashes)) + b"".join(hashes)
-    assert message(3, bytes.fromhex(chained["message"]["salt"]), [("c", 16, varint(2) + wants)]).hex() == chained["hex"]
+    salt = bytes.fromhex(chained["message"]["salt"])
+    assert message(3, salt, [("c", 16, varint(2) + wants)], version=4).hex() == chained["hex"]
     for v in VECTORS["item_hashes"]:
         assert item(bytes.fromhex(v["salt"]), bytes.fromhex(v["digest"])).hex() == v["hash"]
     for v in VECTORS["fingerprints"]:

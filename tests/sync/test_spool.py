@@ -113,3 +113,15 @@ def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
     a = run("--home", str(tmp_path / "a"), "transcript", "--conv", "c", "--format", "json").stdout
     b = run("--home", str(tmp_path / "b"), "transcript", "--conv", "c", "--format", "json").stdout
     assert a == b and "from a" in a and "from b" in a
+
+
+def test_artifacts_travel_through_a_folder_both_ways(answered: tuple[Replica, Path, list[int]]) -> None:
+    remote, spool, _ = answered
+    local = Replica.in_memory()
+    mine, theirs = os.urandom(300_000), b"remote file"
+    mine_cid, theirs_cid = local.put(mine), remote.put(theirs)
+    local.write("c", "user_message", {"content": "mine"}, refs=[mine_cid])
+    remote.write("c", "user_message", {"content": "theirs"}, refs=[theirs_cid])
+    report = synchronize(ReplicaPeer(local), SpoolTransport(spool), ["c"], salts=lambda: os.urandom(8))
+    assert report.converged and local.missing_artifacts("c") == remote.missing_artifacts("c") == []
+    assert local.get_artifact(theirs_cid) == theirs and remote.get_artifact(mine_cid) == mine

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.keyset import INFINITY, Bound, fingerprint, item_hash
@@ -53,11 +54,14 @@ def _section(s: dict[str, Any]) -> Section:
         report=tuple(_entry(e) for e in s["report"]) if "report" in s else None,
         base=Base(*(bytes.fromhex(s["base"][k]) for k in ("checkpoint", "snapshot", "cover"))) if "base" in s else None,
         statement=bytes.fromhex(s["statement"]) if "statement" in s else None, gossip=_hex(s.get("gossip", [])),
+        needs=tuple(CID.parse(c) for c in s.get("needs", [])),
+        blocks=tuple((CID.parse(b["cid"]), bytes.fromhex(b["data"])) for b in s.get("blocks", [])),
     )
 
 
 def _message(m: dict[str, Any]) -> Message:
-    return Message(Kind[m["kind"]], bytes.fromhex(m["salt"]), tuple(_section(s) for s in m["sections"]))
+    return Message(Kind[m["kind"]], bytes.fromhex(m["salt"]), tuple(_section(s) for s in m["sections"]),
+                   m.get("version", 4))
 
 
 @pytest.mark.parametrize("vector", DATA["messages"], ids=lambda v: v["name"])

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import IN_CI
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError
 from convgraph.sync import wire
 from convgraph.sync.keyset import HASH_LEN, INFINITY, RANGE_LEN, STRONG_LEN, Bound
@@ -48,8 +49,11 @@ def entries(draw: st.DrawFn) -> Reported:
 
 
 # which parts each kind may carry (docs/sync.md, *Parts of a section*)
-_MAY = {Kind.INITIATE: {"tip", "probes", "gossip"}, Kind.CONTINUE: {"ranges", "wants", "records", "base"},
-        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base", "statement", "gossip"}}
+_MAY = {Kind.INITIATE: {"tip", "probes", "gossip"},
+        Kind.CONTINUE: {"ranges", "wants", "records", "base", "needs", "blocks"},
+        Kind.REPLY: {"tip", "ranges", "wants", "records", "gone", "report", "base", "statement", "gossip",
+                     "needs", "blocks"}}
+block_cids = st.builds(lambda raw, d: CID.of_raw(d) if raw else CID.of_record(d), st.booleans(), st.binary(max_size=8))
 
 
 @st.composite
@@ -87,6 +91,10 @@ def sections(draw: st.DrawFn, conv: str, kind: Kind) -> Section:
         kw["statement"] = draw(st.binary(min_size=1, max_size=40))
     if "gossip" in may and draw(st.booleans()):
         kw["gossip"] = tuple(draw(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=3)))
+    if "needs" in may and draw(st.booleans()):
+        kw["needs"] = tuple(sorted(draw(st.sets(block_cids, min_size=1, max_size=3))))
+    if "blocks" in may and draw(st.booleans()):
+        kw["blocks"] = tuple(draw(st.lists(st.tuples(block_cids, st.binary(max_size=40)), min_size=1, max_size=3)))
     return Section(conv, **kw)  # type: ignore[arg-type]
 
 
@@ -255,10 +263,10 @@ def test_flags_are_a_varint_and_the_base_is_the_ninth_bit() -> None:
 
     reported = reply(Section("c", 0, bytes(STRONG_LEN), report=(Reported(Fate.ACCEPTED, b"d" * 32),),
                              statement=b"s"))
-    assert reported.startswith(b"\x03\x02" + b"s" * 8 + b"\x01\x01c\x81\x05")  # summary + report + statement: 641
+    assert reported.startswith(bytes((wire.VERSION, 2)) + b"s" * 8 + b"\x01\x01c\x81\x05")  # summary + report + statement: 641
     assert reported.endswith(b"\x01s")  # the statement comes last, as a part
     assert reply(Section("c", 0, bytes(STRONG_LEN), gone=(b"d" * 32,), statement=b"s")).startswith(
-        b"\x03\x02" + b"s" * 8 + b"\x01\x01c\xc1\x04")  # summary + gone + statement: 577
+        bytes((wire.VERSION, 2)) + b"s" * 8 + b"\x01\x01c\xc1\x04")  # summary + gone + statement: 577
     gossiped = wire.encode(Message(Kind.INITIATE, b"s" * 8, (Section("c", 0, bytes(STRONG_LEN), gossip=(b"g", b"hh")),)))
     assert gossiped.endswith(b"\x01c\x81\x08" + bytes(1 + STRONG_LEN) + b"\x02\x01g\x02hh")  # 1025
     based = _message(Section("c", base=Base(b"k", b"ss", b"vvv")))

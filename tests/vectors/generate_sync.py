@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from convgraph.artifacts.blocks import split
+from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import sign_record
@@ -39,14 +41,16 @@ OTHER = SigningKey(bytes(range(1, 33)))  # signs the gossiped statements
 T_STATEMENT = 1_700_000_001_000
 
 DESCRIPTION = [
-    "Sync wire vectors for docs/sync.md, protocol version 3. All binary values are lower-case hex.",
+    "Sync wire vectors for docs/sync.md, protocol version 4. All binary values are lower-case hex.",
     "messages[]: {name, note, message, hex}: encoding `message` gives `hex`; decoding `hex` gives `message`.",
     "A message is {kind: INITIATE|REPLY|CONTINUE, salt, sections: [section]}; a section is {conv, and only",
     "the parts it carries: summary {count, strong}, tip {wall, digest}, probes [{bound, fp}],",
     "ranges [{upper, mode: SKIP|FINGERPRINT|IDS, fp?, hashes?}], wants [{lower, upper, hashes}],",
     "records [hex], gone [digest], report [{fate, digest?, index?, rule?, parents?, retry_ms?}],",
     "base {checkpoint, snapshot, cover} (each hex), statement (hex: a signed statement, docs/integrity.md",
-    "§2; every REPLY section must carry one), gossip [hex]}. Section flags are a varint: 0x80 0x01 is 128.",
+    "§2; every REPLY section must carry one), gossip [hex], needs [CID text], blocks [{cid: CID text,",
+    "data: hex}]}. A message without `version` is version 4; `version: 3` marks one an older peer sends.",
+    "Section flags are a varint: 0x80 0x01 is 128.",
     "A bound is {wall, prefix} or the string \"inf\"; {wall: 0, prefix: \"\"} is below every key.",
     "refusals[]: {name, note, hex, reason, by}: `by` decoder: decoding refuses with `reason`;",
     "`by` responder: it decodes, and a responder refuses it (HTTP 400 with that reason).",
@@ -139,6 +143,14 @@ def _messages() -> list[tuple[str, str, Message]]:
                                                         _statement([d1], key=OTHER))))),
         ("continue_base", "a base pushed instead of the records it covers; flags 256 take two bytes",
          _sections(Kind.CONTINUE, Section("c", base=Base(first, b"\xa2\x61v\x01", b"\xa3\x61v\x01")))),
+        ("continue_needs", "artifact blocks the initiator lacks: a manifest and a raw leaf, in CID order",
+         _sections(Kind.CONTINUE, Section("c", needs=tuple(sorted((_MANIFEST, CID.of_raw(b""))))))),
+        ("reply_blocks", "blocks answering a needs part: the empty artifact (0 bytes) and one chunk; "
+         "the responder's own needs; flags 6657 take two bytes",
+         _sections(Kind.REPLY, _reply("c", [d1], blocks=((CID.of_raw(b""), b""), (CID.of_raw(b"x"), b"x")),
+                                     needs=(_MANIFEST,)))),
+        ("initiate_version_3", "an older initiator's message: read, and answered in version 3",
+         Message(Kind.INITIATE, SALT, (Section("c", 0, _strong([])),), 3)),
         ("reply_base_and_report", "a base sent with a record; the report's first entry is the base's",
          _sections(Kind.REPLY, Section("c", 1, _strong([d1]), records=(first,),
                                         report=(Reported(Fate.REJECTED, d2, rule="untrusted_checkpoint"),
@@ -148,9 +160,13 @@ def _messages() -> list[tuple[str, str, Message]]:
     ]
 
 
+_MANIFEST = split(b"m" * (262_144 + 1))[0]  # a two-chunk artifact's manifest CID
+
+
 def _refusals() -> list[tuple[str, str, bytes, str, str]]:
     head = SALT
-    init, cont, reply = b"\x03\x01" + head, b"\x03\x03" + head, b"\x03\x02" + head
+    init, cont, reply = b"\x04\x01" + head, b"\x04\x03" + head, b"\x04\x02" + head
+    leaf = b"\x55" + _digest(1)
     summary = b"\x00" + _strong([])
     empty = _statement([])
     statement = uvarint(len(empty)) + empty
@@ -158,7 +174,21 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
         ("version_1", "a version-1 message: nothing of it is read", b"\x01\x01" + head + b"\x00", "version", "decoder"),
         ("version_2", "a version-2 message (no statements): nothing of it is read",
          b"\x02\x01" + head + b"\x00", "version", "decoder"),
-        ("unknown_kind", "kind 9", b"\x03\x09" + head + b"\x00", "kind", "decoder"),
+        ("version_5", "a version-5 message", b"\x05\x01" + head + b"\x00", "version", "decoder"),
+        ("unknown_kind", "kind 9", b"\x04\x09" + head + b"\x00", "kind", "decoder"),
+        ("needs_in_version_3", "a version-3 message may not carry needs (flag 2048)",
+         b"\x03\x03" + head + b"\x01\x01c" + uvarint(0x800) + b"\x01" + leaf, "part", "decoder"),
+        ("needs_in_initiate", "needs in an INITIATE",
+         init + b"\x01\x01c" + uvarint(0x801) + b"\x00" + _strong([]) + b"\x01" + leaf, "part", "decoder"),
+        ("needs_unsorted", "two needed CIDs, the larger first",
+         cont + b"\x01\x01c" + uvarint(0x800) + b"\x02" + b"\x71" + _digest(1) + leaf, "malformed", "decoder"),
+        ("needs_empty", "the needs flag with n = 0", cont + b"\x01\x01c" + uvarint(0x800) + b"\x00",
+         "malformed", "decoder"),
+        ("block_unknown_codec", "a block under codec 0x70 (dag-pb)",
+         cont + b"\x01\x01c" + uvarint(0x1000) + b"\x01\x70" + _digest(1) + b"\x00", "malformed", "decoder"),
+        ("block_too_large", "a block declared 262,145 bytes long, over one chunk: refused at its length",
+         cont + b"\x01\x01c" + uvarint(0x1000) + b"\x01" + leaf + uvarint(262_145),
+         "limit", "decoder"),
         ("reply_to_responder", "a REPLY sent by an initiator", reply + b"\x00", "kind", "responder"),
         ("initiate_without_summary", "flags 0 in an INITIATE", init + b"\x01\x01c\x00", "part", "decoder"),
         ("initiate_tip_for_empty_set", "count 0 with a tip",
@@ -175,8 +205,8 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
          cont + b"\x01\x01c" + uvarint(0xA0) + b"\x01\x01\xa0\x01\x01" + _digest(1), "part", "decoder"),
         ("initiate_with_base", "a base in an INITIATE",
          init + b"\x01\x01c" + uvarint(0x101) + summary + b"\x01\xa0\x01\xa0\x01\xa0", "part", "decoder"),
-        ("unknown_flag", "flag bit 2048, which no part has",
-         reply + b"\x01\x01c" + uvarint(0x801 | 0x200) + summary + statement, "part", "decoder"),
+        ("unknown_flag", "flag bit 8192, which no part has",
+         reply + b"\x01\x01c" + uvarint(0x2001 | 0x200) + summary + statement, "part", "decoder"),
         ("reply_with_probes", "probes in a REPLY",
          reply + b"\x01\x01c" + uvarint(0x205) + summary + b"\x01\x01\x00\x01\x02\x03\x04" + statement,
          "part", "decoder"),
@@ -194,7 +224,7 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
          init + b"\x01\x01c" + uvarint(0x401) + summary + b"\x11" + statement * 17, "limit", "decoder"),
         ("trailing_byte", "one byte after the last section", init + b"\x00\x00", "malformed", "decoder"),
         ("non_minimal_varint", "the section count as 80 00", init + b"\x80\x00", "malformed", "decoder"),
-        ("truncated_salt", "the salt cut short", b"\x03\x01\x00\x01", "malformed", "decoder"),
+        ("truncated_salt", "the salt cut short", b"\x04\x01\x00\x01", "malformed", "decoder"),
         ("unsorted_sections", "b before a",
          init + b"\x02\x01b" + b"\x01" + summary + b"\x01a\x01" + summary, "malformed", "decoder"),
         ("empty_records_list", "the records flag with n = 0", cont + b"\x01\x01c\x20\x00", "malformed", "decoder"),
@@ -218,7 +248,8 @@ def _bound(b: Bound) -> Any:
 
 def to_json(m: Message) -> dict[str, Any]:
     """The JSON form of a message (see DESCRIPTION)."""
-    return {"kind": m.kind.name, "salt": m.salt.hex(), "sections": [_section_json(s) for s in m.sections]}
+    version = {} if m.version == 4 else {"version": m.version}
+    return {**version, "kind": m.kind.name, "salt": m.salt.hex(), "sections": [_section_json(s) for s in m.sections]}
 
 
 def _section_json(s: Section) -> dict[str, Any]:
@@ -250,6 +281,10 @@ def _section_json(s: Section) -> dict[str, Any]:
         out["statement"] = s.statement.hex()
     if s.gossip:
         out["gossip"] = [g.hex() for g in s.gossip]
+    if s.needs:
+        out["needs"] = [str(c) for c in s.needs]
+    if s.blocks:
+        out["blocks"] = [{"cid": str(c), "data": d.hex()} for c, d in s.blocks]
     return out
 
 
@@ -274,7 +309,7 @@ def build() -> dict[str, Any]:
     sets = [[], digests[:1], digests, [b"\xff" * 32] * 2]
     return {
         "description": DESCRIPTION,
-        "version": 3,
+        "version": 4,
         "messages": [{"name": n, "note": note, "message": to_json(m), "hex": encode(m).hex()}
                      for n, note, m in _messages()],
         "refusals": [{"name": n, "note": note, "hex": data.hex(), "reason": reason, "by": by}

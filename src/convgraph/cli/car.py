@@ -18,7 +18,8 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from convgraph.cli import safe_text
-from convgraph.sync.carfile import ImportSummary, export_car, import_car
+from convgraph.sync.car_summary import ImportSummary
+from convgraph.sync.carfile import export_car, import_car
 
 _PROGRESS_FROM: Final = 4 << 20
 
@@ -44,8 +45,9 @@ def _print_import(s: ImportSummary) -> None:
     for name in ("accepted", "duplicates", "released", "quarantined", "held", "evicted"):
         out.print(f"  {name:12} {getattr(s, name)}")
     out.print(f"  {'rejected':12} {s.rejected_total}")
-    out.print(f"  {'skipped':12} {s.skipped_total}" + (f" ({s.artifacts} named by a record's refs)"
-                                                       if s.artifacts else ""))
+    out.print(f"  {'skipped':12} {s.skipped_total}")
+    out.print(f"  {'artifacts':12} {s.artifacts} block(s) stored or held, "
+              f"{len(s.artifacts_refused)} refused, {len(s.missing_artifacts)} missing")
     for a in s.adopted:
         out.print(f"adopted checkpoint {a['checkpoint']} of {safe_text.line(repr(a['conv']))}, signed by "
                   f"{a['signer']}: {a['covers']} compacted record(s) held on its word", soft_wrap=True)
@@ -58,6 +60,10 @@ def _print_import(s: ImportSummary) -> None:
         err.print(safe_text.line(f"SKIP {k['cid']}: {k['reason']}"), soft_wrap=True)
     if s.skipped_total > len(s.skipped):
         err.print(f"… and {s.skipped_total - len(s.skipped)} more skipped blocks")
+    for a in s.artifacts_refused:
+        err.print(error_line("REFUSE", f"{a['cid']} {a['rule']}: {a['error'] or ''}"), soft_wrap=True)
+    for c in s.missing_artifacts[:20]:
+        out.print(f"  missing artifact block {c} (named by a record; sync may bring it)")
     held = len(s.roots) - len(s.missing_roots)
     out.print(f"roots: {held}/{len(s.roots)} held" + (" (all)" if not s.missing_roots else ""))
     for c in s.missing_roots:
@@ -98,6 +104,8 @@ def register(cli: click.Group) -> None:
             return
         out.print(f"wrote {result['records']} records, {len(result['roots'])} root(s), "
                   f"{result['bytes']} bytes to {safe_text.line(str(file))}")
+        if result["artifact_blocks"]:
+            out.print(f"with {result['artifact_blocks']} block(s) of the artifacts their records name")
         if result["compacted"]:
             out.print(f"with {result['checkpoints']} checkpoint(s) and their snapshots, covering "
                       f"{result['compacted']} compacted record(s)")

@@ -190,6 +190,13 @@ def _print(summary: dict[str, Any], out: Any) -> None:
             out.print(f"  unconfirmed {cid}: reported stored, but no receipt names it")
         for why in conv["pending"]:
             out.print(f"  pending: {safe_text.line(why)}")
+        art = conv["artifacts"]
+        if art["blocks_received"] or art["blocks_sent"]:
+            out.print(f"  artifacts: {art['blocks_received']} block(s) received, {art['blocks_sent']} sent")
+        for refused in art["refused_here"]:
+            out.print(f"  refused artifact block {refused['cid']}: {refused['rule']}")
+        for cid in art["missing_here"]:
+            out.print(f"  missing artifact block {cid}: a record names it; the peer did not send it")
     for finding in summary["findings"]:
         out.print(Text(f"FINDING {finding['kind']} in {safe_text.line(finding['conv'])}: "
                        f"{safe_text.line(finding['summary'])} ({finding['id']})", "bold red"))
@@ -315,6 +322,13 @@ def _summary(report: SyncReport, target: str) -> dict[str, Any]:
             "gone": [str(cid_of(d)) for d in r.gone], "converged": r.converged, "statement": r.statement(),
             "statements": r.statements, "unconfirmed": [str(cid_of(d)) for d in r.unconfirmed],
             "pending": list(r.pending), "gossip_dropped": r.gossip_dropped,
+            "artifacts": {  # docs/sync.md, Artifacts: never part of `converged`
+                "blocks_received": r.blocks_received, "blocks_sent": r.blocks_sent,
+                "refused_here": [{"cid": str(c), "rule": rule} for c, rule, _ in r.blocks_refused_here],
+                "refused_there": [str(c) for c in r.refused_there],
+                "missing_here": [str(c) for c in r.missing_here],
+                "missing_there": [str(c) for c in r.missing_there],
+            },
         }
         for name, r in sorted(report.convs.items())
     }

@@ -48,7 +48,7 @@ from convgraph.errors import (
     WitnessRefusedError,
 )
 from convgraph.replica import Replica
-from convgraph.server import openapi
+from convgraph.server import artifacts, openapi
 from convgraph.server.access import Access
 from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
@@ -56,6 +56,7 @@ from convgraph.server.live import Hub, poll, record_events
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
+from convgraph.sync.artifact_scope import BlockOutcome
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
@@ -117,6 +118,14 @@ class _Peer(ReplicaPeer):
         if outcome.accepted:
             self.ring(conv)
         return outcome
+
+    def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        # blocks are pushed under the same condition as records, judged in the same hold
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            if why is None:
+                return super().take_blocks(conv, blocks)
+        return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
@@ -301,6 +310,38 @@ class _Server:
             return _error(410, "compacted", f"record {cid} was compacted away; only its header is kept")
         return Response(data, media_type=RECORD_TYPE, headers={"Cache-Control": "immutable"})
 
+    async def artifact(self, request: Request, actor: bytes, _: bytes) -> Response:
+        """docs/sync.md, *Artifacts over HTTP*: unknown and forbidden are one 404."""
+        try:
+            cid = CID.parse(request.path_params["cid"])
+        except ConvgraphError as exc:
+            return _error(400, "cid", str(exc))
+        one = request.query_params.get("block")
+        if one not in (None, "0", "1"):
+            return _error(400, "malformed", "block is 0 or 1")
+        store = self.replica.store
+        hidden = _error(404, "not_found", f"no artifact {cid} that this key may read")
+        if not await run_in_threadpool(artifacts.readable, store, cid,
+                                       lambda conv: self.gate.can_read(actor, conv)):
+            return hidden
+        headers = {"Cache-Control": "immutable"}
+        if one == "1":
+            data = await run_in_threadpool(artifacts.block, store, cid)
+            if data is None:
+                return hidden
+            return Response(data, media_type=artifacts.media_type(cid), headers=headers)
+        found = await run_in_threadpool(artifacts.whole, store, cid)
+        if found is None:
+            return hidden
+        size, pieces = found
+
+        async def stream() -> AsyncIterator[bytes]:
+            while (piece := await run_in_threadpool(next, pieces, None)) is not None:
+                yield piece  # a block that fails its check ends the stream short of Content-Length
+
+        headers["Content-Length"] = str(size)
+        return StreamingResponse(stream(), media_type=artifacts.ARTIFACT_TYPE, headers=headers)
+
     async def heads(self, request: Request, actor: bytes, _: bytes) -> Response:
         conv = request.path_params["conv"]
         await run_in_threadpool(self.gate.check_read, actor, [conv])
@@ -421,6 +462,7 @@ def create_app(
         Route("/v1/findings", server.guarded(server.findings), methods=["GET"]),
         Route("/v1/sync", server.signed(server.sync), methods=["POST"]),
         Route("/v1/records/{cid}", server.guarded(server.record), methods=["GET"]),
+        Route("/v1/artifacts/{cid}", server.guarded(server.artifact), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", server.guarded(server.heads), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/events", server.guarded(server.events), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/authority", server.guarded(server.authority), methods=["GET"]),

@@ -12,6 +12,7 @@ _SIGNED: Final[list[dict[str, list[str]]]] = [{"convgraphSignature": []}]
 _ERROR: Final = {"$ref": "#/components/schemas/Error"}
 
 
+_BINARY: Final = {"type": "string", "format": "binary"}
 _ANY_SIGNED: Final = (408, 413, 503)  # what the body reader and the store can answer on any signed route
 
 
@@ -215,6 +216,30 @@ SPEC: Final[dict[str, Any]] = {
                         },
                     },
                     **_errors(400, 401, 403, 404, 410, *_ANY_SIGNED),
+                },
+            }
+        },
+        "/v1/artifacts/{cid}": {
+            "get": {
+                "operationId": "artifact",
+                "summary": "An artifact's bytes by CID (or one block of it), to a key that may read a "
+                           "conversation whose records name it; 404 alike for unknown and forbidden",
+                "security": _SIGNED,
+                "parameters": [
+                    {"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "block", "in": "query", "required": False,
+                     "schema": {"type": "string", "enum": ["0", "1"]}},
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the artifact's bytes, or with block=1 the one block",
+                        "content": {
+                            "application/octet-stream": {"schema": _BINARY},
+                            "application/vnd.ipld.raw": {"schema": _BINARY},
+                            "application/vnd.ipld.dag-cbor": {"schema": _BINARY},
+                        },
+                    },
+                    **_errors(400, 401, 403, 404, *_ANY_SIGNED),
                 },
             }
         },

@@ -49,6 +49,7 @@ class OtherBlock:
     size: int
     checked: bool = False
     link: CID | None = None
+    data: bytes = b""  # the block's bytes when `link` is set: an artifact block, kept for import
 
 
 def write_car(
@@ -202,7 +203,7 @@ def _other(section: bytes, at: int) -> tuple[OtherBlock, bool]:
     kind = "CIDv0" if version == 0 else "identity hash" if code == _IDENTITY else f"codec 0x{codec:02x}"
     why = f"{kind}: not a dag-cbor sha2-256 block" + ("" if checked else f" (hash 0x{code:02x} not checked)")
     link = CID(raw) if version == 1 and codec == RAW and checked and code == _SHA2_256 else None
-    return OtherBlock(at, text, why, len(section), checked, link), ok
+    return OtherBlock(at, text, why, len(section), checked, link, data if link is not None else b""), ok
 
 
 def _base58(raw: bytes) -> str:

@@ -15,23 +15,30 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from convgraph import artifact_checks
 from convgraph.adoption import Compaction, compaction_of, cover_checkpoint, role
+from convgraph.artifacts.blocks import decode_manifest
+from convgraph.artifacts.links import artifact_links
 from convgraph.core import codec
-from convgraph.core.cid import CID
+from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.keys import actor_text
+from convgraph.core.record import load_trusted
 from convgraph.errors import CarError, ConvgraphError, CoverError, NotFoundError
 from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
+from convgraph.replica_artifacts import missing
+from convgraph.sync.artifact_scope import export_blocks, take_named
 from convgraph.sync.car import OtherBlock, read_car, write_car
+from convgraph.sync.car_summary import MAX_SHOWN, ImportSummary
 
 BATCH: Final = 1000
 MAX_HEADER: Final = 1 << 22  # one ~40-byte root per conversation: room for ~100k of them
 MAX_BLOCK: Final = 1 << 28  # a record is at most 1 MiB; a big conversation's snapshot or cover is not
-MAX_SHOWN: Final = 1000  # rejections and skipped blocks listed: past this only the counts grow
+_ARTIFACT_BATCH: Final = 64  # artifact blocks stored at a time: at most 16 MiB held
+_MANIFEST_HEAD: Final = b"\xa4av\x01"  # a chunk manifest's first bytes (docs/format.md §17)
 
 
 def _new_file_mode() -> int:
@@ -48,20 +55,28 @@ def export_car(replica: Replica, path: Path, convs: Sequence[str] = ()) -> dict[
             raise NotFoundError(f"no conversation {conv!r} in this replica")
     # heads before records: a record written meanwhile only adds blocks, never loses a root
     roots = sorted({h for conv in chosen for h in replica.store.heads(conv)})
-    tally = {"records": 0, "compacted": 0, "checkpoints": 0}
+    tally = {"records": 0, "compacted": 0, "checkpoints": 0, "artifact_blocks": 0}
+    seen: set[CID] = set()
 
     def blocks() -> Iterator[tuple[CID, bytes]]:
         for conv in chosen:
-            compaction = compaction_of(replica.store, conv)
-            if compaction is not None:  # first what a fresh replica adopts, so nothing waits for it
-                tally["compacted"] += compaction.count
-                tally["checkpoints"] += 1
+            yield from conv_blocks(conv)
+            # after the records that name them: an importer knows their scope when they arrive
+            for cid, data in export_blocks(replica.store, conv, seen):
+                tally["artifact_blocks"] += 1
+                yield cid, data
+
+    def conv_blocks(conv: str) -> Iterator[tuple[CID, bytes]]:
+        compaction = compaction_of(replica.store, conv)
+        if compaction is not None:  # first what a fresh replica adopts, so nothing waits for it
+            tally["compacted"] += compaction.count
+            tally["checkpoints"] += 1
+            tally["records"] += 1
+            yield from _compaction_blocks(compaction)
+        for cid, data in replica.store.records(conv):  # canonical order; compacted ones have no bytes
+            if compaction is None or cid != compaction.checkpoint:
                 tally["records"] += 1
-                yield from _compaction_blocks(compaction)
-            for cid, data in replica.store.records(conv):  # canonical order; compacted ones have no bytes
-                if compaction is None or cid != compaction.checkpoint:
-                    tally["records"] += 1
-                    yield cid, data
+                yield cid, data
 
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
@@ -89,78 +104,6 @@ def _compaction_blocks(c: Compaction) -> Iterator[tuple[CID, bytes]]:
     yield c.checkpoint, c.record
 
 
-@dataclass
-class ImportSummary:
-    """What one `import` did: counts over every batch, the first rejections and skipped
-    blocks, the checkpoints adopted, what was left waiting, and the roots."""
-
-    file: str
-    blocks: int = 0
-    accepted: int = 0
-    duplicates: int = 0
-    released: int = 0
-    quarantined: int = 0  # left waiting for parents when the import ended
-    held: int = 0  # left waiting for the clock
-    evicted: int = 0
-    rejected_total: int = 0
-    rejected: list[dict[str, str | None]] = field(default_factory=list)
-    skipped_total: int = 0
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    artifacts: int = 0  # skipped blocks that a record's refs name: expected, not a problem
-    adopted: list[dict[str, Any]] = field(default_factory=list)
-    roots: list[CID] = field(default_factory=list)
-    missing_roots: list[CID] = field(default_factory=list)
-    error: CarError | None = None
-
-    def add(self, report: IngestReport) -> None:
-        self.accepted += len(report.accepted)
-        self.duplicates += len(report.duplicates)
-        self.released += len(report.released)
-        self.evicted += len(report.evicted)
-        for r in report.rejected:
-            self.reject(r.cid, r.error)
-
-    def reject(self, cid: object, error: ConvgraphError, rule: str | None = None) -> None:
-        """A block refused: a record that broke a rule, a tampered block, a cover not adopted."""
-        self.rejected_total += 1
-        if len(self.rejected) < MAX_SHOWN:
-            self.rejected.append({"cid": None if cid is None else str(cid), "rule": rule or error.rule,
-                                  "error": error.message})
-
-    def skip(self, cid: str, reason: str) -> None:
-        """A well-framed block that is no record: read past, never ingested."""
-        self.skipped_total += 1
-        if len(self.skipped) < MAX_SHOWN:
-            self.skipped.append({"cid": cid, "reason": reason})
-
-    @property
-    def problems(self) -> list[str]:
-        """What keeps this import from being complete; empty means exit 0."""
-        found = [
-            (self.rejected_total, "block(s) rejected"),
-            (self.skipped_total - self.artifacts, "block(s) that are no records, named by no record's refs"),
-            (self.quarantined, "record(s) left in quarantine, waiting for parents"),
-            (self.held, "record(s) held, timestamped ahead of this machine's clock"),
-            (self.evicted, "record(s) evicted from a full quarantine"),
-            (len(self.missing_roots), "root(s) missing"),
-        ]
-        problems = [f"{n} {what}" for n, what in found if n]
-        return [*problems, f"malformed file: {self.error}"] if self.error is not None else problems
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file, "blocks": self.blocks, "accepted": self.accepted,
-            "duplicates": self.duplicates, "released": self.released, "quarantined": self.quarantined,
-            "held": self.held, "evicted": self.evicted, "rejected_total": self.rejected_total,
-            "rejected": self.rejected, "skipped_total": self.skipped_total, "skipped": self.skipped,
-            "artifacts": self.artifacts, "adopted": self.adopted,
-            "roots": [str(c) for c in self.roots], "roots_held": not self.missing_roots,
-            "missing_roots": [str(c) for c in self.missing_roots],
-            "error": None if self.error is None else str(self.error),
-            "problems": self.problems, "ok": not self.problems,
-        }
-
-
 class _Import:
     """The state of one import: the batch, the blocks kept for adoption, what is waiting."""
 
@@ -170,13 +113,19 @@ class _Import:
         self.snapshots: dict[CID, bytes] = {}
         self.covers: dict[CID, tuple[CID, bytes]] = {}  # checkpoint -> (cover block, cover)
         self.waiting: set[CID] = set()  # records of the file quarantined or held along the way
-        self.refs: set[CID] = set()
-        self.links: list[CID] = []  # skipped blocks a record's refs could name
+        self.named: set[CID] = set()  # artifact links of the file's records (not rejected)
+        self.convs: set[str] = set()  # conversations of the file's records
+        self.chunks: set[CID] = set()  # chunks of the manifests stored by this import
+        self.artifacts: list[tuple[CID, bytes]] = []  # in scope, to store with the next batch
+        self.later: dict[CID, bytes] = {}  # no record read so far names them: judged at the end
+        self.skipped_raw: dict[CID, OtherBlock] = {}
 
     def block(self, cid: CID, data: bytes) -> None:
         self.summary.blocks += 1
         kind = role(data)
-        if kind == "snapshot":
+        if data.startswith(_MANIFEST_HEAD):  # a 4-entry map led by v: 1, which no record is
+            self.artifact(cid, data)
+        elif kind == "snapshot":
             self.snapshots[cid] = data
         elif kind == "cover":
             checkpoint = cover_checkpoint(data)
@@ -197,9 +146,38 @@ class _Import:
 
     def other(self, block: OtherBlock) -> None:
         self.summary.blocks += 1
-        self.summary.skip(block.cid, block.reason)
-        if block.link is not None:
-            self.links.append(block.link)
+        if block.link is None:
+            self.summary.skip(block.cid, block.reason)
+            return
+        self.skipped_raw[block.link] = block
+        self.artifact(block.link, block.data)
+
+    def artifact(self, cid: CID, data: bytes) -> None:
+        """An artifact block: stored once a record of the file names it (or a manifest it
+        named lists it), checked by `take_named`; till then it waits for the end of the file."""
+        self.flush()  # the records before it may be what names it
+        if cid in self.named or cid in self.chunks:
+            self.artifacts.append((cid, data))
+            if len(self.artifacts) >= _ARTIFACT_BATCH:
+                self._store_artifacts()
+        else:
+            self.later[cid] = data
+
+    def _store_artifacts(self, final: bool = False) -> None:
+        outcome = take_named(self.replica.store, self.named, self.artifacts, where="in the file")
+        self.artifacts = []
+        self.summary.artifacts += len(outcome.stored) + outcome.duplicate
+        for cid in outcome.stored:
+            self.skipped_raw.pop(cid, None)
+            if cid.codec == DAG_CBOR:
+                block = self.replica.store.get_block(cid)
+                self.chunks.update(decode_manifest(block).chunks if block is not None else ())
+        for cid, rule, why in outcome.refused:
+            other = self.skipped_raw.pop(cid, None)
+            if rule == "artifact_scope" and final:  # named by nothing in the file: as before, skipped
+                self.summary.skip(other.cid if other else str(cid), other.reason if other else why)
+            elif len(self.summary.artifacts_refused) < MAX_SHOWN:
+                self.summary.artifacts_refused.append({"cid": str(cid), "rule": rule, "error": why})
 
     def tampered(self, error: CarError) -> None:
         self.summary.blocks += 1
@@ -212,8 +190,10 @@ class _Import:
         self._note(report)
         refused = {r.cid for r in report.rejected}
         for data, cid in self.batch:
-            if cid not in refused:  # a valid record (or a stored one): its refs name artifacts
-                self.refs.update(codec.decode_trusted(data)["refs"])
+            if cid not in refused:  # a valid record (or a stored one): it names artifacts
+                record = load_trusted(data, cid)  # ingest verified it
+                self.named |= artifact_links(record)
+                self.convs.add(record.conv)
         self.batch = []
 
     def _note(self, report: IngestReport) -> None:
@@ -266,7 +246,14 @@ class _Import:
                 self._adopt(checkpoint, data)
         for cid in self.snapshots:
             self.summary.skip(str(cid), "a snapshot no adopted checkpoint names")
-        self.summary.artifacts = sum(1 for link in self.links if link in self.refs)
+        self._store_artifacts()
+        self.artifacts, self.later = sorted(self.later.items()), {}  # what came before what names it
+        self._store_artifacts(final=True)
+        if self.summary.artifacts:  # claims that waited for these blocks (docs/integrity.md §6.4)
+            for conv in sorted(self.convs):
+                artifact_checks.check_conversation(store, conv, self.replica.clock())
+        self.summary.missing_artifacts = sorted({c for conv in self.convs for c in missing(store, conv)
+                                                 if c in self.named or c in self.chunks})
         left = store.pending_get(self.waiting) if self.waiting and store.pending_stats()[0] else {}
         self.summary.held = sum(1 for p in left.values() if p.reason == "clock")
         self.summary.quarantined = len(left) - self.summary.held

@@ -23,12 +23,15 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from convgraph.artifacts.blocks import split, verify_block
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import SigningKey, parse_actor
 from convgraph.core.record import DEFAULT_LIMITS as RECORD_LIMITS
 from convgraph.core.record import Limits, Record
 from convgraph.errors import (
+    ArtifactCorruptError,
+    ArtifactMissingError,
     ConvgraphError,
     ForbiddenError,
     PeerMisbehavedError,
@@ -41,7 +44,7 @@ from convgraph.errors import (
 from convgraph.server import auth
 from convgraph.sync.deadline import Deadline, Monotonic
 from convgraph.sync.verify import HeldLookup, check_heads, checked_record
-from convgraph.sync.wire import DEFAULT_LIMITS
+from convgraph.sync.wire import DEFAULT_LIMITS, MAX_BLOCK
 
 if TYPE_CHECKING:
     import httpx
@@ -225,6 +228,27 @@ class HttpRemote:
         """One record's bytes, verified: they hash to `cid` and decode as a valid record."""
         return self._record(cid).data
 
+    def artifact(self, cid: CID, *, max_bytes: int = 64 << 20) -> bytes:
+        """An artifact's bytes (`GET /v1/artifacts/{cid}`, at most `max_bytes`), verified: cut
+        into blocks they make the artifact `cid` (docs/format.md §17), else `PeerMisbehavedError`."""
+        data = self._read(self._request("GET", f"/v1/artifacts/{cid}"), max_bytes)
+        made, _ = split(data)
+        if made != cid:
+            wrong = ArtifactCorruptError("artifact bytes do not match", cid=str(cid))
+            raise PeerMisbehavedError(f"the peer's artifact bytes make {made}, not the one asked for",
+                                      cid=cid, error=wrong)
+        return data
+
+    def artifact_block(self, cid: CID) -> bytes:
+        """One block of an artifact (`?block=1`), verified against `cid` (`PeerMisbehavedError`)."""
+        data = self._read(self._request("GET", f"/v1/artifacts/{cid}?block=1"), MAX_BLOCK)
+        try:
+            verify_block(cid, data)
+        except ArtifactCorruptError as exc:
+            raise PeerMisbehavedError("the peer's block does not hash to its CID", cid=cid,
+                                      error=exc) from exc
+        return data
+
     def _record(self, cid: CID, conv: str | None = None) -> Record:
         data = self._read(self._request("GET", f"/v1/records/{cid}"), self.record_limits.max_record_bytes)
         return checked_record(data, cid, conv=conv, limits=self.record_limits)
@@ -378,6 +402,9 @@ def _raise_for(response: httpx.Response, raw: bytes) -> None:
         raise _forbidden(f"{where}: 403 {detail}{why}", body)
     if status == 409 and isinstance(body, dict) and body.get("error") == "witness":
         raise WitnessRefusedError(f"{where}: 409 {detail}", reason=reason or "witness")
+    if status == 404 and response.request.url.path.startswith("/v1/artifacts/"):
+        # unknown, not held whole, or not readable by this key: the server tells them apart for nobody
+        raise ArtifactMissingError(f"{where}: 404 {detail}", cid=response.request.url.path.rsplit("/", 1)[-1])
     if status in (400, 413):  # a 400 sync refusal's `reason` is one docs/sync.md lists
         raise ProtocolError(f"{where}: {status} {detail}", reason=reason or "peer")
     raise TransportError(f"{where}: HTTP {status} {detail}")

@@ -100,7 +100,7 @@ def synchronize(
             landed(witness, session, seen)
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there or r.released_there or r.adopted
-                    for r in session.reports.values())
+                    or r.blocks_received or r.blocks_sent for r in session.reports.values())
         if session.converged() or not moved:
             break
     report.converged = all(r.converged for r in report.convs.values())

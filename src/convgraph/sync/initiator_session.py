@@ -20,9 +20,11 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, RoundTripLimitError
 from convgraph.integrity.statement import Statement
 from convgraph.sync import reconcile, wire
+from convgraph.sync.artifact_exchange import Track, artifacts_of
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
 from convgraph.sync.reconcile import Step, SyncPeer
 from convgraph.sync.reports import ConvReport
@@ -30,6 +32,7 @@ from convgraph.sync.statements import confirm, gossip_in, section_statement
 from convgraph.sync.wire import (
     DEFAULT_LIMITS,
     MAX_GOSSIP,
+    MAX_NEEDS,
     SALT_LEN,
     Base,
     Fate,
@@ -56,6 +59,7 @@ class _Conv:
     report: ConvReport = field(default_factory=ConvReport)
     statements: list[Statement] = field(default_factory=list)  # the peer's, in the order received
     gossip: list[Statement] = field(default_factory=list)  # by other keys, as the peer relayed them
+    artifacts: Track = field(default_factory=Track)
 
 
 class Initiator:
@@ -80,6 +84,7 @@ class Initiator:
         self.peer_key = peer_key
         self.gossip = gossip or {}  # what we tell the peer of other keys' statements, per conversation
         self._convs: dict[str, _Conv] = {}
+        self.artifacts = artifacts_of(peer)  # None: a peer without artifacts syncs records only
         self.rounds = 0
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -118,15 +123,40 @@ class Initiator:
             conv.queue.update((k, None) for k in fresh)
             records, base = self._take(name, conv, left)
             ranges = reconcile.cover(step)
-            if ranges is not None or step.wants or records or base is not None:
+            reconciled = ranges is None and not step.wants and not records and base is None and not conv.queue
+            needs, blocks = self._artifacts(name, conv, s, left, ask=reconciled)
+            if ranges is not None or step.wants or records or base is not None or needs or blocks:
                 sections.append(Section(name, ranges=ranges, wants=tuple(step.wants), records=tuple(records),
-                                        base=base))
-        if not sections and not any(c.queue for c in self._convs.values()):
-            for conv in self._convs.values():
+                                        base=base, needs=needs, blocks=tuple(blocks)))
+            conv.artifacts.expect_needs = bool(records or base is not None or needs or blocks)
+        if not sections and not any(c.queue or c.artifacts.queue for c in self._convs.values()):
+            for name, conv in self._convs.items():
                 conv.matched = self._agrees(conv)
                 conv.report.converged = conv.matched and not conv.report.unconfirmed
+                if self.artifacts is not None:
+                    conv.report.missing_here = self.artifacts.missing_artifacts(name)
+                    conv.report.missing_there = list(conv.artifacts.theirs)
+                    conv.report.refused_there = conv.artifacts.refused_there()
             return None
         return self._out(Message(Kind.CONTINUE, self.salt, tuple(sections)))
+
+    def _artifacts(self, name: str, conv: _Conv, s: Section | None, left: list[int], *,
+                   ask: bool) -> tuple[tuple[CID, ...], list[tuple[CID, bytes]]]:
+        """Take in the reply's blocks and the peer's needs; what to ask for (once the records
+        are reconciled) and the blocks to push in what is `left` of the budget."""
+        art, track, report = self.artifacts, conv.artifacts, conv.report
+        if art is None:
+            return (), []
+        got = track.absorb(art, name, s.blocks if s is not None else (), s.needs if s is not None else ())
+        report.blocks_received += len(got.stored)
+        report.blocks_received_bytes += sum(len(d) for c, d in (s.blocks if s is not None else ())
+                                            if c in set(got.stored))
+        report.blocks_refused_here += got.refused
+        needs = track.ask(art, name, MAX_NEEDS) if ask else ()
+        blocks = track.push(art, name, left, self.budget)
+        report.blocks_sent += len(blocks)
+        report.blocks_sent_bytes += sum(len(d) for _, d in blocks)
+        return needs, blocks
 
     def _absorb(self, conv: _Conv, s: Section, *, first: bool) -> Step:
         outcome = reconcile.take_in(self.peer, s, report=False)  # we send no report: skip its look-ups

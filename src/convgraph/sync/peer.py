@@ -14,6 +14,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
+from convgraph import artifact_checks
 from convgraph.adoption import compaction_of
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
@@ -21,6 +22,9 @@ from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
+from convgraph.replica_artifacts import missing
+from convgraph.sync import artifact_scope
+from convgraph.sync.artifact_scope import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome, cid_of, refusal
@@ -121,6 +125,18 @@ class ReplicaPeer:
             digests, report, {c.digest: p for c, p in waiting.items()},
             [c for c in elsewhere if c in metas and metas[c].conv == conv], max_drift_ms=config.max_drift_ms,
         )
+
+    def missing_artifacts(self, conv: str) -> list[CID]:
+        return missing(self.replica.store, conv)
+
+    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
+        return artifact_scope.serve(self.replica.store, conv, cids)
+
+    def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        outcome = artifact_scope.take(self.replica.store, conv, blocks)
+        if outcome.stored:  # claims that waited for these blocks can be judged now (integrity.md §6.4)
+            artifact_checks.check_conversation(self.replica.store, conv, self.replica.clock())
+        return outcome
 
     def base(self, conv: str) -> Base | None:
         found = compaction_of(self.replica.store, conv)

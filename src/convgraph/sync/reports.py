@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, UnconfirmedStoreError
 from convgraph.integrity.findings import Finding
 from convgraph.sync.wire import Fate, Reported
@@ -52,6 +53,25 @@ class ConvReport:
     pending: list[str] = field(default_factory=list)  # failures no bundle can prove yet (§4)
     signed: list[str] = field(default_factory=list)  # why the peer's statements deny convergence (§4)
     converged: bool = False
+    # artifacts (docs/sync.md, Artifacts): never part of `converged`, which is about records
+    blocks_sent: int = 0
+    blocks_sent_bytes: int = 0
+    blocks_received: int = 0  # stored here, new
+    blocks_received_bytes: int = 0
+    blocks_refused_here: list[tuple[CID, str, str]] = field(default_factory=list)  # cid, rule, why
+    missing_here: list[CID] = field(default_factory=list)  # named by the records, not held whole here
+    missing_there: list[CID] = field(default_factory=list)  # the peer's last stated needs
+    refused_there: list[CID] = field(default_factory=list)  # pushed, yet still among its needs
+
+    def artifacts(self) -> str:
+        """A line on the artifacts that moved and those still missing; empty when nothing did."""
+        parts = [f"{n} {what}" for n, what in (
+            (self.blocks_received, "blocks received"), (self.blocks_sent, "blocks sent"),
+            (len(self.blocks_refused_here), "blocks refused here"),
+            (len(self.refused_there), "blocks refused by the peer"),
+            (len(self.missing_here), "artifact blocks missing here"),
+            (len(self.missing_there), "artifact blocks missing at the peer")) if n]
+        return ", ".join(parts)
 
     def take(self, entries: Iterable[Reported], pushed: list[bytes]) -> None:
         """Count a reply's report on the records we `pushed` (digests, in the order sent)."""
@@ -103,7 +123,8 @@ class ConvReport:
 
 
 _COUNTS = ("sent", "sent_bytes", "received", "accepted_here", "quarantined_here", "accepted_there",
-           "released_there", "duplicate_there", "adopted")
+           "released_there", "duplicate_there", "adopted", "blocks_sent", "blocks_sent_bytes",
+           "blocks_received", "blocks_received_bytes")
 
 
 @dataclass
@@ -152,3 +173,7 @@ class SyncReport:
             total.pending = list(r.pending)
             total.signed = list(r.signed)
             total.converged = r.converged
+            total.blocks_refused_here += r.blocks_refused_here
+            # the last session's view: what is still missing after it
+            total.missing_here, total.missing_there = list(r.missing_here), list(r.missing_there)
+            total.refused_there = list(r.refused_there)

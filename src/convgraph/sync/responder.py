@@ -24,11 +24,13 @@ from convgraph.core.keys import SigningKey
 from convgraph.errors import ProtocolError, StatementError
 from convgraph.integrity.statement import Statement, decode_statement, sign_statement
 from convgraph.sync import reconcile, wire
+from convgraph.sync.artifact_exchange import artifacts_of, fill
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, Key, KeySet, separating
 from convgraph.sync.reconcile import Step, SyncPeer, cid_of
 from convgraph.sync.wire import (
     DEFAULT_LIMITS,
     MAX_GOSSIP,
+    MAX_NEEDS,
     Base,
     Fate,
     Kind,
@@ -75,7 +77,7 @@ class Responder:
             raise ProtocolError("a responder was sent a reply", reason="kind")
         left = [self.budget]
         sections = tuple(self._section(message, s, left, initiator) for s in message.sections)
-        return wire.encode(Message(Kind.REPLY, message.salt, sections))
+        return wire.encode(Message(Kind.REPLY, message.salt, sections, message.version))
 
     def _section(self, message: Message, s: Section, left: list[int], initiator: bytes | None) -> Section:
         report: tuple[Reported, ...] | None = None
@@ -83,6 +85,10 @@ class Responder:
         if s.base is not None or s.records:
             outcome = reconcile.take_in(self.peer, s)  # the base's entry first, then one per record
             report, adopted = outcome.report, outcome.adopted
+        # a version-3 initiator knows nothing of artifacts: it gets none, and none are asked of it
+        art = artifacts_of(self.peer) if message.version >= 4 else None
+        if art is not None and s.blocks:  # after the records: they may be what names the blocks
+            art.take_blocks(s.conv, s.blocks)
         # the clock first, then the set: the statement describes a state no older than its time
         now = self.clock()
         keys = self.peer.keys(s.conv)
@@ -95,12 +101,20 @@ class Responder:
             received = reconcile.received_hashes(message.salt, s.records, adopted)
             step = reconcile.answer(s, keys, message.salt, received)
         records, gone, base = self._push(s.conv, step, keys, left)
+        blocks: list[tuple[CID, bytes]] = []
+        needs: tuple[CID, ...] = ()
+        if art is not None:
+            if s.needs:  # after the records: they come first in the budget
+                blocks = fill(art.artifact_blocks(s.conv, s.needs), left, self.budget)
+            if message.kind is Kind.INITIATE or s.records or s.base is not None or s.needs or s.blocks:
+                needs = tuple(art.missing_artifacts(s.conv)[:MAX_NEEDS])
         return Section(
             s.conv, count, strong,
             tip=keys.keys[-1] if message.kind is Kind.INITIATE and keys.keys else None,
             ranges=reconcile.cover(step), wants=tuple(step.wants), records=tuple(records),
             gone=tuple(gone), report=report, base=base, statement=statement.data,
             gossip=self._gossip(s, initiator) if message.kind is Kind.INITIATE else (),
+            needs=needs, blocks=tuple(blocks),
         )
 
     def _gossip(self, s: Section, initiator: bytes | None) -> tuple[bytes, ...]:

@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import pairwise
 from typing import Final, NoReturn
 
+from convgraph.artifacts.blocks import CHUNK_SIZE
+from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError
 from convgraph.integrity.statement import MAX_STATEMENT_BYTES
 from convgraph.sync.keyset import (
@@ -28,9 +31,15 @@ from convgraph.sync.keyset import (
 )
 from convgraph.sync.varint import uvarint
 
-VERSION: Final = 3  # 2: the report names every pushed record's fate; 3: signed statements, gossip
+VERSION: Final = 4  # 2: the report names every pushed record's fate; 3: signed statements, gossip;
+# 4: artifact blocks (`needs`, `blocks`). A version-3 message is still read and answered in
+# version 3, without those parts, so an older initiator keeps syncing records
+VERSIONS: Final = frozenset({3, 4})
 SALT_LEN: Final = 8
 MAX_GOSSIP: Final = 16  # statements by other keys in one section (docs/integrity.md §5)
+MAX_NEEDS: Final = 1 << 16  # artifact CIDs named by one `needs` part
+MAX_BLOCK: Final = CHUNK_SIZE  # a block's bytes: one chunk; a manifest is smaller (docs/format.md §17)
+_BLOCK_CODECS: Final = (0x55, 0x71)  # raw leaves and dag-cbor manifests, sha2-256 both
 
 
 class Kind(IntEnum):
@@ -136,6 +145,9 @@ class Section:
     # (docs/integrity.md §2), a receipt when the report names records stored; bytes as signed
     statement: bytes | None = None
     gossip: tuple[bytes, ...] = ()  # statements by other keys about this conversation (§5)
+    # version 4: artifact CIDs the sender lacks in this conversation's scope, in CID order
+    needs: tuple[CID, ...] = ()
+    blocks: tuple[tuple[CID, bytes], ...] = ()  # version 4: artifact blocks, (CID, bytes)
 
 
 @dataclass(frozen=True)
@@ -143,24 +155,30 @@ class Message:
     kind: Kind
     salt: bytes
     sections: tuple[Section, ...] = field(default=())
+    version: int = VERSION  # 3 only to answer an older initiator in its own version
 
 
 (_F_SUMMARY, _F_TIP, _F_PROBES, _F_RANGES, _F_WANTS, _F_RECORDS, _F_GONE, _F_REPORT, _F_BASE,
- _F_STATEMENT, _F_GOSSIP) = (1 << i for i in range(11))
-_ALL: Final = (1 << 11) - 1
+ _F_STATEMENT, _F_GOSSIP, _F_NEEDS, _F_BLOCKS) = (1 << i for i in range(13))
+_ALL: Final = (1 << 13) - 1
 _STEP = _F_RANGES | _F_WANTS | _F_RECORDS
+_ARTIFACTS: Final = _F_NEEDS | _F_BLOCKS  # version 4 only
 # (parts a section of this kind may carry, parts it must carry); `docs/sync.md`, *Parts*
 _PARTS: Final = {
     Kind.INITIATE: (_F_SUMMARY | _F_TIP | _F_PROBES | _F_GOSSIP, _F_SUMMARY),
     Kind.REPLY: (_ALL & ~_F_PROBES, _F_SUMMARY | _F_STATEMENT),
-    Kind.CONTINUE: (_STEP | _F_BASE, 0),
+    Kind.CONTINUE: (_STEP | _F_BASE | _ARTIFACTS, 0),
 }
 MAX_PARENTS: Final = 1024  # parents named by one QUARANTINED entry (a record's own bound)
 
 
 def encode(message: Message) -> bytes:
     """The message's bytes (`docs/sync.md`)."""
-    out = bytearray((VERSION, message.kind))
+    if message.version not in VERSIONS:
+        raise ValueError(f"no sync protocol version {message.version}")
+    if message.version < 4 and any(s.needs or s.blocks for s in message.sections):
+        raise ValueError("artifact parts need version 4")
+    out = bytearray((message.version, message.kind))
     out += message.salt
     out += uvarint(len(message.sections))
     for s in message.sections:
@@ -175,7 +193,7 @@ def _section(out: bytearray, s: Section) -> None:
         | (_F_WANTS if s.wants else 0) | (_F_RECORDS if s.records else 0)
         | (_F_GONE if s.gone else 0) | (_F_REPORT if s.report is not None else 0)
         | (_F_BASE if s.base is not None else 0) | (_F_STATEMENT if s.statement is not None else 0)
-        | (_F_GOSSIP if s.gossip else 0)
+        | (_F_GOSSIP if s.gossip else 0) | (_F_NEEDS if s.needs else 0) | (_F_BLOCKS if s.blocks else 0)
     )
     name = s.conv.encode()
     out += uvarint(len(name)) + name
@@ -225,6 +243,19 @@ def _section(out: bytearray, s: Section) -> None:
         out += uvarint(len(s.gossip))
         for part in s.gossip:
             out += uvarint(len(part)) + part
+    if s.needs:
+        out += uvarint(len(s.needs))
+        for cid in s.needs:
+            out += _block_cid(cid)
+    if s.blocks:
+        out += uvarint(len(s.blocks))
+        for cid, data in s.blocks:
+            out += _block_cid(cid) + uvarint(len(data)) + data
+
+
+def _block_cid(cid: CID) -> bytes:
+    """A block's CID on the wire: its codec byte and sha2-256 digest (every `CID` is CIDv1)."""
+    return bytes((cid.codec,)) + cid.digest
 
 
 def _entry(out: bytearray, e: Reported) -> None:
@@ -265,8 +296,8 @@ def decode(
                             reason="limit")
     r = _Reader(data, limits)
     version = r.byte()
-    if version != VERSION:
-        r.fail(f"unsupported sync protocol version {version} (this side speaks {VERSION})", "version")
+    if version not in VERSIONS:
+        r.fail(f"unsupported sync protocol version {version} (this side speaks 3 and {VERSION})", "version")
     raw_kind = r.byte()
     if raw_kind not in Kind._value2member_map_:
         r.fail(f"unknown message kind {raw_kind}", "kind")
@@ -282,10 +313,10 @@ def decode(
             r.fail("sections must be sorted by conversation, each once")
         if admit is not None:
             admit(conv)
-        sections.append(r.section(conv, kind))
+        sections.append(r.section(conv, kind, version))
     if r.pos != len(data):
         r.fail(f"{len(data) - r.pos} trailing bytes")
-    return Message(kind, salt, tuple(sections))
+    return Message(kind, salt, tuple(sections), version)
 
 
 class _Reader:
@@ -366,9 +397,11 @@ class _Reader:
         except UnicodeDecodeError:
             self.fail("conversation name is not UTF-8")
 
-    def section(self, conv: str, kind: Kind) -> Section:
+    def section(self, conv: str, kind: Kind, version: int = VERSION) -> Section:
         flags = self.varint()
         allowed, required = _PARTS[kind]
+        if version < 4:
+            allowed &= ~_ARTIFACTS
         if flags & ~allowed:
             self.fail(f"{kind.name} section with parts {flags & ~allowed:#04x} it may not carry", "part")
         if flags & required != required or (kind is Kind.CONTINUE and not flags):
@@ -408,7 +441,26 @@ class _Reader:
         if flags & _F_GOSSIP:
             n = self.count(MAX_GOSSIP, "gossiped statements", least=1)
             out["gossip"] = tuple(self.statement() for _ in range(n))
+        self.artifact_parts(flags, out)
         return Section(conv, **out)  # type: ignore[arg-type]
+
+    def artifact_parts(self, flags: int, out: dict[str, object]) -> None:
+        if flags & _F_NEEDS:
+            n = self.count(MAX_NEEDS, "needed CIDs", least=1)
+            needs = tuple(self.block_cid() for _ in range(n))
+            if any(a >= b for a, b in pairwise(needs)):
+                self.fail("needed CIDs must be sorted and distinct")
+            out["needs"] = needs
+        if flags & _F_BLOCKS:
+            n = self.count(self.limits.max_records, "blocks", least=1)
+            out["blocks"] = tuple((self.block_cid(), self.take(self.count(MAX_BLOCK, "block bytes")))
+                                  for _ in range(n))
+
+    def block_cid(self) -> CID:
+        codec = self.byte()
+        if codec not in _BLOCK_CODECS:
+            self.fail(f"block codec {codec:#x} is neither raw (0x55) nor dag-cbor (0x71)")
+        return CID(bytes((1, codec, 0x12, 0x20)) + self.take(DIGEST_LEN))  # prefix: `CID` checks it
 
     def statement(self) -> bytes:
         # only its size here: a statement is checked (decoded, verified) by whoever uses it

@@ -1,0 +1,141 @@
+"""Which artifact blocks a conversation's sync may move: its scope, and the checks on arrival.
+
+A conversation's **scope** is every CID its records name as artifacts (`Store.artifact_refs`)
+plus the chunks of every manifest among them that the replica holds. Sync serves a block
+only when it is in the scope of the section's conversation, and stores a block a peer sent
+only when it hashes to its CID, is in that scope (manifests that came with the same batch
+count), and, under a dag-cbor CID, is a §17 manifest. Invariant: a block never enters or
+leaves through sync under a conversation whose records do not name it, so a key that may
+not read a conversation cannot reach its artifacts by guessing a CID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from convgraph.artifacts.blocks import decode_manifest, verify_block
+from convgraph.core.cid import CID, DAG_CBOR
+from convgraph.errors import ArtifactScopeError, ConvgraphError
+from convgraph.store.base import Store
+
+
+@dataclass
+class BlockOutcome:
+    """What a replica did with blocks a peer sent for one conversation."""
+
+    stored: list[CID] = field(default_factory=list)  # new here
+    duplicate: int = 0  # held already
+    refused: list[tuple[CID, str, str]] = field(default_factory=list)  # cid, rule, why
+
+    def merge(self, other: BlockOutcome) -> None:
+        self.stored += other.stored
+        self.duplicate += other.duplicate
+        self.refused += other.refused
+
+
+def _chunks(store: Store, manifests: Iterable[CID]) -> set[CID]:
+    """The chunks of the held, valid manifests among `manifests`."""
+    out: set[CID] = set()
+    for cid in manifests:
+        if cid.codec != DAG_CBOR:
+            continue
+        block = store.get_block(cid)
+        if block is None:
+            continue
+        try:
+            verify_block(cid, block)
+            out.update(decode_manifest(block).chunks)
+        except ConvgraphError:
+            continue  # a rotten manifest names nothing: `verify` reports it
+    return out
+
+
+def in_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
+    """The CIDs among `cids` that lie in `conv`'s artifact scope on this replica."""
+    asked = set(cids)
+    named = store.artifact_refs(conv)
+    found = asked & named
+    if asked - found:  # only then are manifests read
+        found |= (asked - found) & _chunks(store, named)
+    return found
+
+
+def serve(store: Store, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
+    """The blocks among `cids` held here and in `conv`'s scope: manifests first, then the
+    rest, each group in the order asked. Blocks are checked: a rotten one is not served."""
+    allowed = in_scope(store, conv, cids)
+    ordered = [c for c in cids if c in allowed and c.codec == DAG_CBOR] + [
+        c for c in cids if c in allowed and c.codec != DAG_CBOR]
+    out: list[tuple[CID, bytes]] = []
+    for cid in dict.fromkeys(ordered):
+        data = store.get_block(cid)
+        if data is None:
+            continue
+        try:
+            verify_block(cid, data)
+        except ConvgraphError:
+            continue  # ours is rotten: better missing at the peer than wrong there
+        out.append((cid, data))
+    return out
+
+
+def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+    """Check and store blocks a peer sent for `conv`; each bad one is refused on its own."""
+    return take_named(store, store.artifact_refs(conv), blocks, where=f"of {conv!r}")
+
+
+def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]], *,
+               where: str = "") -> BlockOutcome:
+    """Store the blocks that hash to their CID and are in the scope `named` spans (named, or a
+    chunk of a named manifest held or in this batch); refuse each other one on its own.
+
+    Manifests go first, so the chunks they name (in the same batch) are in scope after them.
+    """
+    outcome = BlockOutcome()
+    ordered = sorted(blocks, key=lambda b: b[0].codec != DAG_CBOR)
+    held = store.has_blocks(c for c, _ in blocks)
+    chunks: set[CID] | None = None
+    with store.transaction():
+        for cid, data in ordered:
+            try:
+                verify_block(cid, data)
+                if cid.codec == DAG_CBOR:
+                    manifest = decode_manifest(data)  # a record's bytes are no artifact block
+                if cid not in named:
+                    chunks = _chunks(store, named) if chunks is None else chunks
+                    if cid not in chunks:
+                        why = f"no record {where} names this block" if where else "no record names this block"
+                        raise ArtifactScopeError(why, cid=str(cid))
+            except ConvgraphError as exc:
+                outcome.refused.append((cid, exc.rule, str(exc)))
+                continue
+            if cid in held:
+                outcome.duplicate += 1
+                continue
+            store.put_blocks([(cid, data)])
+            held.add(cid)
+            outcome.stored.append(cid)
+            if cid.codec == DAG_CBOR and cid in named:
+                chunks = (_chunks(store, named) if chunks is None else chunks) | set(manifest.chunks)
+    return outcome
+
+
+def export_blocks(store: Store, conv: str, seen: set[CID]) -> Iterator[tuple[CID, bytes]]:
+    """The artifact blocks `conv`'s records name that are held here, each manifest followed by
+    its held chunks, in CID order, leaving out those in `seen` (which it extends)."""
+    for cid in sorted(store.artifact_refs(conv)):
+        data = store.get_block(cid)
+        if data is None or cid in seen:
+            continue
+        seen.add(cid)
+        yield cid, data
+        if cid.codec == DAG_CBOR:
+            for chunk in sorted(_chunks(store, [cid]) - seen):
+                block = store.get_block(chunk)
+                if block is not None:
+                    seen.add(chunk)
+                    yield chunk, block
+
+
+__all__ = ["BlockOutcome", "export_blocks", "in_scope", "serve", "take", "take_named"]
