@@ -117,12 +117,12 @@ def test_a_source_failing_half_way_stores_nothing(tmp_path: Path) -> None:
 
 
 def test_a_hundred_megabytes_stream_through_sqlite_in_constant_memory(tmp_path: Path) -> None:
-    size, piece = 100 * 2**20 + 12_345, os.urandom(2**20)
+    size, base = 100 * 2**20 + 12_345, os.urandom(CHUNK_SIZE)
     source, out = tmp_path / "big.bin", tmp_path / "out.bin"
     want = hashlib.sha256()
     with source.open("wb") as f:
-        for i in range(size // len(piece) + 1):
-            part = piece[: size - i * len(piece)]
+        for i, lo in enumerate(range(0, size, CHUNK_SIZE)):  # every chunk differs: 400 blocks stored
+            part = (i.to_bytes(8, "big") + base[8:])[: size - lo]
             f.write(part)
             want.update(part)
     r = Replica.open(tmp_path / "r")

@@ -11,7 +11,7 @@ block at most once per session, and no block ever makes a conversation's records
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -30,8 +30,9 @@ class ArtifactPeer(Protocol):
         """The artifact blocks `conv`'s records name that are not held whole, in CID order."""
         ...
 
-    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
-        """The blocks among `cids` held here and in `conv`'s scope, manifests first."""
+    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
+        """The blocks among `cids` held here and in `conv`'s scope, manifests first, read one
+        at a time as the caller takes them (it stops at its budget: memory stays bounded)."""
         ...
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
@@ -44,7 +45,7 @@ def artifacts_of(peer: object) -> ArtifactPeer | None:
     return peer if isinstance(peer, ArtifactPeer) else None
 
 
-def fill(blocks: Sequence[tuple[CID, bytes]], left: list[int], budget: int) -> list[tuple[CID, bytes]]:
+def fill(blocks: Iterable[tuple[CID, bytes]], left: list[int], budget: int) -> list[tuple[CID, bytes]]:
     """The leading `blocks` that fit in what is `left` of the budget (an empty message always
     takes one); `left` is reduced by what they cost."""
     out: list[tuple[CID, bytes]] = []

@@ -61,13 +61,14 @@ def in_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
     return found
 
 
-def serve(store: Store, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
+def serve(store: Store, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
     """The blocks among `cids` held here and in `conv`'s scope: manifests first, then the
-    rest, each group in the order asked. Blocks are checked: a rotten one is not served."""
+    rest, each group in the order asked, each read only when the caller takes it (a reply
+    stops at its budget, so a want of 100 MB of chunks never holds them all). Blocks are
+    checked: a rotten one is not served."""
     allowed = in_scope(store, conv, cids)
     ordered = [c for c in cids if c in allowed and c.codec == DAG_CBOR] + [
         c for c in cids if c in allowed and c.codec != DAG_CBOR]
-    out: list[tuple[CID, bytes]] = []
     for cid in dict.fromkeys(ordered):
         data = store.get_block(cid)
         if data is None:
@@ -76,8 +77,7 @@ def serve(store: Store, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes
             verify_block(cid, data)
         except ConvgraphError:
             continue  # ours is rotten: better missing at the peer than wrong there
-        out.append((cid, data))
-    return out
+        yield cid, data
 
 
 def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:

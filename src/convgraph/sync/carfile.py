@@ -11,6 +11,7 @@ folded state (`docs/sync.md`, CAR files).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -158,6 +159,12 @@ class _Import:
         self.flush()  # the records before it may be what names it
         if cid in self.named or cid in self.chunks:
             self.artifacts.append((cid, data))
+            if cid.codec == DAG_CBOR and cid in self.named:
+                # its chunks follow it in the file: in scope from now, or each would wait for the
+                # end of the file in `later` (a 100 MB artifact held whole); `take_named`
+                # still checks the manifest and every chunk against what it stored
+                with contextlib.suppress(ConvgraphError):
+                    self.chunks.update(decode_manifest(data).chunks)
             if len(self.artifacts) >= _ARTIFACT_BATCH:
                 self._store_artifacts()
         else:

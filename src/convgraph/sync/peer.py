@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from convgraph import artifact_checks
 from convgraph.adoption import compaction_of
@@ -129,7 +129,7 @@ class ReplicaPeer:
     def missing_artifacts(self, conv: str) -> list[CID]:
         return missing(self.replica.store, conv)
 
-    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> list[tuple[CID, bytes]]:
+    def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
         return artifact_scope.serve(self.replica.store, conv, cids)
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
