@@ -213,3 +213,21 @@ def test_cat_stops_at_a_rotten_block_after_the_good_ones(home: Path) -> None:
     assert rotten.stdout == data[:CHUNK_SIZE]
     assert str(second) in failed(rotten)
     assert str(second) in failed(cg(home, "cat", cid, "--json", ok=False))
+
+
+def test_a_decision_on_code_that_changed_after_its_review_is_shown_stale(home: Path, tmp_path: Path) -> None:
+    v1, v2, v3 = b"n = 1\n", b"n = 2\n", b"n = 3\n"
+    (tmp_path / "v1.py").write_bytes(v1)
+    base = cg(home, "put", str(tmp_path / "v1.py")).stdout.decode().strip()
+    first = js(home, "patch", "--base", base, "-", stdin=make_unified_diff(v1, v2, "n.py").encode())
+    js(home, "review", first["cid"], "--verdict", "approve", "--body", "fine")
+    ask = js(home, "ask", "merge?", "--subject", first["cid"], "--option", "merge", "--reviews", "1")
+    # a newer patch on top of the reviewed one lands before the decision, and nobody reviews it
+    second = js(home, "patch", "--base", first["result"], "-", stdin=make_unified_diff(v2, v3, "n.py").encode())
+    made = cg(home, "decide", ask["cid"], "merge")
+    assert "STALE" in made.stderr.decode() and second["cid"] in made.stderr.decode()
+    decision = made.stdout.decode().strip()
+    shown = js(home, "show", decision)
+    assert [(a["kind"], a["newer"]) for a in shown["authority"]] == [("stale", [second["cid"]])]
+    assert "unreviewed newer patch" in cg(home, "show", decision).stderr.decode()
+    assert "authority" not in js(home, "show", ask["cid"])  # only the decision is stale

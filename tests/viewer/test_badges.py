@@ -81,3 +81,20 @@ def test_a_compacted_record_shows_its_header_and_where_its_content_went(tmp_path
             detail = client.get(record_url(old.cid)).text
     assert "compacted: only the header is held" in detail and str(old.cid) in detail
     assert 'id="payload"' not in detail
+
+
+def test_a_stale_decision_page_says_which_newer_patch_no_review_saw(tmp_path: Path) -> None:
+    from convgraph.artifacts.diff import make_unified_diff  # noqa: PLC0415
+
+    with Replica.open(tmp_path / "r") as r:
+        conv = r.create("stale")
+        first = r.patch(conv, r.put(b"n = 1\n"), make_unified_diff(b"n = 1\n", b"n = 2\n", "n.py"))
+        r.review(conv, first.cid, "fine", verdict="approve")
+        ask = r.ask(conv, "merge?", subject=first.cid, options=["merge"], reviews=1)
+        second = r.patch(conv, first.payload["result"], make_unified_diff(b"n = 2\n", b"n = 3\n", "n.py"))
+        decision = r.decide(conv, ask.cid, "merge")
+        client = _client(r)
+        page = client.get(record_url(decision.cid)).text
+        notes = re.findall(r'<p class="badge warn authority-note">([^<]*)</p>', page)
+        assert len(notes) == 1 and notes[0].startswith("stale:") and str(second.cid) in notes[0]
+        assert "authority-note" not in client.get(record_url(ask.cid)).text

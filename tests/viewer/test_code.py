@@ -66,3 +66,20 @@ def test_views_of_a_snapshot_a_patch_and_the_records_that_name_them() -> None:
     assert code.view(r, r.say(conv, "user", "hi")) is None
     unheld = r.write(conv, "review_comment", {"target": CID.of_raw(b"elsewhere"), "body": "?"})
     assert code.view(r, unheld) == code.CodeView("review_comment", target=code.Target(CID.of_raw(b"elsewhere"), None))
+
+
+def test_a_stale_decision_says_so_on_its_page_and_the_rest_say_nothing() -> None:
+    from convgraph.viewer.views import record as record_view
+
+    r = Replica.in_memory()
+    conv = r.create("review")
+    base = r.put(b"n = 1\n")
+    first = r.patch(conv, base, make_unified_diff(b"n = 1\n", b"n = 2\n", "n.py"))
+    r.review(conv, first.cid, "fine", verdict="approve")
+    ask = r.ask(conv, "merge?", subject=first.cid, options=["merge"], reviews=1)
+    second = r.patch(conv, first.payload["result"], make_unified_diff(b"n = 2\n", b"n = 3\n", "n.py"))
+    decision = r.decide(conv, ask.cid, "merge")
+    view = record_view(r, decision.cid)
+    assert view is not None and len(view.notes) == 1
+    assert view.notes[0].startswith("stale:") and str(second.cid) in view.notes[0]
+    assert record_view(r, ask.cid).notes == ()  # type: ignore[union-attr]

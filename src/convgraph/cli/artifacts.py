@@ -158,6 +158,8 @@ def _register_review(cli: click.Group) -> None:
         _errors,
         _replica,
         conv_option,
+        err,
+        error_line,
         json_option,
         out,
     )
@@ -225,7 +227,11 @@ def _register_review(cli: click.Group) -> None:
         with _replica(ctx) as r:
             where = inputs.existing(ctx.obj["home"], r, conv)
             rec = r.decide(where, inputs.cid(r, request), choice, rationale=rationale)
+            notes = [f for f in r.authority(where).findings() if f.cid == rec.cid]
         if as_json:
-            _emit({"cid": str(rec.cid), "request": str(rec.payload["request"])})
+            _emit({"cid": str(rec.cid), "request": str(rec.payload["request"]),
+                   "authority": [f.to_json() for f in notes]})
         else:
             out.print(str(rec.cid))
+            for f in notes:  # written all the same: the record says what was decided, and when
+                err.print(error_line(f.kind.upper(), f.sentence()))

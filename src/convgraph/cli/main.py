@@ -317,10 +317,16 @@ def show(ctx: click.Context, cid: str, as_json: bool) -> None:
         except CompactedError:
             compacted.show(r, found, as_json=as_json)
             return
+        notes = [f for f in r.authority(rec.conv).findings() if f.cid == rec.cid] \
+            if is_rooted(rec.conv) else []
     body = record_json(rec)
+    if notes:  # a stale decision, or one that omitted a review (docs/authority.md §8)
+        body["authority"] = [f.to_json() for f in notes]
     if as_json:
         _emit(body)
         return
+    for f in notes:
+        err.print(error_line(f.kind.upper(), f.sentence()))
     for key in ("cid", "conv", "kind", "branch", "actor", "fingerprint", "seq", "hlc", "parents", "refs"):
         if key in body:
             value = body[key]

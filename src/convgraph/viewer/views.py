@@ -136,6 +136,7 @@ class RecordView:
     payload: str | None
     excluded: str | None
     code: CodeView | None = None  # a snapshot's files, a patch's diff, what a review names
+    notes: tuple[str, ...] = ()  # what the authority projection finds of it: stale, omitted review
 
 
 def conversations(replica: Replica, readable: Iterable[str], aliases: Mapping[str, str]) -> list[ConvRow]:
@@ -206,6 +207,8 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
     authority = _authority(replica, meta.conv)
     exclusion = next((e for e in authority.excluded() if e.cid == cid), None) if authority else None
     excluded = safe_text.line(exclusion.reason) if exclusion else None
+    found = authority.findings() if authority else ()
+    notes = tuple(safe_text.line(f.sentence()) for f in found if f.cid == cid)
     refs = tuple(rec.refs) if rec is not None else ()
     held_refs = replica.store.metas(refs)
     return RecordView(
@@ -214,7 +217,7 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
         fingerprint(meta.actor), meta.seq, utc(meta.hlc), f"{meta.hlc.wall_ms}.{meta.hlc.counter}",
         tuple((p, p in held) for p in meta.parents), tuple((r, r in held_refs) for r in refs),
         verified, safe_text.json_text(to_json(rec.payload)) if rec else None, excluded,
-        code.view(replica, rec) if rec is not None and verified is None else None)
+        code.view(replica, rec) if rec is not None and verified is None else None, notes)
 
 
 def turn_text(turn: Turn) -> str:

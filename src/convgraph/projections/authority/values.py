@@ -42,3 +42,14 @@ class Finding:
     missing: tuple[bytes, ...] = ()
     detail: str = ""
     newer: tuple[CID, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """As `convgraph show` / `decide --json` give it: kind, the sentence, newer patches."""
+        return {"kind": self.kind, "sentence": self.sentence(), "newer": [str(c) for c in self.newer]}
+
+    def sentence(self) -> str:
+        """One line for people: what is wrong with the decision, and what shows it."""
+        if self.kind == "stale":
+            return ("stale: the code changed after its reviews; unreviewed newer patch "
+                    + ", ".join(map(str, self.newer)))
+        return f"{self.kind.replace('_', ' ')}: {self.detail}" if self.detail else self.kind
