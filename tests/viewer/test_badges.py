@@ -84,7 +84,7 @@ def test_a_compacted_record_shows_its_header_and_where_its_content_went(tmp_path
 
 
 def test_a_stale_decision_page_says_which_newer_patch_no_review_saw(tmp_path: Path) -> None:
-    from convgraph.artifacts.diff import make_unified_diff  # noqa: PLC0415
+    from convgraph.artifacts.diff import make_unified_diff
 
     with Replica.open(tmp_path / "r") as r:
         conv = r.create("stale")
