@@ -46,11 +46,11 @@ def test_false_claims_become_findings_once_and_only_when_shown(replica: Replica)
     # the snapshot shows its lie by itself, found as it was written; the patches wait for their base
     assert [f.kind for f in replica.findings(conv)] == ["false_snapshot"]
     assert check_records(replica.store, [honest, forged, wrong], 1) == []  # stored already
-    replica.put(OLD)
-    found = check_conversation(replica.store, conv, 2)
+    old = replica.put(OLD)
+    found = check_conversation(replica.store, conv, [old], 2)
     assert [(f.kind, f.cites) for f in found] == [("false_patch", (forged.cid,))]
     assert all(verify_bundle(f.bundle).ok for f in found)
-    assert check_conversation(replica.store, conv, 3) == []  # one piece of evidence, one finding
+    assert check_conversation(replica.store, conv, [old], 3) == []  # one piece of evidence, one finding
     assert sorted(f.kind for f in replica.findings(conv)) == ["false_patch", "false_snapshot"]
 
 
