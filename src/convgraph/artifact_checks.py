@@ -14,6 +14,7 @@ from typing import Final
 
 from convgraph.artifacts.claims import CHECKED_KINDS
 from convgraph.checkpointing import finding_row
+from convgraph.core.cid import CID
 from convgraph.core.record import Record, load_trusted
 from convgraph.integrity.builders import artifact_claim_finding
 from convgraph.integrity.findings import Finding
@@ -36,15 +37,22 @@ def check_records(store: Store, records: Iterable[Record], now_ms: int) -> list[
 PAGE: Final = 1_000
 
 
-def check_conversation(store: Store, conv: str, now_ms: int) -> list[Finding]:
-    """`check_records` over every stored record of `conv`, a page at a time: after blocks
-    arrive (a sync, a CAR import), the claims that were pending."""
-    return check_records(store, _records(store, conv), now_ms)
+def check_conversation(store: Store, conv: str, arrived: Iterable[CID], now_ms: int) -> list[Finding]:
+    """`check_records` over the records of `conv` that name a block of `arrived`, or a held
+    manifest listing one (`Store.records_naming`, `Store.manifests_of`), a page at a time:
+    after blocks arrive (a sync, a CAR import), the claims that were pending on them, and
+    no other record of the conversation is read."""
+    return check_records(store, _records(store, conv, set(arrived)), now_ms)
 
 
-def _records(store: Store, conv: str) -> Iterator[Record]:
-    after = None
-    while rows := store.records_after(conv, after, PAGE):
-        page = [load_trusted(data, cid) for cid, data in rows]
-        yield from page
-        after = page[-1].order_key
+def _records(store: Store, conv: str, arrived: set[CID]) -> Iterator[Record]:
+    around = set(arrived)
+    for manifests in store.manifests_of(arrived).values():
+        around |= manifests
+    namers: set[CID] = set()
+    for records in store.records_naming(conv, around).values():
+        namers |= records
+    ordered = sorted(namers)
+    for i in range(0, len(ordered), PAGE):
+        page = store.get_many(ordered[i : i + PAGE])  # a compacted record has no bytes to judge
+        yield from (load_trusted(page[c], c) for c in ordered[i : i + PAGE] if c in page)

@@ -63,26 +63,15 @@ def get(store: Store, cid: CID) -> bytes:
 
 def missing(store: Store, conv: str) -> list[CID]:
     """The artifacts `conv`'s records name that are not held whole here: a named block absent
-    (and not a record), or a chunk of a held manifest absent. In binary CID order."""
+    (and not a record), or a chunk of a held manifest absent (its links, `Store.chunks_of`:
+    no manifest is decoded). In binary CID order."""
     named = store.artifact_refs(conv)
     held = store.has_blocks(named)
     out = {c for c in named - held if not store.has(c)}
-    for cid in held:
-        if cid.codec == DAG_CBOR:
-            out.update(_absent_chunks(store, cid))
-    return sorted(out)
-
-
-def _absent_chunks(store: Store, cid: CID) -> set[CID]:
-    block = store.get_block(cid)
-    if block is None:
-        return set()
-    try:
-        verify_block(cid, block)
-        chunks = decode_manifest(block).chunks
-    except ConvgraphError:
-        return set()  # not a manifest (or rotten): `verify` reports it, sync cannot mend it
-    return set(chunks) - store.has_blocks(chunks)
+    chunks: set[CID] = set()
+    for listed in store.chunks_of(c for c in held if c.codec == DAG_CBOR).values():
+        chunks |= listed
+    return sorted(out | (chunks - store.has_blocks(chunks)))
 
 
 def verify_blocks(store: Store) -> tuple[int, list[tuple[CID, ConvgraphError]]]:

@@ -1,7 +1,8 @@
 """The `Store` contract for artifact blocks (docs/format.md §17), on every store: put, get and
 has; idempotence; blocks landing with (or rolling back with) a transaction; `artifact_refs`
-kept by commit for records with bytes and never for header-only ones; and blocks of every
-size round-tripping through each store."""
+kept by commit for records with bytes and never for header-only ones, with the reverse look-ups
+(`records_naming`, `conversations_naming`) and the manifest links `put_blocks` keeps (`chunks_of`,
+`manifests_of`); and blocks of every size round-tripping through each store."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from test_contract import (  # noqa: F401  (fixtures)
 )
 
 from convgraph import replica_artifacts
-from convgraph.artifacts import CHUNK_SIZE, split
+from convgraph.artifacts import CHUNK_SIZE, Manifest, decode_manifest, encode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
@@ -178,3 +179,87 @@ def test_a_block_in_another_threads_open_transaction_is_not_seen(store: Store) -
     seen = (store.has_blocks([cid]), store.get_block(cid))
     thread.join()
     assert seen == (set(), None)
+
+
+# ---------------------------------------------------------------- the reverse look-ups
+
+
+def test_records_naming_says_which_record_names_which_artifact(store: Store) -> None:
+    first = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    snap = named("c1", "code_snapshot", {"blob": B, "tree": {"a.py": C, "b.py": A}}, seq=2, parents=(first,))
+    patch = named("c1", "patch", {"base": D, "result": E, "diff": "--- a\n+++ b\n"}, seq=3, parents=(snap,))
+    other = named("c2", "user_message", {"content": "x"}, refs=(A, F))
+    commit(store, first, snap, patch, other)
+    assert store.records_naming("c1", [A, B, D, F, CID.of_raw(b"never")]) == {
+        A: {first.cid, snap.cid}, B: {snap.cid}, D: {patch.cid}}
+    assert store.records_naming("c2", iter([A, A, B])) == {A: {other.cid}}
+    assert store.records_naming("c1", []) == {} and store.records_naming("absent", [A]) == {}
+    commit(store, first)  # stored again: named once
+    assert store.records_naming("c1", [A]) == {A: {first.cid, snap.cid}}
+
+
+def test_conversations_naming_is_the_reverse_of_artifact_refs(store: Store) -> None:
+    commit(store, named("c1", "user_message", {"content": "see"}, refs=(A, B)),
+           named("c2", "patch", {"base": A, "result": C, "diff": "-a\n+b\n"}), rec("c3"))
+    assert store.conversations_naming([A]) == {"c1", "c2"}
+    assert store.conversations_naming([B]) == {"c1"} and store.conversations_naming(iter([C, B])) == {"c1", "c2"}
+    assert store.conversations_naming([D]) == set() and store.conversations_naming([]) == set()
+
+
+def test_the_reverse_look_ups_roll_back_and_skip_headers(store: Store) -> None:
+    record = named("c1", "user_message", {"content": "see"}, refs=(A,))
+    aborted(store, lambda: commit(store, record))
+    assert store.records_naming("c1", [A]) == {} and store.conversations_naming([A]) == set()
+    store.commit(WriteSet(headers=[record.meta]))
+    assert store.records_naming("c1", [A]) == {} and store.conversations_naming([A]) == set()
+
+
+def test_many_named_artifacts_are_looked_up_at_once(store: Store) -> None:
+    many = [CID.of_raw(b"named %d" % i) for i in range(1_200)]
+    one = named("c1", "user_message", {"content": "many"}, refs=tuple(many[:600]))  # 1,024 refs at most
+    two = named("c1", "user_message", {"content": "more"}, refs=tuple(many[600:]), seq=2, parents=(one,))
+    commit(store, one, two)
+    asked = [*many, *(CID.of_raw(b"absent %d" % i) for i in range(700))]
+    assert store.records_naming("c1", asked) == {c: {one.cid if i < 600 else two.cid} for i, c in enumerate(many)}
+    assert store.conversations_naming(asked) == {"c1"}
+
+
+def test_put_blocks_links_a_manifest_to_its_chunks(store: Store) -> None:
+    one = bytes(i % 251 for i in range(2 * CHUNK_SIZE + 5))
+    two = one[:CHUNK_SIZE] + b"another tail"  # shares its first chunk with `one`
+    (m1, blocks1), (m2, blocks2) = split(one), split(two)
+    store.put_blocks(blocks1)
+    chunks1 = {c for c, _ in blocks1 if c != m1}
+    raw_leaf = CID.of_raw(b"leaf")
+    store.put_blocks([(raw_leaf, b"leaf")])
+    assert store.chunks_of([m1, raw_leaf, m2]) == {m1: chunks1}
+    assert store.manifests_of([*chunks1, raw_leaf, m1]) == {c: {m1} for c in chunks1}
+    store.put_blocks(blocks2)
+    shared = CID.of_raw(one[:CHUNK_SIZE])
+    assert store.manifests_of([shared]) == {shared: {m1, m2}}
+    assert store.chunks_of(iter([m1, m2, m1])) == {m1: chunks1, m2: {c for c, _ in blocks2 if c != m2}}
+    assert store.chunks_of([]) == {} and store.manifests_of([]) == {}
+
+
+def test_a_dag_cbor_block_that_is_no_manifest_links_nothing(store: Store) -> None:
+    [record] = chain(1)
+    store.put_blocks([(record.cid, record.data)])  # a caller's own check let it through
+    assert store.chunks_of([record.cid]) == {}
+
+
+def test_links_roll_back_with_their_blocks(store: Store) -> None:
+    manifest, pieces = split(bytes(CHUNK_SIZE + 1))
+    aborted(store, lambda: store.put_blocks(pieces))
+    assert store.chunks_of([manifest]) == {} and store.manifests_of([c for c, _ in pieces]) == {}
+    store.put_blocks(pieces)
+    assert set(store.chunks_of([manifest])) == {manifest}
+
+
+def test_a_large_manifest_is_looked_up_at_once(store: Store) -> None:
+    size = 1_200 * CHUNK_SIZE  # more chunks than one SQLite query may name
+    manifest = encode_manifest(Manifest(tuple(CID.of_raw(b"chunk %d" % i) for i in range(1_200)), size))
+    cid = CID.of_record(manifest)  # a manifest's CID is dag-cbor, as a record's
+    store.put_blocks([(cid, manifest)])
+    chunks = decode_manifest(manifest).chunks
+    assert store.chunks_of([cid]) == {cid: set(chunks)}
+    assert store.manifests_of(chunks) == {c: {cid} for c in chunks}

@@ -20,7 +20,7 @@ from test_contract import GHOSTS, Universe, aborted, chain, check_against_record
 
 import pg
 from convgraph import Replica, SigningKey, replica_artifacts
-from convgraph.artifacts import CHUNK_SIZE, decode_manifest
+from convgraph.artifacts import CHUNK_SIZE, decode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
@@ -82,7 +82,7 @@ def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
 OURS_V1 = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
 OURS_V2 = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
 OURS_V3 = OURS_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"}
-OURS = OURS_V3 | {"blocks", "artifact_refs"}
+OURS = OURS_V3 | {"blocks", "artifact_refs", "block_links"}
 
 
 # ---------------------------------------------------------------- the schema
@@ -721,9 +721,14 @@ def test_a_version_3_schema_gets_its_artifact_refs_from_the_records(
     )
     assert again.artifact_refs("c1") == {A, B, C} and again.artifact_refs("c2") == {D, E}
     assert again.artifact_refs("c3") == set() and again.artifact_refs("plain") == set()
+    assert again.records_naming("c1", [A, C, D]) == {A: {first.cid}, C: {snap.cid}}
+    assert again.conversations_naming([E, F]) == {"c2"}
     assert sorted(again.index_rows("c1"), key=repr) == index
     again.put_blocks([(CID.of_raw(b"new"), b"new")])
     assert again.get_block(CID.of_raw(b"new")) == b"new"
+    manifest, pieces = split(bytes(CHUNK_SIZE + 1))
+    again.put_blocks(pieces)
+    assert set(again.chunks_of([manifest])[manifest]) == {c for c, _ in pieces if c != manifest}
 
 
 def test_a_block_rotted_on_disk_is_caught_on_the_way_out(

@@ -14,7 +14,7 @@ from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
 
 from convgraph import replica_artifacts
-from convgraph.artifacts import CHUNK_SIZE, decode_manifest
+from convgraph.artifacts import CHUNK_SIZE, decode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record
@@ -368,15 +368,21 @@ def test_a_version_3_file_gets_its_artifact_refs_from_the_records(
     db = raw()  # what version 3 made: no artifact tables
     db.execute("DROP TABLE blocks")
     db.execute("DROP TABLE artifact_refs")
+    db.execute("DROP TABLE block_links")
     db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     again = SqliteStore(path)
     try:
         assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert again.artifact_refs("c1") == {A, B, C} and again.artifact_refs("c2") == {D, E}
         assert again.artifact_refs("c3") == set() and again.artifact_refs("plain") == set()
+        assert again.records_naming("c1", [A, C, D]) == {A: {records[0].cid}, C: {records[1].cid}}
+        assert again.conversations_naming([E, F]) == {"c2"}
         assert sorted(again.index_rows("c1"), key=repr) == index  # the turn index was kept, not rebuilt
         again.put_blocks([(CID.of_raw(b"new"), b"new")])
         assert again.get_block(CID.of_raw(b"new")) == b"new"
+        manifest, pieces = split(bytes(CHUNK_SIZE + 1))
+        again.put_blocks(pieces)
+        assert set(again.chunks_of([manifest])[manifest]) == {c for c, _ in pieces if c != manifest}
     finally:
         again.close()
 

@@ -2,9 +2,10 @@
 
 A key may fetch an artifact (or, with `?block=1`, one block of it) when some conversation it
 may read has the CID in its artifact scope (`sync.artifact_scope`: named by a record, or a
-chunk of a named manifest held here). Every other case, unknown, not held whole, or named only
-where the key may not read, is the same 404, so an answer never tells a guesser whether a
-CID exists. Invariant: no byte goes out before the block it belongs to hashed to its CID.
+chunk of a named manifest held here), found through the store's reverse look-ups. Every
+other case, unknown, not held whole, or named only where the key may not read, is the same
+404, so an answer never tells a guesser whether a CID exists. Invariant: no byte goes out
+before the block it belongs to hashed to its CID.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from convgraph.artifacts.blocks import decode_manifest, read, verify_block
 from convgraph.core.cid import CID, DAG_CBOR, RAW
 from convgraph.errors import ConvgraphError
 from convgraph.store.base import Store
-from convgraph.sync.artifact_scope import in_scope
 
 RAW_TYPE = "application/vnd.ipld.raw"
 MANIFEST_TYPE = "application/vnd.ipld.dag-cbor"
@@ -23,8 +23,11 @@ ARTIFACT_TYPE = "application/octet-stream"
 
 
 def readable(store: Store, cid: CID, can_read: Callable[[str], bool]) -> bool:
-    """Whether a conversation `can_read` admits has `cid` in its artifact scope."""
-    return any(cid in in_scope(store, conv, [cid]) and can_read(conv) for conv in store.conversations())
+    """Whether a conversation `can_read` admits has `cid` in its artifact scope: the
+    conversations naming it or a held manifest listing it, found by two look-ups, whatever
+    else the server holds."""
+    manifests = store.manifests_of([cid]).get(cid, set())
+    return any(can_read(conv) for conv in sorted(store.conversations_naming({cid, *manifests})))
 
 
 def block(store: Store, cid: CID) -> bytes | None:

@@ -18,11 +18,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
+from convgraph.artifacts.blocks import decode_manifest
+from convgraph.artifacts.links import artifact_links
 from convgraph.core import codec
-from convgraph.core.cid import CID
+from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, RecordMeta
-from convgraph.errors import StoreCorruptError
+from convgraph.errors import ConvgraphError, StoreCorruptError
 from convgraph.integrity.statement import Statement
 from convgraph.projections.index_rows import (
     LINE_KINDS,
@@ -355,6 +357,24 @@ class Store(Protocol):
         (`artifacts.artifact_links`), held or not; kept by `commit` for each record it stores."""
         ...
 
+    def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
+        """For each of `cids` that the conversation's stored records name as an artifact, the
+        records naming it (kept by `commit` beside `artifact_refs`); one look-up per call."""
+        ...
+
+    def conversations_naming(self, cids: Iterable[CID]) -> set[str]:
+        """The conversations whose stored records name any of `cids` as an artifact."""
+        ...
+
+    def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:
+        """For each held manifest among `manifests`, the chunks it lists: links `put_blocks`
+        keeps for every dag-cbor block that decodes as a §17 manifest, so no caller decodes."""
+        ...
+
+    def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
+        """For each of `chunks` that a held manifest lists, the manifests listing it."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -452,6 +472,34 @@ def branch_row(name: str, row: tuple[int, int, bytes, bytes, bytes]) -> BranchRo
     """A `BranchRow` from the SQL stores' `wall, counter, actor, cid, origin` columns."""
     wall, counter, actor, cid, origin = row
     return BranchRow(name, (int(wall), int(counter), bytes(actor), bytes(cid)), CID._trusted(bytes(origin)))
+
+
+def artifact_rows(records: Iterable[Record]) -> list[tuple[str, bytes, bytes]]:
+    """The stores' `artifact_refs` rows of `records`: `conv, cid named, record`."""
+    return [(r.conv, bytes(c), bytes(r.cid)) for r in records for c in artifact_links(r)]
+
+
+def manifest_links(blocks: Iterable[tuple[CID, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The stores' `block_links` rows (`manifest, chunk`) of the manifests among `blocks`: a
+    dag-cbor block that does not decode as one links nothing (`verify` reports it)."""
+    links: list[tuple[bytes, bytes]] = []
+    for cid, data in blocks:
+        if cid.codec != DAG_CBOR:
+            continue
+        try:
+            chunks = decode_manifest(data).chunks
+        except ConvgraphError:
+            continue
+        links.extend((bytes(cid), bytes(c)) for c in chunks)
+    return links
+
+
+def group(pairs: Iterable[tuple[bytes, bytes]]) -> dict[CID, set[CID]]:
+    """`{a: {b, ...}}` of (a, b) byte pairs read back from a store, as CIDs."""
+    out: dict[CID, set[CID]] = {}
+    for a, b in pairs:
+        out.setdefault(CID._trusted(bytes(a)), set()).add(CID._trusted(bytes(b)))
+    return out
 
 
 def encode_blobs(blobs: Iterable[bytes]) -> bytes:

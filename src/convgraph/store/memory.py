@@ -18,7 +18,7 @@ from typing import Any
 from convgraph.artifacts.links import artifact_links
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import RecordMeta
+from convgraph.core.record import Record, RecordMeta
 from convgraph.errors import StoreError
 from convgraph.integrity.statement import Statement
 from convgraph.projections.index_rows import (
@@ -38,6 +38,7 @@ from convgraph.store.base import (
     QuarantineBounds,
     WriteSet,
     finding_cids,
+    manifest_links,
     sort_pairs,
     unique_checks,
 )
@@ -80,6 +81,10 @@ class MemoryStore:
         self._cited: dict[str, frozenset[CID]] = {}
         self._blocks: dict[CID, bytes] = {}
         self._artifact_refs: dict[str, set[CID]] = {}
+        self._namers: dict[tuple[str, CID], set[CID]] = {}  # (conv, artifact) -> records naming it
+        self._naming: dict[CID, set[str]] = {}  # artifact -> conversations naming it
+        self._chunks: dict[CID, frozenset[CID]] = {}  # held manifest -> its chunks
+        self._manifests: dict[CID, set[CID]] = {}  # chunk -> held manifests listing it
         self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
         self._copied: set[tuple[object, object]] = set()
         self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
@@ -146,7 +151,7 @@ class MemoryStore:
                     if (row := row_of(record)) is not None:
                         self._index(record.conv, row)
                     if links := artifact_links(record):
-                        self._own(self._artifact_refs, record.conv, set).update(links)
+                        self._name(record, links)
             for cid in writes.pending_remove:
                 self._unpend(cid)
             for entry in writes.pending_put:
@@ -502,11 +507,21 @@ class MemoryStore:
         with self._lock:
             return set(self._cited.get(conv, ()))
 
+    def _name(self, record: Record, links: frozenset[CID]) -> None:
+        self._own(self._artifact_refs, record.conv, set).update(links)
+        for cid in links:
+            self._own(self._namers, (record.conv, cid), set).add(record.cid)
+            self._own(self._naming, cid, set).add(record.conv)
+
     def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
         with self.transaction():
             for cid, data in blocks:
                 if cid not in self._blocks:
                     self._set(self._blocks, cid, bytes(data))
+                    if chunks := frozenset(CID._trusted(c) for _, c in manifest_links([(cid, data)])):
+                        self._set(self._chunks, cid, chunks)
+                        for chunk in chunks:
+                            self._own(self._manifests, chunk, set).add(cid)
 
     # reads take the lock like the others: a put in another thread's open transaction may
     # still roll back, and must not be seen before it commits
@@ -526,6 +541,22 @@ class MemoryStore:
     def artifact_refs(self, conv: str) -> set[CID]:
         with self._lock:
             return set(self._artifact_refs.get(conv, ()))
+
+    def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
+        with self._lock:
+            return {c: set(self._namers[conv, c]) for c in set(cids) if (conv, c) in self._namers}
+
+    def conversations_naming(self, cids: Iterable[CID]) -> set[str]:
+        with self._lock:
+            return {conv for c in set(cids) for conv in self._naming.get(c, ())}
+
+    def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:
+        with self._lock:
+            return {m: set(self._chunks[m]) for m in set(manifests) if m in self._chunks}
+
+    def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
+        with self._lock:
+            return {c: set(self._manifests[c]) for c in set(chunks) if c in self._manifests}
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

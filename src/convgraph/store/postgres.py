@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
-from convgraph.artifacts.links import ARTIFACT_KINDS, artifact_links
+from convgraph.artifacts.links import ARTIFACT_KINDS
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta, load_trusted
@@ -50,14 +50,17 @@ from convgraph.store.base import (
     PendingCheck,
     QuarantineBounds,
     WriteSet,
+    artifact_rows,
     branch_row,
     decode_blobs,
     encode_blobs,
     finding_cids,
     finding_of_row,
+    group,
     header_row,
     index_params,
     line_row,
+    manifest_links,
     meta_of_row,
     pending_of_row,
     prefix_range,
@@ -92,7 +95,7 @@ _TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_c
                                   "finding_cites"}
 _TABLES_V3: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
                                   "turn_hidden_as_of"}
-_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs"}
+_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links"}
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -136,7 +139,11 @@ CREATE TABLE IF NOT EXISTS {s}.finding_cites (conv text COLLATE "C" NOT NULL, ci
 _DDL_V4: Final = """
 CREATE TABLE IF NOT EXISTS {s}.blocks (cid bytea PRIMARY KEY, data bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS {s}.artifact_refs (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    PRIMARY KEY (conv, cid));
+    record bytea NOT NULL, PRIMARY KEY (conv, cid, record));
+CREATE INDEX IF NOT EXISTS artifact_refs_cid ON {s}.artifact_refs (cid, conv);
+CREATE TABLE IF NOT EXISTS {s}.block_links (manifest bytea NOT NULL, chunk bytea NOT NULL,
+    PRIMARY KEY (manifest, chunk));
+CREATE INDEX IF NOT EXISTS block_links_chunk ON {s}.block_links (chunk, manifest);
 """
 _DDL_V3: Final = """
 CREATE TABLE IF NOT EXISTS {s}.turn_line (conv text COLLATE "C" NOT NULL, line text COLLATE "C" NOT NULL,
@@ -157,7 +164,8 @@ _INDEX_INSERTS: Final = (
     "INSERT INTO {s}.turn_targets VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
     "INSERT INTO {s}.turn_branches VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
 )
-_ARTIFACT_REFS_INSERT: Final = "INSERT INTO {s}.artifact_refs VALUES (%s, %s) ON CONFLICT DO NOTHING"
+_ARTIFACT_REFS_INSERT: Final = "INSERT INTO {s}.artifact_refs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+_BLOCK_LINKS_INSERT: Final = "INSERT INTO {s}.block_links VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _BLOCKS_INSERT: Final = "INSERT INTO {s}.blocks VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
@@ -168,10 +176,6 @@ _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.Dead
 _NOT_OURS: Final = (pgerrors.UndefinedTable, pgerrors.UndefinedColumn, pgerrors.InvalidSchemaName,
                     pgerrors.DatatypeMismatch, pgerrors.UndefinedObject, pgerrors.UndefinedFunction)
 _Conn = psycopg.Connection[TupleRow]
-
-
-def _artifact_params(records: Iterable[Record]) -> list[tuple[str, bytes]]:
-    return [(r.conv, bytes(c)) for r in records for c in artifact_links(r)]
 
 
 def _why(exc: BaseException) -> str:
@@ -326,7 +330,7 @@ class PostgresStore:
         after = 0
         page = "SELECT id, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s"
         while rows := self._run(conn, page, after, _PAGE).fetchall():
-            refs = _artifact_params(load_trusted(bytes(d), CID(bytes(c))) for _, c, d in rows if d)
+            refs = artifact_rows(load_trusted(bytes(d), CID(bytes(c))) for _, c, d in rows if d)
             if refs:
                 with conn.cursor() as cur:
                     cur.executemany(self._sql(_ARTIFACT_REFS_INSERT), refs)
@@ -450,7 +454,7 @@ class PostgresStore:
                 (_INDEX_INSERTS[1], targets),
                 (_INDEX_INSERTS[2], branches),
                 (_ARTIFACT_REFS_INSERT,
-                 _artifact_params(r for r in fresh.values() if r.refs or r.kind in ARTIFACT_KINDS)),
+                 artifact_rows(r for r in fresh.values() if r.refs or r.kind in ARTIFACT_KINDS)),
                 ("DELETE FROM {s}.heads WHERE conv = %s AND cid = %s", unheaded),
                 ("INSERT INTO {s}.heads VALUES (%s, %s)", headed),
                 ("DELETE FROM {s}.pending WHERE cid = ANY(%s::bytea[])", gone),
@@ -842,11 +846,13 @@ class PostgresStore:
 
     def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
         # no `_bump`: blocks change no view of the records, so caches keyed on the token hold
-        params = [(bytes(c), d) for c, d in blocks]
-        if not params:
+        blocks = list(blocks)
+        if not blocks:
             return
         with self.transaction(), self._translated(), self._conn() as conn, conn.cursor() as cur:
-            cur.executemany(self._sql(_BLOCKS_INSERT), params)
+            cur.executemany(self._sql(_BLOCKS_INSERT), [(bytes(c), d) for c, d in blocks])
+            if links := manifest_links(blocks):
+                cur.executemany(self._sql(_BLOCK_LINKS_INSERT), links)
 
     def get_block(self, cid: CID) -> bytes | None:
         # binary results: in text format a bytea crosses the wire as hex, twice its size, and
@@ -869,8 +875,22 @@ class PostgresStore:
             after = bytes(rows[-1][0])
 
     def artifact_refs(self, conv: str) -> set[CID]:
-        rows = self._query("SELECT cid FROM {s}.artifact_refs WHERE conv = %s", conv)
+        rows = self._query("SELECT DISTINCT cid FROM {s}.artifact_refs WHERE conv = %s", conv)
         return {CID(bytes(r[0])) for r in rows}
+
+    def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
+        wanted = list({bytes(c) for c in cids})
+        sql = "SELECT cid, record FROM {s}.artifact_refs WHERE conv = %s AND cid = ANY(%s::bytea[])"
+        return group(self._query(sql, conv, wanted)) if wanted else {}
+
+    def conversations_naming(self, cids: Iterable[CID]) -> set[str]:
+        return {r[0] for r in self._any("SELECT DISTINCT conv FROM {s}.artifact_refs WHERE cid", cids)}
+
+    def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:
+        return group(self._any("SELECT manifest, chunk FROM {s}.block_links WHERE manifest", manifests))
+
+    def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
+        return group(self._any("SELECT chunk, manifest FROM {s}.block_links WHERE chunk", chunks))
 
     def close(self) -> None:
         with self._translated():

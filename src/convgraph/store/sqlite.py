@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from convgraph.artifacts.links import ARTIFACT_KINDS, artifact_links
+from convgraph.artifacts.links import ARTIFACT_KINDS
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.record import Record, RecordMeta, load_trusted
@@ -50,14 +50,17 @@ from convgraph.store.base import (
     PendingCheck,
     QuarantineBounds,
     WriteSet,
+    artifact_rows,
     branch_row,
     decode_blobs,
     encode_blobs,
     finding_cids,
     finding_of_row,
+    group,
     header_row,
     index_params,
     line_row,
+    manifest_links,
     meta_of_row,
     pending_of_row,
     prefix_range,
@@ -137,8 +140,12 @@ CREATE TABLE IF NOT EXISTS turn_branches (conv TEXT NOT NULL, name TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS turn_hidden (conv TEXT NOT NULL, cid BLOB NOT NULL,
     PRIMARY KEY (conv, cid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS blocks (id INTEGER PRIMARY KEY, cid BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS artifact_refs (conv TEXT NOT NULL, cid BLOB NOT NULL,
-    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS artifact_refs (conv TEXT NOT NULL, cid BLOB NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (conv, cid, record)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS artifact_refs_cid ON artifact_refs (cid, conv);
+CREATE TABLE IF NOT EXISTS block_links (manifest BLOB NOT NULL, chunk BLOB NOT NULL,
+    PRIMARY KEY (manifest, chunk)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS block_links_chunk ON block_links (chunk, manifest);
 CREATE TABLE IF NOT EXISTS turn_hidden_as_of (conv TEXT PRIMARY KEY, cursor INTEGER NOT NULL) WITHOUT ROWID;
 """
 _INDEX_INSERTS: Final = (
@@ -266,9 +273,8 @@ class SqliteStore:
             after = rows[-1][0]
 
     def _insert_artifact_refs(self, records: Iterable[Record]) -> None:
-        params = [(r.conv, _blob(bytes(c))) for r in records for c in artifact_links(r)]
-        if params:
-            self._db.executemany("INSERT OR IGNORE INTO artifact_refs VALUES (?, ?)", params)
+        if params := artifact_rows(records):
+            self._db.executemany("INSERT OR IGNORE INTO artifact_refs VALUES (?, ?, ?)", params)
 
     def _index(self, rows: Iterable[tuple[str, Row]]) -> None:
         self._insert_index(index_params(rows))
@@ -787,9 +793,12 @@ class SqliteStore:
 
     def put_blocks(self, blocks: Iterable[tuple[CID, bytes]]) -> None:
         # no `_commits` bump: blocks change no view of the records, so cached views stay valid
+        blocks = list(blocks)
         with self.transaction(), _translated():
             self._db.executemany("INSERT OR IGNORE INTO blocks (cid, data) VALUES (?, ?)",
                                  ((_blob(bytes(c)), d) for c, d in blocks))
+            if links := manifest_links(blocks):
+                self._db.executemany("INSERT OR IGNORE INTO block_links VALUES (?, ?)", links)
 
     def get_block(self, cid: CID) -> bytes | None:
         rows = self._query("SELECT data FROM blocks WHERE cid = ?", (bytes(cid),))
@@ -797,14 +806,17 @@ class SqliteStore:
 
     def has_blocks(self, cids: Iterable[CID]) -> set[CID]:
         wanted = {bytes(c): c for c in cids}
-        held: set[CID] = set()
-        keys = list(wanted)
-        for i in range(0, len(keys), 500):
-            part = keys[i : i + 500]
-            marks = ",".join("?" * len(part))
-            rows = self._query(f"SELECT cid FROM blocks WHERE cid IN ({marks})", tuple(part))
-            held.update(wanted[bytes(r[0])] for r in rows)
-        return held
+        rows = self._rows_in("SELECT cid FROM blocks WHERE cid IN ({})", wanted)
+        return {wanted[bytes(r[0])] for r in rows}
+
+    def _rows_in(self, sql: str, keys: Iterable[bytes], head: tuple[object, ...] = ()) -> list[Any]:
+        """The rows of `sql` (its `{}` a list of `keys`, after the arguments `head`), 500 keys a
+        query: SQLite's limit on arguments."""
+        ordered, rows = list(keys), []
+        for i in range(0, len(ordered), 500):
+            part = ordered[i : i + 500]
+            rows += self._query(sql.format(",".join("?" * len(part))), (*head, *part))
+        return rows
 
     def block_cids(self) -> Iterator[CID]:
         after = b""  # below every CID; the UNIQUE index on cid pages in binary order
@@ -814,8 +826,24 @@ class SqliteStore:
             after = rows[-1][0]
 
     def artifact_refs(self, conv: str) -> set[CID]:
-        rows = self._query("SELECT cid FROM artifact_refs WHERE conv = ?", (conv,))
+        rows = self._query("SELECT DISTINCT cid FROM artifact_refs WHERE conv = ?", (conv,))
         return {CID(bytes(r[0])) for r in rows}
+
+    def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
+        sql = "SELECT cid, record FROM artifact_refs WHERE conv = ? AND cid IN ({})"
+        return group(self._rows_in(sql, {bytes(c) for c in cids}, (conv,)))
+
+    def conversations_naming(self, cids: Iterable[CID]) -> set[str]:
+        sql = "SELECT DISTINCT conv FROM artifact_refs WHERE cid IN ({})"
+        return {r[0] for r in self._rows_in(sql, {bytes(c) for c in cids})}
+
+    def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:
+        sql = "SELECT manifest, chunk FROM block_links WHERE manifest IN ({})"
+        return group(self._rows_in(sql, {bytes(c) for c in manifests}))
+
+    def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
+        sql = "SELECT chunk, manifest FROM block_links WHERE chunk IN ({})"
+        return group(self._rows_in(sql, {bytes(c) for c in chunks}))
 
     def close(self) -> None:
         with self._lock, _translated():

@@ -1,7 +1,8 @@
 """Which artifact blocks a conversation's sync may move: its scope, and the checks on arrival.
 
 A conversation's **scope** is every CID its records name as artifacts (`Store.artifact_refs`)
-plus the chunks of every manifest among them that the replica holds. Sync serves a block
+plus the chunks of every manifest among them that the replica holds (the links `put_blocks`
+kept when the manifest was stored, so no manifest is decoded to answer). Sync serves a block
 only when it is in the scope of the section's conversation, and stores a block a peer sent
 only when it hashes to its CID, is in that scope (manifests that came with the same batch
 count), and, under a dag-cbor CID, is a §17 manifest. Invariant: a block never enters or
@@ -34,30 +35,22 @@ class BlockOutcome:
         self.refused += other.refused
 
 
-def _chunks(store: Store, manifests: Iterable[CID]) -> set[CID]:
-    """The chunks of the held, valid manifests among `manifests`."""
+def _union(groups: Iterable[set[CID]]) -> set[CID]:
     out: set[CID] = set()
-    for cid in manifests:
-        if cid.codec != DAG_CBOR:
-            continue
-        block = store.get_block(cid)
-        if block is None:
-            continue
-        try:
-            verify_block(cid, block)
-            out.update(decode_manifest(block).chunks)
-        except ConvgraphError:
-            continue  # a rotten manifest names nothing: `verify` reports it
+    for group in groups:
+        out |= group
     return out
 
 
 def in_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
-    """The CIDs among `cids` that lie in `conv`'s artifact scope on this replica."""
+    """The CIDs among `cids` that lie in `conv`'s artifact scope on this replica: a few
+    look-ups of the asked CIDs and their manifests, whatever else `conv` names."""
     asked = set(cids)
-    named = store.artifact_refs(conv)
-    found = asked & named
-    if asked - found:  # only then are manifests read
-        found |= (asked - found) & _chunks(store, named)
+    found = set(store.records_naming(conv, asked))
+    if rest := asked - found:  # only then are manifests looked up
+        owners = store.manifests_of(rest)
+        named = set(store.records_naming(conv, _union(owners.values()))) if owners else set()
+        found |= {c for c, manifests in owners.items() if manifests & named}
     return found
 
 
@@ -82,7 +75,11 @@ def serve(store: Store, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, b
 
 def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
     """Check and store blocks a peer sent for `conv`; each bad one is refused on its own."""
-    return take_named(store, store.artifact_refs(conv), blocks, where=f"of {conv!r}")
+    cids = {c for c, _ in blocks}
+    # what `conv` names among these blocks and the held manifests listing them: all
+    # `take_named` asks about, read without reading the rest of what `conv` names
+    around = cids | _union(store.manifests_of(cids).values())
+    return take_named(store, set(store.records_naming(conv, around)), blocks, where=f"of {conv!r}")
 
 
 def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]], *,
@@ -91,47 +88,53 @@ def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]
     chunk of a named manifest held or in this batch); refuse each other one on its own.
 
     Manifests go first, so the chunks they name (in the same batch) are in scope after them.
+    Held manifests are found by their links (`Store.manifests_of`), one look-up per batch.
     """
     outcome = BlockOutcome()
     ordered = sorted(blocks, key=lambda b: b[0].codec != DAG_CBOR)
-    held = store.has_blocks(c for c, _ in blocks)
-    chunks: set[CID] | None = None
+    batch: set[CID] = set()  # chunks of the named manifests of this batch
     with store.transaction():
+        held = store.has_blocks(c for c, _ in blocks)
+        owners = store.manifests_of({c for c, _ in blocks} - named)
         for cid, data in ordered:
             try:
                 verify_block(cid, data)
-                if cid.codec == DAG_CBOR:
-                    manifest = decode_manifest(data)  # a record's bytes are no artifact block
-                if cid not in named:
-                    chunks = _chunks(store, named) if chunks is None else chunks
-                    if cid not in chunks:
-                        why = f"no record {where} names this block" if where else "no record names this block"
-                        raise ArtifactScopeError(why, cid=str(cid))
+                # a record's bytes are no artifact block: a dag-cbor block must be a manifest
+                chunks = decode_manifest(data).chunks if cid.codec == DAG_CBOR else ()
+                if cid not in named and cid not in batch and not owners.get(cid, set()) & named:
+                    why = f"no record {where} names this block" if where else "no record names this block"
+                    raise ArtifactScopeError(why, cid=str(cid))
             except ConvgraphError as exc:
                 outcome.refused.append((cid, exc.rule, str(exc)))
                 continue
+            if cid in named:
+                batch.update(chunks)
             if cid in held:
                 outcome.duplicate += 1
                 continue
             store.put_blocks([(cid, data)])
             held.add(cid)
             outcome.stored.append(cid)
-            if cid.codec == DAG_CBOR and cid in named:
-                chunks = (_chunks(store, named) if chunks is None else chunks) | set(manifest.chunks)
     return outcome
+
+
+PAGE = 500  # named CIDs whose manifest links `export_blocks` reads in one look-up
 
 
 def export_blocks(store: Store, conv: str, seen: set[CID]) -> Iterator[tuple[CID, bytes]]:
     """The artifact blocks `conv`'s records name that are held here, each manifest followed by
     its held chunks, in CID order, leaving out those in `seen` (which it extends)."""
-    for cid in sorted(store.artifact_refs(conv)):
-        data = store.get_block(cid)
-        if data is None or cid in seen:
-            continue
-        seen.add(cid)
-        yield cid, data
-        if cid.codec == DAG_CBOR:
-            for chunk in sorted(_chunks(store, [cid]) - seen):
+    named = sorted(store.artifact_refs(conv))
+    for i in range(0, len(named), PAGE):
+        page = named[i : i + PAGE]
+        links = store.chunks_of(c for c in page if c.codec == DAG_CBOR)
+        for cid in page:
+            data = None if cid in seen else store.get_block(cid)
+            if data is None:
+                continue
+            seen.add(cid)
+            yield cid, data
+            for chunk in sorted(links.get(cid, set()) - seen):
                 block = store.get_block(chunk)
                 if block is not None:
                     seen.add(chunk)

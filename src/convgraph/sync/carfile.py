@@ -117,6 +117,7 @@ class _Import:
         self.named: set[CID] = set()  # artifact links of the file's records (not rejected)
         self.convs: set[str] = set()  # conversations of the file's records
         self.chunks: set[CID] = set()  # chunks of the manifests stored by this import
+        self.stored: list[CID] = []  # artifact blocks this import stored: what claims wait on
         self.artifacts: list[tuple[CID, bytes]] = []  # in scope, to store with the next batch
         self.later: dict[CID, bytes] = {}  # no record read so far names them: judged at the end
         self.skipped_raw: dict[CID, OtherBlock] = {}
@@ -174,11 +175,11 @@ class _Import:
         outcome = take_named(self.replica.store, self.named, self.artifacts, where="in the file")
         self.artifacts = []
         self.summary.artifacts += len(outcome.stored) + outcome.duplicate
+        self.stored += outcome.stored
         for cid in outcome.stored:
             self.skipped_raw.pop(cid, None)
-            if cid.codec == DAG_CBOR:
-                block = self.replica.store.get_block(cid)
-                self.chunks.update(decode_manifest(block).chunks if block is not None else ())
+        for chunks in self.replica.store.chunks_of(c for c in outcome.stored if c.codec == DAG_CBOR).values():
+            self.chunks |= chunks
         for cid, rule, why in outcome.refused:
             other = self.skipped_raw.pop(cid, None)
             if rule == "artifact_scope" and final:  # named by nothing in the file: as before, skipped
@@ -256,9 +257,9 @@ class _Import:
         self._store_artifacts()
         self.artifacts, self.later = sorted(self.later.items()), {}  # what came before what names it
         self._store_artifacts(final=True)
-        if self.summary.artifacts:  # claims that waited for these blocks (docs/integrity.md §6.4)
+        if self.stored:  # claims that waited for these blocks (docs/integrity.md §6.4)
             for conv in sorted(self.convs):
-                artifact_checks.check_conversation(store, conv, self.replica.clock())
+                artifact_checks.check_conversation(store, conv, self.stored, self.replica.clock())
         self.summary.missing_artifacts = sorted({c for conv in self.convs for c in missing(store, conv)
                                                  if c in self.named or c in self.chunks})
         left = store.pending_get(self.waiting) if self.waiting and store.pending_stats()[0] else {}

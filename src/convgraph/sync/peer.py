@@ -135,7 +135,8 @@ class ReplicaPeer:
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
         outcome = artifact_scope.take(self.replica.store, conv, blocks)
         if outcome.stored:  # claims that waited for these blocks can be judged now (integrity.md §6.4)
-            artifact_checks.check_conversation(self.replica.store, conv, self.replica.clock())
+            artifact_checks.check_conversation(self.replica.store, conv, outcome.stored,
+                                               self.replica.clock())
         return outcome
 
     def base(self, conv: str) -> Base | None:
