@@ -81,6 +81,12 @@ MODULES: dict[str, tuple[str, ...]] = {
     "integrity/note.py": ("tests/integrity/test_note.py",),
     "integrity/checkpoints.py": ("tests/integrity/test_checkpoints.py", "tests/test_checkpointing.py"),
     "projections/validity.py": ("tests/projections/test_validity.py", "tests/projections/test_resume.py"),
+    # artifacts (issue 14, docs/format.md §17/§18): the pure modules, directly, through the
+    # vectors, and through the replica that stores and checks them
+    "artifacts/blocks.py": ("tests/artifacts/test_blocks.py", "tests/artifacts/test_artifact_vectors.py",
+                            "tests/artifacts/test_smoke_skeleton.py", "tests/test_replica_artifacts.py"),
+    "artifacts/diff.py": ("tests/artifacts/test_diff.py",),
+    "artifacts/claims.py": ("tests/artifacts/test_claims.py", "tests/integrity/test_artifact_evidence.py"),
 }
 KILLED = {"killed", "timeout", "segfault"}
 

@@ -21,6 +21,7 @@ import pytest
 from convgraph import errors
 from convgraph.artifacts import CHUNK_SIZE, decode_manifest, read, split
 from convgraph.artifacts.blocks import MAX_CHUNKS, Manifest, encode_manifest
+from convgraph.core import codec
 from convgraph.core.cid import CID
 from vectors.loader import generator
 
@@ -138,3 +139,76 @@ def test_the_chunk_count_bounds() -> None:
     with pytest.raises(errors.ManifestError):
         decode_manifest(too_many)
     assert manifest_by_hand([b"x"] * MAX_CHUNKS, CHUNK * MAX_CHUNKS) == most
+
+
+# ---------------------------------------------------------------- what each error says (§17.3, §17.6, §17.7)
+
+RULE_1 = "not canonical DAG-CBOR: "
+MESSAGES = {  # the rule of §17.3 each invalid manifest breaks, in the decoder's words
+    "extra_key": "a manifest is a map with exactly chunks, size, type and v",
+    "missing_key": "a manifest is a map with exactly chunks, size, type and v",
+    "not_a_map": "a manifest is a map with exactly chunks, size, type and v",
+    "v_2": "v must be 1 and type 'convgraph/chunks'",
+    "v_true": "v must be 1 and type 'convgraph/chunks'",
+    "v_float": "v must be 1 and type 'convgraph/chunks'",
+    "other_type": "v must be 1 and type 'convgraph/chunks'",
+    "size_text": "chunks must be an array of links and size an integer",
+    "size_float": "chunks must be an array of links and size an integer",
+    "chunk_bytes": "chunks must be an array of links and size an integer",
+    "chunks_map": "chunks must be an array of links and size an integer",
+    "one_chunk": "a manifest lists 2 to 4096 chunks, not 1",
+    "no_chunks": "a manifest lists 2 to 4096 chunks, not 0",
+    "dag_cbor_chunk": "every chunk must be a raw (0x55) link",
+    "size_fits_one_chunk": "size 262144 does not fit 2 chunks of 262144",
+    "size_over_the_chunks": "size 524289 does not fit 2 chunks of 262144",
+    "size_negative": "size -1 does not fit 2 chunks of 262144",
+}
+
+
+@pytest.mark.parametrize("case", DATA["invalid_manifests"], ids=lambda c: c["name"])
+def test_every_manifest_error_names_the_block_and_the_rule_it_broke(case: dict[str, Any]) -> None:
+    """§17.3: the error names the block's dag-cbor CID; §17.7: `str()` ends with it."""
+    block = bytes.fromhex(case["hex"])
+    with pytest.raises(errors.ManifestError) as caught:
+        decode_manifest(block)
+    cid = cid_text(b"\x71", block)
+    assert caught.value.cid == cid and str(caught.value) == f"{caught.value.message} (artifact {cid})"
+    if case["well_formed_dag_cbor"]:
+        assert caught.value.message == MESSAGES[case["name"]]
+    else:  # rule 1: the codec's own refusal follows
+        assert caught.value.message.startswith(RULE_1) and len(caught.value.message) > len(RULE_1)
+
+
+@pytest.mark.parametrize("case", DATA["invalid_manifests"], ids=lambda c: c["name"])
+def test_well_formed_dag_cbor_says_whether_a_strict_generic_decoder_takes_the_bytes(case: dict[str, Any]) -> None:
+    """Else a vector meant for rules 2-7 would only test rule 1 (as `extra_key` once did: its
+    fifth key was out of length-first order)."""
+    block = bytes.fromhex(case["hex"])
+    if case["well_formed_dag_cbor"]:
+        codec.decode(block)
+    else:
+        with pytest.raises(errors.DecodeError):
+            codec.decode(block)
+
+
+def test_every_invalid_manifest_has_its_message_here() -> None:
+    assert {c["name"] for c in DATA["invalid_manifests"] if c["well_formed_dag_cbor"]} == set(MESSAGES)
+
+
+BAD_READS = {  # §17.6: which block each failure names, and what it says of it
+    "rotten_leaf": (0, "block bytes do not hash to their CID"),
+    "short_chunk": (1, "chunk 0 of {root} has 1 bytes"),
+    "missing_chunk": ("bafkreiayvq7hgq7qc2eqyuiosp4tkjqrnhm6h5lfinsctaypv4etj5hy4q", "artifact block not held"),
+    "missing_root": ("root", "artifact block not held"),
+}
+
+
+@pytest.mark.parametrize("case", DATA["bad_reads"], ids=lambda c: c["name"])
+def test_every_bad_read_names_the_block_that_failed(case: dict[str, Any]) -> None:
+    held = {CID.parse(c): bytes.fromhex(h) for c, h in case["blocks"].items()}
+    which, message = BAD_READS[case["name"]]
+    named = case["cid"] if which == "root" else which if isinstance(which, str) else list(case["blocks"])[which]
+    with pytest.raises(errors.ArtifactError) as caught:
+        b"".join(read(CID.parse(case["cid"]), held.get))
+    assert caught.value.cid == named
+    assert str(caught.value) == f"{message.format(root=case['cid'])} (artifact {named})"

@@ -6,11 +6,23 @@ from __future__ import annotations
 import itertools
 import os
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convgraph.artifacts import CHUNK_SIZE, Builder, read, split
-from convgraph.core.cid import RAW
+from convgraph.artifacts import (
+    CHUNK_SIZE,
+    MAX_CHUNKS,
+    Builder,
+    Manifest,
+    decode_manifest,
+    encode_manifest,
+    read,
+    split,
+)
+from convgraph.artifacts.blocks import is_artifact_cid
+from convgraph.core.cid import CID, RAW
+from convgraph.errors import ManifestError
 
 # sizes around the chunk edges, random bytes (cheap: os.urandom), cut at random points
 sizes = st.sampled_from([0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 2 * CHUNK_SIZE, 3 * CHUNK_SIZE + 7]) | \
@@ -47,3 +59,20 @@ def test_equal_chunks_share_one_block() -> None:
     cid, blocks = split(data)
     assert len({c for c, _ in blocks if c.codec == RAW}) == 1
     assert b"".join(read(cid, dict(blocks).get)) == data
+
+
+@given(st.integers(2, MAX_CHUNKS))
+def test_a_manifest_of_k_chunks_holds_exactly_the_sizes_k_chunks_can_hold(k: int) -> None:
+    """§17.3 rule 7, for every k: `(k-1)·CHUNK_SIZE < size ≤ k·CHUNK_SIZE`, by encoder and decoder."""
+    chunks = (CID.of_raw(b"x"),) * k
+    for size in ((k - 1) * CHUNK_SIZE + 1, k * CHUNK_SIZE):
+        assert decode_manifest(encode_manifest(Manifest(chunks, size))) == Manifest(chunks, size)
+    for size in ((k - 1) * CHUNK_SIZE, k * CHUNK_SIZE + 1):
+        with pytest.raises(ManifestError, match=f"^size {size} does not fit {k} chunks of {CHUNK_SIZE}$"):
+            encode_manifest(Manifest(chunks, size))
+
+
+def test_both_codecs_a_cid_can_have_name_possible_artifacts() -> None:
+    """§17.6: a raw CID names a one-block artifact, a dag-cbor CID a manifest (a CID of another
+    codec is not an artifact, and `CID` holds no other)."""
+    assert is_artifact_cid(CID.of_raw(b"x")) and is_artifact_cid(CID.of_record(b"x"))

@@ -157,3 +157,108 @@ def test_every_made_patch_holds_and_any_other_result_is_false(old: list[str], ne
 def test_artifact_cid_is_the_raw_cid_up_to_one_block(n: int) -> None:
     data = b"z" * n
     assert (artifact_cid(data) == CID.of_raw(data)) == (n <= blocks.CHUNK_SIZE)
+
+
+# ---------------------------------------------------------------- found by mutation testing (stop 22)
+
+
+def test_every_answer_names_its_record_and_says_why() -> None:
+    """Each answer names the record it is about (a finding cites it) and gives its reason."""
+    store = Blocks()
+    base = store.put(OLD)
+    with_result, without = patch(store, OLD, NEW), patch(store, OLD, NEW, result=None)
+    unknown = patch(store, OLD, NEW, format="f" * 100)
+    cases = [
+        (with_result, store.get, "the diff applies to the base and gives the result"),
+        (without, store.get, "the diff applies to the base"),  # the claim is only that it applies
+        (with_result, {}.get, f"block {base} of the base is not held"),
+        (unknown, store.get, f"format {'f' * 64!r} is not one this version checks"),
+    ]
+    for r, get, reason in cases:
+        got = check_claim(r, get)
+        assert got is not None and (got.record, got.kind, got.reason) == (r.cid, "patch", reason)
+    blob, other = store.put(OLD), store.put(NEW)
+    snapshots = [
+        ({"content": OLD.decode(), "blob": blob, "path": "f.py", "tree": {"f.py": blob}},
+         "content, blob, path and tree agree"),
+        ({"content": NEW.decode(), "blob": blob}, f"blob {blob} is not the CID of content ({other})"),
+        ({"blob": blob, "path": "f.py", "tree": {"f.py": other}},
+         f"tree names {other} at path 'f.py', the snapshot's file there is {blob}"),
+        ({"tree": {"a": artifact_cid(b"a"), "b": artifact_cid(b"b"), "c": blob}}, "2 named artifacts not held"),
+    ]
+    for payload, reason in snapshots:
+        r = record("code_snapshot", payload)
+        got = check_claim(r, store.get)
+        assert got is not None and (got.record, got.kind, got.reason) == (r.cid, "code_snapshot", reason)
+
+
+def test_a_pending_snapshot_lists_every_missing_block_once_in_cid_order() -> None:
+    store = Blocks()
+    absent = sorted([artifact_cid(b"a"), artifact_cid(b"b")])
+    snap = record("code_snapshot", {"blob": absent[1], "tree": {"x": absent[1], "y": absent[0], "z": store.put(OLD)}})
+    got = check_snapshot(snap, store.get)
+    assert (got.status, got.missing, got.blocks) == (ClaimStatus.PENDING, tuple(absent), ())
+
+
+def test_a_snapshot_reads_only_the_artifacts_it_names_and_a_whole_large_one_holds() -> None:
+    """§18.2: `blob` and the tree's values are read, nothing else (no blob: no read for it); an
+    artifact of several blocks, all held and of the right lengths, holds."""
+    store = Blocks()
+    large = store.put(b"q" * (blocks.CHUNK_SIZE + 5))
+    asked: list[CID] = []
+
+    def get(cid: CID) -> bytes | None:
+        assert isinstance(cid, CID)
+        asked.append(cid)
+        return store.get(cid)
+
+    got = check_snapshot(record("code_snapshot", {"tree": {"big": large}}), get)
+    assert got.status is ClaimStatus.HOLDS
+    assert set(asked) == set(store) and len(store) == 3  # the manifest and its two chunks
+    asked.clear()
+    assert check_snapshot(record("code_snapshot", {"blob": large, "path": "p"}), get).status is ClaimStatus.HOLDS
+    assert set(asked) == set(store)
+
+
+def _not_a_manifest(store: Blocks) -> tuple[CID, bytes]:
+    block = codec.encode({"hello": 1})
+    store[CID.of_record(block)] = block
+    return CID.of_record(block), block
+
+
+def test_a_blob_that_names_no_artifact_is_false_blob_whatever_the_tree() -> None:
+    store = Blocks()
+    bad, block = _not_a_manifest(store)
+    good = store.put(OLD)
+    for payload in ({"blob": bad}, {"blob": bad, "tree": {"f.py": good}}, {"blob": bad, "path": "f.py", "tree": {"f.py": bad}}):
+        got = check_snapshot(record("code_snapshot", payload), store.get)
+        assert (got.status, got.check, got.blocks) == (ClaimStatus.FALSE, "blob", (block,)), payload
+        assert got.reason == f"blob names no artifact: {bad} is not a chunk manifest: " \
+            "a manifest is a map with exactly chunks, size, type and v"
+
+
+def test_a_tree_value_that_is_no_manifest_is_false_tree_with_that_block_as_evidence() -> None:
+    store = Blocks()
+    bad, block = _not_a_manifest(store)
+    snap = record("code_snapshot", {"tree": {"a": store.put(OLD), "b": bad}})
+    got = check_snapshot(snap, store.get)
+    assert (got.status, got.check, got.blocks) == (ClaimStatus.FALSE, "tree", (block,))
+    assert check_snapshot(snap, {CID.of_record(block): block}.get) == got  # what a bundle replays
+
+
+def test_a_false_base_or_apply_carries_the_blocks_that_show_it() -> None:
+    """The invariant: a `FALSE` answer holds every block its check read, and replays from them."""
+    store = Blocks()
+    bad, block = _not_a_manifest(store)
+    no_base = record("patch", {"base": bad, "diff": ""})
+    got = check_patch(no_base, store.get)
+    assert (got.status, got.check, got.blocks) == (ClaimStatus.FALSE, "base", (block,))
+    assert got.reason == f"the base is no artifact: {bad} is not a chunk manifest: " \
+        "a manifest is a map with exactly chunks, size, type and v"
+    assert check_patch(no_base, {bad: block}.get) == got
+    text = b"".join(b"line %d\n" % i for i in range(40_000))  # a manifest and two chunks
+    wrong = patch(store, text, NEW, diff=make_unified_diff(b"other\n", NEW, "f.py"))
+    got = check_patch(wrong, store.get)
+    held = dict(blocks.split(text)[1])
+    assert (got.status, got.check, got.blocks) == (ClaimStatus.FALSE, "apply", tuple(sorted(held.values())))
+    assert check_patch(wrong, held.get) == got

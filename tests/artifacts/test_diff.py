@@ -189,3 +189,108 @@ def test_gnu_patch_also_refuses_a_diff_one_line_off_without_fuzz(tmp_path: Path)
     assert run.returncode == 0 and b"offset" in run.stdout
     with pytest.raises(PatchApplyError):
         apply_unified_diff(b"extra\n" + old, diff)
+
+
+# ---------------------------------------------------------------- every refusal, where and why (§18.1)
+
+_LONG = "x" * 100  # longer than the 80 bytes a message quotes
+
+
+@pytest.mark.parametrize(("base", "diff", "hunk", "line", "message"), [
+    (b"a\n", "--- a/f\n", 0, 1, "a `---` header not followed by a `+++` header"),
+    (b"a\n", "msg\n--- a/f\n@@ -1 +1 @@\n-a\n+b\n", 0, 2, "a `---` header not followed by a `+++` header"),
+    (b"a\n", "msg\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n", 0, 2, "a `+++` header without a `---` header before it"),
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n--- a/g\n+++ b/g\n", 2, 4, "a second file's header: a diff is of one file"),
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n a\n", 1, 4, "a line past the lines the hunk's header counts"),
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n-a\n", 1, 4, "a line past the lines the hunk's header counts"),
+    (b"a\n", "@@ -1 +1 @@\n-a\n+b\n+a\n", 1, 4, "a line past the lines the hunk's header counts"),
+    (b"a\n", "--- a/f\n+++ b/f\n a\n", 1, 3, "not a hunk header: b' a'"),  # no hunk before it
+    (b"a\n", f"--- a/f\n+++ b/f\n{_LONG}\n", 1, 3, f"not a hunk header: {b'x' * 80!r}"),
+    (b"a\n", "@@ -0,1 +1 @@\n-a\n+b\n", 1, 1, "a hunk with lines cannot start at line 0"),
+    (b"a\n", "@@ -1 +0,1 @@\n-a\n+b\n", 1, 1, "a hunk with lines cannot start at line 0"),
+    (b"a\nb\n", "@@ -1,2 +1,2 @@\n a\n", 1, 2, "the diff ends inside the hunk '@@ -1,2 +1,2 @@'"),
+    (b"a\nb\n", f"@@ -1,2 +1,2 @@\n a\n{_LONG}\n", 1, 3,
+     f"not a context, removed or added line: {b'x' * 80!r}"),
+    (b"a\nb\n", "@@ -1,2 +1 @@\n-a\n+x\n+y\n-b\n", 1, 4, "more lines than the header '@@ -1,2 +1 @@' counts"),
+    (b"a\nb\n", "@@ -1 +1,2 @@\n-a\n-b\n+x\n+y\n", 1, 3, "more lines than the header '@@ -1 +1,2 @@' counts"),
+    (b"a\nb\n", "@@ -2 +2 @@\n-b\n+c\n@@ -1 +1 @@\n-a\n+d\n", 2, 4,
+     "starts at base line 1, before the end of the hunk before it"),
+    (b"a\n", "@@ -2 +2 @@\n-a\n+b\n", 1, 1, "needs base lines 2 to 2; the base has 1"),
+    (b"a\nb\n", "@@ -1,3 +1,3 @@\n a\n b\n c\n", 1, 1, "needs base lines 1 to 3; the base has 2"),
+    (b"a\n", "@@ -1 +2 @@\n-a\n+b\n", 1, 1, "new side starts at line 2, but the result is at line 1 there"),
+    (b"a\nb\nc\n", "@@ -2 +1 @@\n-b\n+x\n", 1, 1, "new side starts at line 1, but the result is at line 2 there"),
+    (b"a\nb\n", "@@ -1,2 +1,2 @@\n x\n b\n", 1, 2, "base line 1 is b'a\\n', the diff expects b'x\\n'"),  # context
+    (b"a\nb\n", "@@ -1,2 +1,2 @@\n a\n-c\n+d\n", 1, 3, "base line 2 is b'b\\n', the diff expects b'c\\n'"),  # removed
+    (b"a\nb\n", "@@ -1,2 +1,2 @@\n a\n\\ No newline at end of file\n b\n", 1, 2,
+     "base line 1 is b'a\\n', the diff expects b'a'"),
+    (f"{_LONG}\n".encode(), f"@@ -1 +1 @@\n-{'y' * 100}\n+b\n", 1, 2,
+     f"base line 1 is {b'x' * 80!r}, the diff expects {b'y' * 80!r}"),
+    (b"a\nb\n", "@@ -1 +1 @@\n-a\n+x\n\\ No newline at end of file\n", 1, 3,
+     "a line marked without newline is not the last of the result"),  # an added line
+    (b"a\nb\nc\n", "@@ -1,2 +1,2 @@\n-a\n+x\n b\n\\ No newline at end of file\n", 1, 4,
+     "base line 2 is b'b\\n', the diff expects b'b'"),
+    (b"a\nb", "@@ -1 +1 @@\n a\n\\ No newline at end of file\n", 1, 2,
+     "base line 1 is b'a\\n', the diff expects b'a'"),
+])
+def test_each_refusal_names_its_hunk_its_diff_line_and_what_was_wrong(
+        base: bytes, diff: str, hunk: int, line: int, message: str) -> None:
+    """§18.1: `hunk` (0 for a header), `line` (1-based, of the diff), and a message naming the
+    base line where one was compared; quoted lines are cut at 80 bytes."""
+    with pytest.raises(PatchApplyError) as caught:
+        apply_unified_diff(base, diff)
+    assert (caught.value.hunk, caught.value.line) == (hunk, line)
+    assert caught.value.message == f"hunk {hunk}, diff line {line}: {message}"
+
+
+def test_a_context_line_without_newline_must_end_the_result_too() -> None:
+    """§18.1 rule 6: a context line is a new line as well; marked without `0x0A` (as the base's
+    last line is) while more new lines follow, it fails on its new side."""
+    with pytest.raises(PatchApplyError) as caught:
+        apply_unified_diff(b"a", "@@ -1 +1,2 @@\n a\n\\ No newline at end of file\n+b\n")
+    assert (caught.value.hunk, caught.value.line) == (1, 2)
+    assert caught.value.message.endswith("a line marked without newline is not the last of the result")
+
+
+@pytest.mark.parametrize(("base", "diff", "result"), [
+    (b"a\n", "a message of one line\n@@ -1 +1 @@\n-a\n+b\n", b"b\n"),  # a preamble of any length
+    (b"a\n", "one\ntwo\nthree\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n", b"b\n"),
+    (b"a\n", "--- a/f\n+++ b/f\n", b"a\n"),  # headers and no hunk: the base unchanged
+    (b"a\n", "--- a/f\n+++ b/f", b"a\n"),
+])
+def test_preambles_and_headers(base: bytes, diff: str, result: bytes) -> None:
+    assert apply_unified_diff(base, diff) == result
+
+
+def test_a_section_name_in_another_encoding_is_any_text() -> None:
+    """§18.1 rule 3: what follows `@@ ` is not read; `git diff` may write it in the file's own
+    encoding, so a diff given as bytes may carry bytes that are not UTF-8 there."""
+    assert apply_unified_diff(b"a\n", b"@@ -1 +1 @@ f\xe9()\n-a\n+b\n") == b"b\n"
+    with pytest.raises(PatchApplyError) as caught:
+        apply_unified_diff(b"a\n", b"@@ -1 +1 @@ f\xe9()\n-a\n")
+    assert caught.value.message == "hunk 1, diff line 2: the diff ends inside the hunk '@@ -1 +1 @@ f\ufffd()'"
+
+
+def test_make_refuses_bytes_that_are_not_text_saying_why() -> None:
+    with pytest.raises(SchemaError) as caught:
+        make_unified_diff(b"a\n", b"\xff\n", "f")
+    assert caught.value.message == "a patch's diff is text: a file not UTF-8 (invalid start byte) has none"
+
+
+@pytest.mark.skipif(shutil.which("diff") is None, reason="GNU diff is the reference for the format")
+@pytest.mark.parametrize(("old", "new"), [*_CASES, (b"a\nb\nc\nd\ne\nf\ng\nh\n", b"a\nb\nc\nD\ne\nf\ng\nh\n")])
+def test_make_writes_the_hunks_diff_u_writes(tmp_path: Path, old: bytes, new: bytes) -> None:
+    """The unified format as POSIX `diff -u` writes it: a range of one line is its start alone."""
+    (tmp_path / "a").write_bytes(old)
+    (tmp_path / "b").write_bytes(new)
+    run = subprocess.run(["diff", "-u", "a", "b"], cwd=tmp_path, capture_output=True, check=False)
+    assert make_unified_diff(old, new, "f").split("\n", 2)[2] == run.stdout.decode().split("\n", 2)[2]
+
+
+def test_a_one_line_change_among_many_equal_lines_changes_one_line() -> None:
+    """The diff shows what changed with 3 lines of context: a line common in the file (a blank
+    line, a brace) is no reason to rewrite the file around the change."""
+    old = [b"x\n"] * 300
+    new = [*old[:150], b"y\n", *old[151:]]
+    diff = make_unified_diff(b"".join(old), b"".join(new), "f").splitlines()[2:]
+    changed = [x for x in diff if x[:1] in ("-", "+")]
+    assert sorted(changed) == ["+y", "-x"]

@@ -101,7 +101,7 @@ def _invalid() -> list[dict[str, Any]]:
         ("keys_out_of_order", "the keys in bytewise instead of length-first order", _manifest(sorted(good)), False),
         ("size_long_head", "size written with an 8-byte argument", but(size=_head(0, CHUNK_SIZE + 1, 8)), False),
         ("trailing_byte", "a valid manifest followed by one more byte", _manifest(good) + b"\x00", False),
-        ("extra_key", "a fifth key, \"name\"", _manifest([*good[:2], ("name", _text("x")), *good[2:]]), True),
+        ("extra_key", "a fifth key, \"name\"", _manifest([good[0], ("name", _text("x")), *good[1:]]), True),
         ("missing_key", "no \"v\"", _manifest(good[1:]), True),
         ("not_a_map", "the chunks array alone", _chunks([C1, C2]), True),
         ("v_2", "v is 2", but(v=b"\x02"), True),
