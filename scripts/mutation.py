@@ -84,7 +84,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # artifacts (issue 14, docs/format.md §17/§18): the pure modules, directly, through the
     # vectors, and through the replica that stores and checks them
     "artifacts/blocks.py": ("tests/artifacts/test_blocks.py", "tests/artifacts/test_artifact_vectors.py",
-                            "tests/artifacts/test_smoke_skeleton.py", "tests/test_replica_artifacts.py"),
+                            "tests/artifacts/test_put_get.py", "tests/test_replica_artifacts.py"),
     "artifacts/diff.py": ("tests/artifacts/test_diff.py",),
     "artifacts/claims.py": ("tests/artifacts/test_claims.py", "tests/integrity/test_artifact_evidence.py"),
 }

@@ -1,4 +1,4 @@
-"""Smoke: put/get round trips on every store (the full contract suite lives in tests/store)."""
+"""Put and get round trips at the chunk edges on memory and SQLite, the size limit, and the artifacts records name but the replica lacks (the full store contract: tests/store/test_block_tables.py)."""
 
 from __future__ import annotations
 
