@@ -211,6 +211,7 @@ class Replica:
             )
         records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
         artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
+        replica_artifacts.admit_written(self.store, records)  # we hold what we named: readers may fetch it
         return records
 
     def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:

@@ -7,12 +7,14 @@ back is returned before its block hashed to the CID it was asked under.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from convgraph.artifacts.blocks import CHUNK_SIZE, Builder, decode_manifest, read, verify_block
+from convgraph.artifacts.links import artifact_links
 from convgraph.core.cid import CID, DAG_CBOR
+from convgraph.core.record import Record
 from convgraph.errors import ArtifactError, ArtifactMissingError, ConvgraphError
 from convgraph.store.base import Store
 
@@ -72,6 +74,19 @@ def missing(store: Store, conv: str) -> list[CID]:
     for listed in store.chunks_of(c for c in held if c.codec == DAG_CBOR).values():
         chunks |= listed
     return sorted(out | (chunks - store.has_blocks(chunks)))
+
+
+def admit_written(store: Store, records: Iterable[Record]) -> None:
+    """Admit, for their conversations, the held blocks that records this replica just wrote
+    name, with the held chunks of the named manifests: the writer had the bytes."""
+    for record in records:
+        links = artifact_links(record)
+        if not links:
+            continue
+        held = store.has_blocks(links)
+        chunks = set().union(*store.chunks_of(c for c in held if c.codec == DAG_CBOR).values())
+        if held:
+            store.admit_blocks(record.conv, held | store.has_blocks(chunks))
 
 
 def verify_blocks(store: Store) -> tuple[int, list[tuple[CID, ConvgraphError]]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from convgraph import Replica
-from convgraph.artifacts.blocks import CHUNK_SIZE, decode_manifest
+from convgraph.artifacts.blocks import CHUNK_SIZE, Manifest, decode_manifest, encode_manifest
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.errors import ForbiddenError, NotFoundError
@@ -93,6 +93,35 @@ def test_readers_fetch_artifacts_and_nobody_else_can_by_any_route(
         with pytest.raises(ForbiddenError):
             remote.exchange(wire.encode(ask))
     assert stranger.store.has_blocks(cids) == set()
+
+
+def test_naming_a_cid_in_a_conversation_of_your_own_does_not_fetch_its_bytes(
+    homes: tuple[str, Replica, Replica, Replica],
+) -> None:
+    # the stranger learned the CIDs of the team's files (from a log, say) and names them in a
+    # record of its own conversation, and a manifest of its own listing a chunk of theirs:
+    # the server holds those bytes, but they never came for the stranger's conversation
+    url, owner, _, stranger = homes
+    secret = random.Random(11).randbytes(2 * CHUNK_SIZE + 9)
+    small = b"the team's password list"
+    big, leaf = owner.put(secret), owner.put(small)
+    owner.write("team", "user_message", {"content": "files"}, refs=[big, leaf])
+    assert _sync(owner, url, "team").converged  # type: ignore[attr-defined]
+    chunk = decode_manifest(owner.store.get_block(big) or b"").chunks[0]
+    lure = encode_manifest(Manifest((chunk, CID.of_raw(b"mine")), CHUNK_SIZE + 4))
+    stranger.store.put_blocks([(CID.of_record(lure), lure), (CID.of_raw(b"mine"), b"mine")])
+    stranger.write("lobby", "user_message", {"content": "mine now?"}, refs=[big, leaf, chunk, CID.of_record(lure)])
+    report = _sync(stranger, url, "lobby")
+    # the server asks for the bytes it holds only for "team": the stranger cannot send them
+    assert set(report.convs["lobby"].missing_there) >= {big, leaf, chunk}  # type: ignore[attr-defined]
+    with HttpRemote(url, stranger.key) as remote:
+        for cid in (big, leaf, chunk):
+            for fetch in (remote.artifact, remote.artifact_block):
+                with pytest.raises(NotFoundError):
+                    fetch(cid)
+        ask = Message(Kind.CONTINUE, salts(), (Section("lobby", needs=tuple(sorted((chunk, big, leaf)))),))
+        assert wire.decode(remote.exchange(wire.encode(ask))).sections[0].blocks == ()
+    assert stranger.store.has_blocks([big, leaf, chunk]) == set()
 
 
 def test_a_pushed_block_no_record_names_is_not_stored(homes: tuple[str, Replica, Replica, Replica]) -> None:

@@ -1,7 +1,7 @@
 """What `GET /v1/artifacts/{cid}` pays to decide who may read a CID (`server.artifacts.readable`):
-a look-up of the manifests listing it and one of the conversations naming either, the same
-calls however many other conversations and manifests the server holds; it reads no block
-and asks `can_read` only about conversations that name the CID."""
+one look-up of the conversations it was admitted for, the same calls however many other
+conversations and manifests the server holds; it reads no block and asks `can_read` only
+about conversations it came for."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def measure(replica: Replica, unrelated: int) -> tuple[dict[str, int], list[str]
         asked.append(conv)
         return conv == target
 
-    assert readable(counting.store, chunk, only_target)
-    cost = (dict(counting.calls), list(asked))
     assert readable(counting.store, root, only_target)
-    assert not readable(counting.store, chunk, lambda _conv: False)
+    cost = (dict(counting.calls), list(asked))
+    assert not readable(counting.store, root, lambda _conv: False)
+    assert not readable(counting.store, chunk, only_target)  # named through the manifest, never came here
     assert not readable(counting.store, CID.of_raw(b"named nowhere"), only_target)
     assert "conversations" not in counting.calls and "get_block" not in counting.calls
     return cost
@@ -75,5 +75,5 @@ def test_readable_asks_about_the_cid_not_every_conversation(kind: str, tmp_path:
         finally:
             replica.close()
     (few, asked_few), (many, asked_many) = costs
-    assert few == many and few.get("conversations_naming") == 1
+    assert few == many and few.get("admitting") == 1
     assert len(asked_few) == len(asked_many) == 1  # only the conversation naming it is asked about

@@ -263,3 +263,26 @@ def test_a_large_manifest_is_looked_up_at_once(store: Store) -> None:
     chunks = decode_manifest(manifest).chunks
     assert store.chunks_of([cid]) == {cid: set(chunks)}
     assert store.manifests_of(chunks) == {c: {cid} for c in chunks}
+
+
+def test_admission_is_per_conversation_and_rolls_back(store: Store) -> None:
+    a, b = CID.of_raw(b"a"), CID.of_raw(b"b")
+    store.admit_blocks("one", [a, b])
+    store.admit_blocks("one", [a])  # again: nothing changes
+    store.admit_blocks("two", [b])
+    assert store.admitted("one", [a, b, CID.of_raw(b"c")]) == {a, b}
+    assert store.admitted("two", [a, b]) == {b}
+    assert store.admitted("three", [a, b]) == set()
+    assert store.admitting([a]) == {"one"} and store.admitting([a, b]) == {"one", "two"}
+    assert store.admitting([]) == set() and store.admitted("one", []) == set()
+    with suppress(RuntimeError), store.transaction():
+        store.admit_blocks("three", [a])
+        raise RuntimeError
+    assert store.admitting([a]) == {"one"}
+
+
+def test_many_admitted_blocks_are_looked_up_at_once(store: Store) -> None:
+    cids = [CID.of_raw(b"%d" % i) for i in range(1_200)]  # over SQLite's 500 arguments a query
+    store.admit_blocks("many", cids)
+    assert store.admitted("many", cids) == set(cids)
+    assert store.admitting(cids) == {"many"}

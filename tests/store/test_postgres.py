@@ -82,7 +82,7 @@ def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
 OURS_V1 = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
 OURS_V2 = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
 OURS_V3 = OURS_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"}
-OURS = OURS_V3 | {"blocks", "artifact_refs", "block_links"}
+OURS = OURS_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
 
 
 # ---------------------------------------------------------------- the schema

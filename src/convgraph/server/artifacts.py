@@ -1,8 +1,8 @@
 """`GET /v1/artifacts/{cid}`: an artifact's bytes to a key that may read a conversation naming it.
 
 A key may fetch an artifact (or, with `?block=1`, one block of it) when some conversation it
-may read has the CID in its artifact scope (`sync.artifact_scope`: named by a record, or a
-chunk of a named manifest held here), found through the store's reverse look-ups. Every
+may read was *admitted* the block (`sync.artifact_scope.in_scope`: its bytes came here for
+that conversation, or the server wrote a record of it naming them), found by one look-up. Every
 other case, unknown, not held whole, or named only where the key may not read, is the same
 404, so an answer never tells a guesser whether a CID exists. Invariant: no byte goes out
 before the block it belongs to hashed to its CID.
@@ -23,11 +23,10 @@ ARTIFACT_TYPE = "application/octet-stream"
 
 
 def readable(store: Store, cid: CID, can_read: Callable[[str], bool]) -> bool:
-    """Whether a conversation `can_read` admits has `cid` in its artifact scope: the
-    conversations naming it or a held manifest listing it, found by two look-ups, whatever
+    """Whether `cid` was admitted here for a conversation `can_read` allows (its bytes came
+    for that conversation: `sync.artifact_scope.in_scope`), found by one look-up, whatever
     else the server holds."""
-    manifests = store.manifests_of([cid]).get(cid, set())
-    return any(can_read(conv) for conv in sorted(store.conversations_naming({cid, *manifests})))
+    return any(can_read(conv) for conv in sorted(store.admitting([cid])))
 
 
 def block(store: Store, cid: CID) -> bytes | None:

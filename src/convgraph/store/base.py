@@ -357,6 +357,20 @@ class Store(Protocol):
         (`artifacts.artifact_links`), held or not; kept by `commit` for each record it stores."""
         ...
 
+    def admit_blocks(self, conv: str, cids: Iterable[CID]) -> None:
+        """Note that these held blocks' bytes came to this replica for `conv` (a peer sent
+        them in its section, a file's records name them, or this replica wrote a record naming
+        them): only then may `conv`'s readers fetch them here (docs/sync.md, *Artifacts*)."""
+        ...
+
+    def admitted(self, conv: str, cids: Iterable[CID]) -> set[CID]:
+        """Those of `cids` admitted for `conv`."""
+        ...
+
+    def admitting(self, cids: Iterable[CID]) -> set[str]:
+        """The conversations any of `cids` was admitted for."""
+        ...
+
     def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
         """For each of `cids` that the conversation's stored records name as an artifact, the
         records naming it (kept by `commit` beside `artifact_refs`); one look-up per call."""

@@ -81,6 +81,7 @@ class MemoryStore:
         self._cited: dict[str, frozenset[CID]] = {}
         self._blocks: dict[CID, bytes] = {}
         self._artifact_refs: dict[str, set[CID]] = {}
+        self._admitted: dict[CID, frozenset[str]] = {}  # block -> conversations it came for
         self._namers: dict[tuple[str, CID], set[CID]] = {}  # (conv, artifact) -> records naming it
         self._naming: dict[CID, set[str]] = {}  # artifact -> conversations naming it
         self._chunks: dict[CID, frozenset[CID]] = {}  # held manifest -> its chunks
@@ -541,6 +542,20 @@ class MemoryStore:
     def artifact_refs(self, conv: str) -> set[CID]:
         with self._lock:
             return set(self._artifact_refs.get(conv, ()))
+
+    def admit_blocks(self, conv: str, cids: Iterable[CID]) -> None:
+        with self.transaction():
+            for cid in set(cids):
+                if conv not in (had := self._admitted.get(cid, frozenset())):
+                    self._set(self._admitted, cid, had | {conv})
+
+    def admitted(self, conv: str, cids: Iterable[CID]) -> set[CID]:
+        with self._lock:
+            return {c for c in set(cids) if conv in self._admitted.get(c, ())}
+
+    def admitting(self, cids: Iterable[CID]) -> set[str]:
+        with self._lock:
+            return {conv for c in set(cids) for conv in self._admitted.get(c, ())}
 
     def records_naming(self, conv: str, cids: Iterable[CID]) -> dict[CID, set[CID]]:
         with self._lock:

@@ -95,7 +95,7 @@ _TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_c
                                   "finding_cites"}
 _TABLES_V3: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
                                   "turn_hidden_as_of"}
-_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links"}
+_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -141,6 +141,9 @@ CREATE TABLE IF NOT EXISTS {s}.blocks (cid bytea PRIMARY KEY, data bytea NOT NUL
 CREATE TABLE IF NOT EXISTS {s}.artifact_refs (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
     record bytea NOT NULL, PRIMARY KEY (conv, cid, record));
 CREATE INDEX IF NOT EXISTS artifact_refs_cid ON {s}.artifact_refs (cid, conv);
+CREATE TABLE IF NOT EXISTS {s}.block_admitted (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
+    PRIMARY KEY (conv, cid));
+CREATE INDEX IF NOT EXISTS block_admitted_cid ON {s}.block_admitted (cid, conv);
 CREATE TABLE IF NOT EXISTS {s}.block_links (manifest bytea NOT NULL, chunk bytea NOT NULL,
     PRIMARY KEY (manifest, chunk));
 CREATE INDEX IF NOT EXISTS block_links_chunk ON {s}.block_links (chunk, manifest);
@@ -165,6 +168,7 @@ _INDEX_INSERTS: Final = (
     "INSERT INTO {s}.turn_branches VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
 )
 _ARTIFACT_REFS_INSERT: Final = "INSERT INTO {s}.artifact_refs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+_ADMIT_INSERT: Final = "INSERT INTO {s}.block_admitted VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _BLOCK_LINKS_INSERT: Final = "INSERT INTO {s}.block_links VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _BLOCKS_INSERT: Final = "INSERT INTO {s}.blocks VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _ORDER_DESC: Final = " ORDER BY wall DESC, counter DESC, actor DESC, cid DESC LIMIT %s"
@@ -888,6 +892,24 @@ class PostgresStore:
 
     def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:
         return group(self._any("SELECT manifest, chunk FROM {s}.block_links WHERE manifest", manifests))
+
+    def admit_blocks(self, conv: str, cids: Iterable[CID]) -> None:
+        params = [(conv, bytes(c)) for c in set(cids)]
+        if not params:
+            return
+        with self.transaction(), self._translated(), self._conn() as conn, conn.cursor() as cur:
+            cur.executemany(self._sql(_ADMIT_INSERT), params)
+
+    def admitted(self, conv: str, cids: Iterable[CID]) -> set[CID]:
+        wanted = {bytes(c): c for c in cids}
+        if not wanted:
+            return set()
+        rows = self._query("SELECT cid FROM {s}.block_admitted WHERE conv = %s AND cid = ANY(%s::bytea[])",
+                           conv, list(wanted))
+        return {wanted[bytes(r[0])] for r in rows}
+
+    def admitting(self, cids: Iterable[CID]) -> set[str]:
+        return {r[0] for r in self._any("SELECT DISTINCT conv FROM {s}.block_admitted WHERE cid", cids)}
 
     def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
         return group(self._any("SELECT chunk, manifest FROM {s}.block_links WHERE chunk", chunks))

@@ -143,6 +143,9 @@ CREATE TABLE IF NOT EXISTS blocks (id INTEGER PRIMARY KEY, cid BLOB NOT NULL UNI
 CREATE TABLE IF NOT EXISTS artifact_refs (conv TEXT NOT NULL, cid BLOB NOT NULL, record BLOB NOT NULL,
     PRIMARY KEY (conv, cid, record)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS artifact_refs_cid ON artifact_refs (cid, conv);
+CREATE TABLE IF NOT EXISTS block_admitted (conv TEXT NOT NULL, cid BLOB NOT NULL,
+    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS block_admitted_cid ON block_admitted (cid, conv);
 CREATE TABLE IF NOT EXISTS block_links (manifest BLOB NOT NULL, chunk BLOB NOT NULL,
     PRIMARY KEY (manifest, chunk)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS block_links_chunk ON block_links (chunk, manifest);
@@ -835,6 +838,20 @@ class SqliteStore:
 
     def conversations_naming(self, cids: Iterable[CID]) -> set[str]:
         sql = "SELECT DISTINCT conv FROM artifact_refs WHERE cid IN ({})"
+        return {r[0] for r in self._rows_in(sql, {bytes(c) for c in cids})}
+
+    def admit_blocks(self, conv: str, cids: Iterable[CID]) -> None:
+        with self.transaction(), _translated():
+            self._db.executemany("INSERT OR IGNORE INTO block_admitted VALUES (?, ?)",
+                                 [(conv, _blob(bytes(c))) for c in set(cids)])
+
+    def admitted(self, conv: str, cids: Iterable[CID]) -> set[CID]:
+        wanted = {bytes(c): c for c in cids}
+        sql = "SELECT cid FROM block_admitted WHERE conv = ? AND cid IN ({})"
+        return {wanted[bytes(r[0])] for r in self._rows_in(sql, set(wanted), (conv,))}
+
+    def admitting(self, cids: Iterable[CID]) -> set[str]:
+        sql = "SELECT DISTINCT conv FROM block_admitted WHERE cid IN ({})"
         return {r[0] for r in self._rows_in(sql, {bytes(c) for c in cids})}
 
     def chunks_of(self, manifests: Iterable[CID]) -> dict[CID, set[CID]]:

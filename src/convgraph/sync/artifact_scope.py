@@ -26,11 +26,13 @@ class BlockOutcome:
     """What a replica did with blocks a peer sent for one conversation."""
 
     stored: list[CID] = field(default_factory=list)  # new here
+    accepted: list[CID] = field(default_factory=list)  # passed every check: stored or held already
     duplicate: int = 0  # held already
     refused: list[tuple[CID, str, str]] = field(default_factory=list)  # cid, rule, why
 
     def merge(self, other: BlockOutcome) -> None:
         self.stored += other.stored
+        self.accepted += other.accepted
         self.duplicate += other.duplicate
         self.refused += other.refused
 
@@ -43,8 +45,28 @@ def _union(groups: Iterable[set[CID]]) -> set[CID]:
 
 
 def in_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
-    """The CIDs among `cids` that lie in `conv`'s artifact scope on this replica: a few
-    look-ups of the asked CIDs and their manifests, whatever else `conv` names."""
+    """The CIDs among `cids` this replica may serve under `conv`: admitted for it (their bytes
+    came here for `conv`, or this replica wrote a record of `conv` naming them). Naming a CID
+    in a record is not enough: a key could name a block it never had, in a conversation of its
+    own, and fetch another conversation's bytes by their hash."""
+    return store.admitted(conv, cids)
+
+
+def unadmitted(store: Store, conv: str) -> list[CID]:
+    """The blocks `conv`'s scope spans (what its records name that is no record, and the
+    chunks of the named manifests held) that are not admitted for it, held or not: what a
+    peer is asked to send for `conv`. In binary CID order."""
+    refs = store.artifact_refs(conv)
+    named = refs - set(store.metas(refs))
+    chunks = _union(store.chunks_of(c for c in named if c.codec == DAG_CBOR).values())
+    spans = named | chunks
+    return sorted(spans - store.admitted(conv, spans))
+
+
+def named_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
+    """The CIDs among `cids` that lie in `conv`'s artifact scope on this replica (named by its
+    records, or a chunk of a held manifest they name): a few look-ups of the asked CIDs and
+    their manifests, whatever else `conv` names."""
     asked = set(cids)
     found = set(store.records_naming(conv, asked))
     if rest := asked - found:  # only then are manifests looked up
@@ -79,7 +101,9 @@ def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockO
     # what `conv` names among these blocks and the held manifests listing them: all
     # `take_named` asks about, read without reading the rest of what `conv` names
     around = cids | _union(store.manifests_of(cids).values())
-    return take_named(store, set(store.records_naming(conv, around)), blocks, where=f"of {conv!r}")
+    outcome = take_named(store, set(store.records_naming(conv, around)), blocks, where=f"of {conv!r}")
+    store.admit_blocks(conv, outcome.accepted)  # the peer had these bytes, for `conv`
+    return outcome
 
 
 def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]], *,
@@ -109,6 +133,7 @@ def take_named(store: Store, named: set[CID], blocks: Sequence[tuple[CID, bytes]
                 continue
             if cid in named:
                 batch.update(chunks)
+            outcome.accepted.append(cid)
             if cid in held:
                 outcome.duplicate += 1
                 continue
@@ -141,4 +166,5 @@ def export_blocks(store: Store, conv: str, seen: set[CID]) -> Iterator[tuple[CID
                     yield chunk, block
 
 
-__all__ = ["BlockOutcome", "export_blocks", "in_scope", "serve", "take", "take_named"]
+__all__ = ["BlockOutcome", "export_blocks", "in_scope", "named_scope", "serve", "take",
+           "take_named", "unadmitted"]

@@ -31,7 +31,7 @@ from convgraph.errors import CarError, ConvgraphError, CoverError, NotFoundError
 from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
 from convgraph.replica_artifacts import missing
-from convgraph.sync.artifact_scope import export_blocks, take_named
+from convgraph.sync.artifact_scope import export_blocks, named_scope, take_named
 from convgraph.sync.car import OtherBlock, read_car, write_car
 from convgraph.sync.car_summary import MAX_SHOWN, ImportSummary
 
@@ -174,6 +174,8 @@ class _Import:
     def _store_artifacts(self, final: bool = False) -> None:
         outcome = take_named(self.replica.store, self.named, self.artifacts, where="in the file")
         self.artifacts = []
+        for conv in sorted(self.convs):  # the file carried the bytes for the conversations naming them
+            self.replica.store.admit_blocks(conv, named_scope(self.replica.store, conv, outcome.accepted))
         self.summary.artifacts += len(outcome.stored) + outcome.duplicate
         self.stored += outcome.stored
         for cid in outcome.stored:

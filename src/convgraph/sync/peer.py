@@ -22,7 +22,6 @@ from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.ingest import IngestReport
 from convgraph.replica import Replica
-from convgraph.replica_artifacts import missing
 from convgraph.sync import artifact_scope
 from convgraph.sync.artifact_scope import BlockOutcome
 from convgraph.sync.fates import fates
@@ -127,7 +126,9 @@ class ReplicaPeer:
         )
 
     def missing_artifacts(self, conv: str) -> list[CID]:
-        return missing(self.replica.store, conv)
+        # what `conv` spans and is not admitted for it: a block held only for another
+        # conversation is asked for again, so its bytes prove the sender had them
+        return artifact_scope.unadmitted(self.replica.store, conv)
 
     def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
         return artifact_scope.serve(self.replica.store, conv, cids)
