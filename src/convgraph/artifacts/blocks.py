@@ -88,9 +88,17 @@ def _check(m: Manifest, cid: str | None = None) -> None:
 
 def verify_block(cid: CID, data: bytes) -> None:
     """Raise `ArtifactCorruptError` unless `data` hashes to `cid` (raw, or a manifest's dag-cbor)."""
-    made = CID.of_raw(data) if cid.codec == RAW else CID.of_record(data)
-    if made != cid:
+    if checked(cid, data) is None:
         raise ArtifactCorruptError("block bytes do not hash to their CID", cid=str(cid))
+
+
+def checked(cid: CID, data: bytes | None) -> bytes | None:
+    """`data` when it hashes to `cid`, else None: a block not held and one that rotted are
+    both absent to a reader that must never pass on wrong bytes."""
+    if data is None:
+        return None
+    made = CID.of_raw(data) if cid.codec == RAW else CID.of_record(data)
+    return data if made == cid else None
 
 
 class Builder:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from convgraph.artifacts.blocks import decode_manifest, split
+from convgraph.artifacts.blocks import checked, decode_manifest, split
 from convgraph.artifacts.diff import apply_unified_diff
 from convgraph.core.cid import CID, RAW
 from convgraph.core.record import Record
@@ -63,11 +63,7 @@ class _Read:
 
 
 def _block(cid: CID, get: GetBlock) -> bytes | None:
-    data = get(cid)
-    if data is None:
-        return None
-    made = CID.of_raw(data) if cid.codec == RAW else CID.of_record(data)
-    return data if made == cid else None  # rot in a store is no claim of the author's
+    return checked(cid, get(cid))  # rot in a store is no claim of the author's
 
 
 def read_artifact(cid: CID, get: GetBlock, *, keep: bool = True) -> _Read:

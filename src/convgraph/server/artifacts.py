@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from convgraph.artifacts.blocks import decode_manifest, read, verify_block
+from convgraph.artifacts.blocks import checked, decode_manifest, read
 from convgraph.core.cid import CID, DAG_CBOR, RAW
 from convgraph.errors import ConvgraphError
 from convgraph.store.base import Store
@@ -31,14 +31,7 @@ def readable(store: Store, cid: CID, can_read: Callable[[str], bool]) -> bool:
 
 def block(store: Store, cid: CID) -> bytes | None:
     """One block, checked; None when not held or rotten (a rotten block is never served)."""
-    data = store.get_block(cid)
-    if data is None:
-        return None
-    try:
-        verify_block(cid, data)
-    except ConvgraphError:
-        return None
-    return data
+    return checked(cid, store.get_block(cid))
 
 
 def whole(store: Store, cid: CID) -> tuple[int, Iterator[bytes]] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from convgraph.artifacts.blocks import decode_manifest, verify_block
+from convgraph.artifacts.blocks import checked, decode_manifest, verify_block
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.errors import ArtifactScopeError, ConvgraphError
 from convgraph.store.base import Store
@@ -85,14 +85,9 @@ def serve(store: Store, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, b
     ordered = [c for c in cids if c in allowed and c.codec == DAG_CBOR] + [
         c for c in cids if c in allowed and c.codec != DAG_CBOR]
     for cid in dict.fromkeys(ordered):
-        data = store.get_block(cid)
-        if data is None:
-            continue
-        try:
-            verify_block(cid, data)
-        except ConvgraphError:
-            continue  # ours is rotten: better missing at the peer than wrong there
-        yield cid, data
+        # a rotten block is not served: better missing at the peer than wrong there
+        if (data := checked(cid, store.get_block(cid))) is not None:
+            yield cid, data
 
 
 def take(store: Store, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
