@@ -63,17 +63,19 @@ def get(store: Store, cid: CID) -> bytes:
     return b"".join(open_artifact(store, cid))
 
 
+def spans(store: Store, conv: str) -> set[CID]:
+    """The blocks `conv`'s artifacts span: what its records name that is no record held here,
+    and the chunks of the named manifests held (their links, `Store.chunks_of`: no manifest
+    is decoded)."""
+    refs = store.artifact_refs(conv)
+    named = refs - set(store.metas(refs))
+    return named.union(*store.chunks_of(c for c in named if c.codec == DAG_CBOR).values())
+
+
 def missing(store: Store, conv: str) -> list[CID]:
-    """The artifacts `conv`'s records name that are not held whole here: a named block absent
-    (and not a record), or a chunk of a held manifest absent (its links, `Store.chunks_of`:
-    no manifest is decoded). In binary CID order."""
-    named = store.artifact_refs(conv)
-    held = store.has_blocks(named)
-    out = {c for c in named - held if not store.has(c)}
-    chunks: set[CID] = set()
-    for listed in store.chunks_of(c for c in held if c.codec == DAG_CBOR).values():
-        chunks |= listed
-    return sorted(out | (chunks - store.has_blocks(chunks)))
+    """The blocks `conv`'s artifacts span that are not held here, in binary CID order."""
+    blocks = spans(store, conv)
+    return sorted(blocks - store.has_blocks(blocks))
 
 
 def admit_written(store: Store, records: Iterable[Record]) -> None:

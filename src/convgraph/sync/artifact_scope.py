@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from convgraph.artifacts.blocks import checked, decode_manifest, verify_block
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.errors import ArtifactScopeError, ConvgraphError
+from convgraph.replica_artifacts import spans
 from convgraph.store.base import Store
 
 
@@ -53,14 +54,10 @@ def in_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
 
 
 def unadmitted(store: Store, conv: str) -> list[CID]:
-    """The blocks `conv`'s scope spans (what its records name that is no record, and the
-    chunks of the named manifests held) that are not admitted for it, held or not: what a
-    peer is asked to send for `conv`. In binary CID order."""
-    refs = store.artifact_refs(conv)
-    named = refs - set(store.metas(refs))
-    chunks = _union(store.chunks_of(c for c in named if c.codec == DAG_CBOR).values())
-    spans = named | chunks
-    return sorted(spans - store.admitted(conv, spans))
+    """The blocks `conv`'s artifacts span (`replica_artifacts.spans`) that are not admitted for
+    it, held or not: what a peer is asked to send for `conv`. In binary CID order."""
+    blocks = spans(store, conv)
+    return sorted(blocks - store.admitted(conv, blocks))
 
 
 def named_scope(store: Store, conv: str, cids: Iterable[CID]) -> set[CID]:
