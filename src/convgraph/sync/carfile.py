@@ -176,12 +176,10 @@ class _Import:
         self.artifacts = []
         for conv in sorted(self.convs):  # the file carried the bytes for the conversations naming them
             self.replica.store.admit_blocks(conv, named_scope(self.replica.store, conv, outcome.accepted))
-        self.summary.artifacts += len(outcome.stored) + outcome.duplicate
+        self.summary.artifacts += len(outcome.accepted)
         self.stored += outcome.stored
         for cid in outcome.stored:
             self.skipped_raw.pop(cid, None)
-        for chunks in self.replica.store.chunks_of(c for c in outcome.stored if c.codec == DAG_CBOR).values():
-            self.chunks |= chunks
         for cid, rule, why in outcome.refused:
             other = self.skipped_raw.pop(cid, None)
             if rule == "artifact_scope" and final:  # named by nothing in the file: as before, skipped
