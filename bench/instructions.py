@@ -1,0 +1,102 @@
+"""Verified ingest in instructions, not seconds: a figure other processes cannot move.
+
+Run from the project root (valgrind must be installed; about 4 minutes):
+
+    .venv/bin/python bench/instructions.py              # floor, legacy and rooted ingest
+    .venv/bin/python bench/instructions.py -n 3000      # a shorter steady state
+
+Each path (the bare floor of `append.py`, `Replica.ingest` into a legacy conversation, and
+into a rooted one with authority on) ingests the first 1,000 and then the first 1,000 + n
+of the same records under `valgrind --tool=callgrind`, each into a fresh SQLite store in a
+fresh process. The difference of the two totals divided by n is the steady-state cost of a
+record, start-up, imports and the store's creation cancelling out. Instruction counts repeat
+exactly for the same inputs and binary however busy the machine is; they weigh a cache miss
+like a register move, so they complement the wall-clock ratios of `append.py`, never
+replace them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from append import LEGACY, floor_ingest, open_floor_db, replica_ingest, rooted_datas, turn_items
+
+from convgraph import Draft, Replica
+
+_BASE = 1000
+_PATHS = ("floor", "legacy", "rooted")
+
+
+def _inputs(n: int, tmp: Path) -> dict[str, list[bytes]]:
+    drafts = [Draft(kind, payload) for kind, payload in turn_items(n)]
+    writer = Replica.open(tmp / "legacy-writer", config=LEGACY)
+    for lo in range(0, n, 1000):
+        writer.write_many("bench", drafts[lo : lo + 1000])
+    legacy = [data for _, data in writer.store.iter_all()]
+    writer.close()
+    (tmp / "rooted").mkdir()
+    return {"floor": legacy, "legacy": legacy, "rooted": rooted_datas(tmp / "rooted", drafts, "NORMAL")}
+
+
+def _ingest(inputs: Path, path: str, count: int, where: Path) -> None:
+    """The measured child: ingest the first `count` records of `path` into a fresh store."""
+    datas = pickle.loads(inputs.read_bytes())[path][:count]
+    if path == "floor":
+        floor_ingest(open_floor_db(where, "NORMAL"), datas, lambda _: None)
+    else:
+        replica = Replica.open(where)
+        replica_ingest(replica, datas, lambda _: None)
+        replica.close()
+
+
+def _instructions(inputs: Path, path: str, count: int, tmp: Path) -> int:
+    out = tmp / f"cg-{path}-{count}.out"
+    where = tmp / f"store-{path}-{count}"
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+         __file__, "--child", str(inputs), path, str(count), str(where)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False,
+    )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if run.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run failed ({path}, {count}):\n{run.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=4000, help="records in the steady state (default 4,000)")
+    parser.add_argument("--only", action="append", choices=_PATHS, help="measure only this path")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        inputs, path, count, where = args.child
+        _ingest(Path(inputs), path, int(count), Path(where))
+        return 0
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="convgraph-instructions-") as name:
+        tmp = Path(name)
+        inputs = tmp / "inputs.pickle"
+        inputs.write_bytes(pickle.dumps(_inputs(_BASE + args.n, tmp)))
+        per: dict[str, float] = {}
+        for path in args.only or _PATHS:
+            low = _instructions(inputs, path, _BASE, tmp)
+            high = _instructions(inputs, path, _BASE + args.n, tmp)
+            per[path] = (high - low) / args.n
+            share = f"   floor ÷ this {per['floor'] / per[path]:6.1%}" if "floor" in per else ""
+            print(f"{path:>7}: {per[path]:>11,.0f} instructions a record{share}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
