@@ -23,6 +23,8 @@ Source = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
 
 def put(store: Store, source: Source, *, limit: int) -> CID:
     """Store `source` (bytes, a path, or a binary file read to its end) as an artifact."""
+    if isinstance(source, CID):  # a CID is bytes too: storing its 36 bytes is never what was meant
+        raise TypeError(f"put stores content; {source} is already an artifact's name")
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         return _put_stream(store, (data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)), limit)

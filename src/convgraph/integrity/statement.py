@@ -102,7 +102,7 @@ def decode_statement(data: bytes) -> Statement:
     if not isinstance(value, dict):
         raise StatementError("a statement is a map", reason="schema")
     sig = value.get("sig")
-    if not isinstance(sig, bytes) or len(sig) != SIGNATURE_LEN:
+    if type(sig) is not bytes or len(sig) != SIGNATURE_LEN:
         raise StatementError("statement `sig` must be 64 bytes", reason="schema")
     unsigned = {k: v for k, v in value.items() if k != "sig"}
     _check_fields(unsigned)
@@ -133,7 +133,7 @@ def _check_fields(m: dict[str, Any]) -> None:
     for name in ("count", "time"):
         if type(m[name]) is not int or not 0 <= m[name] < _MAX_INT:
             raise StatementError(f"statement `{name}` must be an integer in [0, 2^53)", reason="schema")
-    if not isinstance(m["key"], bytes) or len(m["key"]) != PUBLIC_KEY_LEN:
+    if type(m["key"]) is not bytes or len(m["key"]) != PUBLIC_KEY_LEN:
         raise StatementError("statement `key` must be 32 bytes", reason="schema")
     _check_links(m["heads"], "heads", MAX_HEADS, allow_empty=True)
     if (m["count"] == 0) != (len(m["heads"]) == 0):

@@ -99,7 +99,7 @@ def _function_call(call: ToolCall, provider: str | None) -> dict[str, Any]:
         fc["id"] = call.id
     part: dict[str, Any] = {"function_call": fc}
     signature = call.meta.get(_SIGNATURE)
-    if provider == PROVIDER and isinstance(signature, bytes):
+    if provider == PROVIDER and type(signature) is bytes:
         part[_SIGNATURE] = signature  # only Gemini can check it, and Gemini 3 requires it
     return part
 
