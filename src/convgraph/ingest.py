@@ -152,7 +152,7 @@ class _Plan:
         self.writes.records.append(rec)
         self.report.accepted.append(cid)
         self.report.accepted_hlcs.append(rec.hlc)
-        # both are empty in the common case: the tests of emptiness spare two hashes of `cid`
+        # both are empty in the common case
         if self.was_pending and cid in self.was_pending:
             self.pending[cid] = None  # `run` turns this into a removal from the stored quarantine
             self.report.released.append(cid)

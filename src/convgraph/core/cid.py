@@ -37,8 +37,10 @@ class CID(bytes):
     __slots__ = ()
 
     def __new__(cls, raw: bytes) -> CID:
-        if len(raw) != _LEN or bytes(raw[:4]) not in _PREFIXES:
-            raise DecodeError(f"not a CIDv1 dag-cbor/raw sha2-256 link: {bytes(raw[:8])!r}…")
+        if type(raw) is not bytes:  # a bytearray's or memoryview's slice is no dict key
+            raw = bytes(raw)
+        if len(raw) != _LEN or raw[:4] not in _PREFIXES:
+            raise DecodeError(f"not a CIDv1 dag-cbor/raw sha2-256 link: {raw[:8]!r}…")
         return super().__new__(cls, raw)
 
     @classmethod

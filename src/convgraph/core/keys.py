@@ -11,6 +11,7 @@ them (OpenSSL accepts a small-order key with the signature identity ‖ 0) can b
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import stat
@@ -89,7 +90,7 @@ def _strictly_encoded(public: bytes, signature: bytes) -> bool:
     """False when S is not reduced, or the key or R is small-order or not canonically encoded."""
     return (
         int.from_bytes(signature[32:], "little") < _L
-        and _large_order_canonical(public)
+        and _key_canonical(public)
         and _large_order_canonical(signature[:32])
     )
 
@@ -99,6 +100,10 @@ def _large_order_canonical(point: bytes) -> bool:
     # here as well changes no outcome and keeps the rule whole without libsodium.
     y = point[:31] + bytes((point[31] & 0x7F,))
     return y not in _SMALL_ORDER and int.from_bytes(y, "little") < _P
+
+
+# a key signs many records: its answer is asked once (R differs in every signature)
+_key_canonical: Final = functools.lru_cache(maxsize=4096)(_large_order_canonical)
 
 
 def actor_text(public: bytes) -> str:

@@ -457,16 +457,16 @@ def record_params(records: Iterable[Record], blob: Callable[[bytes], object] = b
     for r in records:
         kind, (wall, counter) = r.kind, r.hlc
         if kind in LINE_KINDS:
-            lines.append((r.conv, r.branch or MAIN, wall, counter, blob(r.actor), blob(bytes(r.cid)), kind))
+            lines.append((r.conv, r.branch or MAIN, wall, counter, blob(r.actor), blob(r.cid), kind))
         elif kind == SYSTEM_KIND:
-            lines.append((r.conv, SYSTEM_LINE, wall, counter, blob(r.actor), blob(bytes(r.cid)), kind))
+            lines.append((r.conv, SYSTEM_LINE, wall, counter, blob(r.actor), blob(r.cid), kind))
         elif kind in TARGET_KINDS:
-            targets.append((r.conv, blob(bytes(r.payload["target"])), wall, counter, blob(r.actor),
-                            blob(bytes(r.cid)), kind))
+            targets.append((r.conv, blob(r.payload["target"]), wall, counter, blob(r.actor),
+                            blob(r.cid), kind))
         elif kind == "branch":
             p = r.payload
-            branches.append((r.conv, p["name"], wall, counter, blob(r.actor), blob(bytes(r.cid)),
-                             blob(bytes(p["from"]))))
+            branches.append((r.conv, p["name"], wall, counter, blob(r.actor), blob(r.cid),
+                             blob(p["from"])))
     return lines, targets, branches
 
 

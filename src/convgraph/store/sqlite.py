@@ -339,19 +339,18 @@ class SqliteStore:
             self._commits += 1
             db = self._db
             stored = set() if writes.fresh else self._stored([r.cid for r in writes.records])
-            # dedup, keep order (an empty `stored` is not asked: a CID's hash is a Python call)
+            # dedup, keep order
             fresh = {r.cid: r for r in writes.records if not stored or r.cid not in stored}
             held = self._stored(m.cid for m in writes.headers) if writes.headers else set()
             headers = {m.cid: m for m in writes.headers if m.cid not in held and m.cid not in fresh}
-            # one pass over the batch, keyed by the CIDs' bytes: their hashes and comparisons
-            # stay in C (a `CID`'s are Python calls), and each CID is turned to bytes once
+            # one pass over the batch
             rows: list[tuple[object, ...]] = [*map(header_row, headers.values())]
-            added: list[tuple[str, bytes]] = [(m.conv, bytes(m.cid)) for m in headers.values()]
-            named: set[tuple[str, bytes]] = set()
+            added: list[tuple[str, CID]] = [(m.conv, m.cid) for m in headers.values()]
+            named: set[tuple[str, CID]] = set()
             for m in headers.values():
-                named.update((m.conv, bytes(p)) for p in m.parents)
+                named.update((m.conv, p) for p in m.parents)
             for r in fresh.values():
-                raw, conv, parents = bytes(r.cid), r.conv, [bytes(p) for p in r.parents]
+                raw, conv, parents = r.cid, r.conv, r.parents
                 wall, counter = r.hlc
                 rows.append((_blob(raw), conv, _blob(r.actor), r.seq, wall, counter,
                              _blob(b"".join(parents)), _blob(r.data)))
@@ -398,7 +397,7 @@ class SqliteStore:
 
     def _rows_for(self, select: str, cids: Iterable[CID]) -> list[Any]:
         """Rows of `select … WHERE cid IN (…)` over `cids`, in chunks SQLite accepts."""
-        wanted = [_blob(bytes(c)) for c in set(cids)]
+        wanted = [_blob(c) for c in set(cids)]
         rows: list[Any] = []
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]

@@ -87,8 +87,7 @@ def apply(state: AuthorityState, record: Record) -> AuthorityState:
     if record.cid in state.ancestry.nodes:
         return state
     checked, state.checked = state.checked, None
-    # `check` kept this record's own CID object: identity first spares a Python-level __eq__
-    same = checked is not None and (checked[0] is record.cid or checked[0] == record.cid)
+    same = checked is not None and checked[0] == record.cid
     parents_vv = checked[1] if checked is not None and same else None
     state.ancestry.add(record.cid, record.actor, record.seq, record.hlc, record.parents,
                        parents_vv=parents_vv)
