@@ -259,7 +259,7 @@ def check_payload(kind: str, payload: Any, *, cid: object = None, rooted: bool =
             raise SchemaError(f"{kind} payload has undeclared field {name[:64]!r}", cid=cid)
         if not optional(value):
             raise SchemaError(f"{kind} payload field {name!r} has the wrong type", cid=cid)
-    if schema.one_of and not any(name in payload for name in schema.one_of):
+    if schema.one_of and payload.keys().isdisjoint(schema.one_of):
         raise SchemaError(f"{kind} payload needs one of {', '.join(schema.one_of)}", cid=cid)
 
 

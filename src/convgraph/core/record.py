@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 from convgraph.core import codec, keys
 from convgraph.core.cid import CID, DAG_CBOR
@@ -60,12 +60,8 @@ class RecordMeta(NamedTuple):
     parents: tuple[CID, ...]
 
 
-class Record:
-    """A verified record. Equality and hashing are by CID; every attribute is read-only.
-
-    Only `load_trusted`, `decode_record` and `sign_record` build one. `payload` is decoded
-    from `data` on first use when the builder did not already hold a decoded copy.
-    """
+class _Slots:
+    """`Record`'s fields: a record is filled in as this plain class, then becomes a `Record`."""
 
     __slots__ = (
         "_payload",
@@ -94,23 +90,30 @@ class Record:
     cid: CID
     _payload: dict[str, Any] | None
 
-    def __init__(  # noqa: PLR0917  positional: built once per record read, keep it cheap
-        self, conv: str, actor: bytes, seq: int, hlc: Hlc, parents: tuple[CID, ...], kind: str,
+
+class Record(_Slots):
+    """A verified record. Equality and hashing are by CID; every attribute is read-only.
+
+    Only `load_trusted`, `decode_record` and `sign_record` build one. `payload` is decoded
+    from `data` on first use when the builder did not already hold a decoded copy.
+    """
+
+    __slots__ = ()
+
+    def __new__(  # noqa: PLR0917  positional: built once per record read, keep it cheap
+        cls, conv: str, actor: bytes, seq: int, hlc: Hlc, parents: tuple[CID, ...], kind: str,
         payload: dict[str, Any] | None, refs: tuple[CID, ...], branch: str | None, sig: bytes,
         data: bytes, cid: CID,
-    ) -> None:
-        _set(self, "conv", conv)
-        _set(self, "actor", actor)
-        _set(self, "seq", seq)
-        _set(self, "hlc", hlc)
-        _set(self, "parents", parents)
-        _set(self, "kind", kind)
-        _set(self, "_payload", payload)
-        _set(self, "refs", refs)
-        _set(self, "branch", branch)
-        _set(self, "sig", sig)
-        _set(self, "data", data)
-        _set(self, "cid", cid)
+    ) -> Record:
+        # Stores into a plain slotted object are specialised by the interpreter; through
+        # Record's refusing __setattr__ each is a generic call, five times the cost, and ingest
+        # builds one record per record. The two classes share one layout, so the object can
+        # take on its final class once filled.
+        r = _new_object(_Slots)
+        r.conv, r.actor, r.seq, r.hlc, r.parents, r.kind = conv, actor, seq, hlc, parents, kind
+        r._payload, r.refs, r.branch, r.sig, r.data, r.cid = payload, refs, branch, sig, data, cid
+        r.__class__ = Record
+        return cast(Record, r)
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -279,6 +282,8 @@ def decode_record(
     return _build(value, sig, data, cid)
 
 
+_new_hlc: Final = tuple.__new__
+_new_object: Final = object.__new__
 _SIG_ENTRY: Final = b"\x63sig\x58\x40"  # the text key "sig", then the head of a 64-byte string
 
 
@@ -309,8 +314,8 @@ def load_trusted(data: bytes, cid: CID) -> Record:
 
 
 def _build(m: dict[str, Any], sig: bytes, data: bytes, cid: CID) -> Record:
-    wall, counter = m["hlc"]
-    return Record(m["conv"], m["actor"], m["seq"], Hlc(wall, counter), tuple(m["parents"]), m["kind"],
+    # the checked [wall, counter] list as an Hlc without NamedTuple's Python-level __new__
+    return Record(m["conv"], m["actor"], m["seq"], _new_hlc(Hlc, m["hlc"]), tuple(m["parents"]), m["kind"],
                   m["payload"], tuple(m["refs"]), m.get("branch"), sig, data, cid)
 
 
