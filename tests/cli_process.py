@@ -395,28 +395,29 @@ def _flush() -> bool:
 
 
 def _become(request: dict[str, Any]) -> None:
+    import codecs
     import io
     import tempfile
 
     os.chdir(request["cwd"])
-    env: dict[str, str] = dict(request["env"])
-    # CPython's C-locale coercion (PEP 538): a C or POSIX LC_CTYPE becomes C.UTF-8, also in environ
-    if (env.get("PYTHONCOERCECLOCALE") != "0" and not env.get("LC_ALL")
-            and (env.get("LC_CTYPE") or env.get("LANG") or "C") in ("C", "POSIX")):
-        env["LC_CTYPE"] = "C.UTF-8"
+    env: dict[str, str] = request["env"]
     os.environ.clear()
     os.environ.update(env)
-    try:
+    try:  # what the interpreter does first: LC_CTYPE from the environment
         where = locale.setlocale(locale.LC_CTYPE, "")
-    except locale.Error:
+    except locale.Error:  # a locale this system lacks leaves C
         where = locale.setlocale(locale.LC_CTYPE, "C")
+    legacy = where in ("C", "POSIX")  # which turns on UTF-8 mode (PEP 540) and is coerced (PEP 538)
+    if legacy and env.get("PYTHONCOERCECLOCALE") != "0" and not env.get("LC_ALL"):
+        os.environ["LC_CTYPE"] = "C.UTF-8"
+        where = locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
     time.tzset()
     tempfile.tempdir = None
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
-    encoding = "utf-8" if sys.flags.utf8_mode else locale.getencoding()
-    errors = ("surrogateescape" if sys.flags.utf8_mode or where in ("C", "POSIX", "C.UTF-8", "C.utf8", "UTF-8")
-              else "strict")
+    utf8 = bool(sys.flags.utf8_mode) or legacy
+    encoding = "utf-8" if utf8 else codecs.lookup(locale.getencoding()).name
+    errors = "surrogateescape" if utf8 or where in ("C.UTF-8", "C.utf8", "UTF-8") else "strict"
 
     def stream(fd: int, write: bool, errs: str, line: bool) -> io.TextIOWrapper:
         raw = io.FileIO(fd, "w" if write else "r", closefd=False)
@@ -425,8 +426,8 @@ def _become(request: dict[str, Any]) -> None:
                                 write_through=write and unbuffered)
 
     sys.stdin = sys.__stdin__ = stream(0, False, errors, False)
-    sys.stdout = sys.__stdout__ = stream(1, True, errors, os.isatty(1))
-    sys.stderr = sys.__stderr__ = stream(2, True, "backslashreplace", True)
+    sys.stdout = sys.__stdout__ = stream(1, True, errors, os.isatty(1) and not unbuffered)
+    sys.stderr = sys.__stderr__ = stream(2, True, "backslashreplace", not unbuffered)
     sys.path[0] = os.getcwd()  # `-m` puts the working directory first
     sys.orig_argv = [sys.executable, "-m", request["module"], *request["args"]]
     sys.argv = [sys.orig_argv[0], *request["args"]]  # runpy puts the module's file in argv[0]
