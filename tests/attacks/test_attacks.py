@@ -23,13 +23,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import cli_process
 from checkpoint_world import true_payload
 from convgraph import Replica, SigningKey
 from convgraph.core.hlc import Hlc
@@ -47,7 +47,6 @@ from convgraph.sync.peer import ReplicaPeer
 from liars import Lie, Resigning
 from server.live import LiveServer
 
-CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "300"}
 CONV = "c"
 STEP_MS = 5_000  # more than the slack (1 s) between a server's states, well inside freshness (60 s)
@@ -68,8 +67,7 @@ class Skew:
 
 
 def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, "--home", str(home), *args], capture_output=True, text=True, env=ENV,
-                          timeout=120, check=False)
+    proc = cli_process.run(["--home", str(home), *args], text=True, env=ENV, timeout=120)
     if ok:
         assert proc.returncode == 0, proc.stderr + proc.stdout
     return proc
@@ -147,8 +145,8 @@ def assert_proves(path: Path, scratch: Path, kind: str) -> None:
     tampered = scratch / f"tampered-{path.name}"
     tampered.write_bytes(flipped(path.read_bytes()))
     for file, code in ((path, 0), (tampered, 1)):
-        proc = subprocess.run([*CLI, "--home", str(empty / "home"), "verify-evidence", str(file)], cwd=empty,
-                              capture_output=True, text=True, env=ENV, timeout=60, check=False)
+        proc = cli_process.run(["--home", str(empty / "home"), "verify-evidence", str(file)], cwd=empty,
+                               text=True, env=ENV, timeout=60)
         assert proc.returncode == code, (file, proc.stdout, proc.stderr)
     assert decode_bundle(path.read_bytes()).kind == kind
     assert not (empty / "home").exists()  # it opened no replica

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import cli_process
 from convgraph import Replica
 from convgraph.artifacts.blocks import CHUNK_SIZE
 from convgraph.artifacts.diff import make_unified_diff
@@ -31,8 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def cg(home: Path, *args: str, cwd: Path | None = None, stdin: bytes | None = None,
        ok: bool = True) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", *args], input=stdin, capture_output=True,
-                          env=env, cwd=cwd, timeout=60, check=False)
+    proc = cli_process.run(args, input=stdin, env=env, cwd=cwd, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr.decode()
     return proc

@@ -1,4 +1,4 @@
-"""`convgraph export` / `convgraph import`, run as real subprocesses against SQLite replicas."""
+"""`convgraph export` / `convgraph import`, run as real child processes (`cli_process`) against SQLite replicas."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import cli_process
 from convgraph import Draft, ManualClock, Replica
 from convgraph.core.cid import CID
 from convgraph.core.codec import encode
@@ -29,10 +30,7 @@ from convgraph.sync.varint import uvarint
 
 def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60,
-        check=False,
-    )
+    proc = cli_process.run(args, text=True, env=env, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

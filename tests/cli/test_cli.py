@@ -1,4 +1,4 @@
-"""The `convgraph` command, run as a real subprocess against a real SQLite replica."""
+"""The `convgraph` command, run as a real child process (`cli_process`) against a real SQLite replica."""
 
 from __future__ import annotations
 
@@ -6,18 +6,16 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_process
+
 
 def run(home: Path, *args: str, ok: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "200"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True, env=env, timeout=60,
-        check=False, input=input_text,
-    )
+    proc = cli_process.run(args, text=True, env=env, timeout=60, input=input_text)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from test_cli import init, run
 
+import cli_process
 from convgraph.cli.main import cli
 from convgraph.projections import validity
 
@@ -83,8 +82,7 @@ def test_say_with_a_conversation_id_that_is_not_utf8_exits_2(tmp_path: Path) -> 
     """`convgraph say --conv $'\\xff' x`, as a shell passes it: raw bytes in argv."""
     init(tmp_path / "r")
     env = {**os.environ, "CONVGRAPH_HOME": str(tmp_path / "r")}
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "say", "--conv", b"\xff", "x"],
-                          capture_output=True, env=env, timeout=60, check=False)
+    proc = cli_process.run(["say", "--conv", b"\xff", "x"], env=env, timeout=60)
     stderr = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in stderr, stderr
     assert "Invalid value for '--conv'" in stderr and "not valid Unicode text" in stderr

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from test_safe_text import UNSAFE, unsafe_in
 
+import cli_process
 from convgraph import Replica, ToolCall
 from convgraph.cli.main import cli
 from convgraph.projections.resume import PROVIDERS
@@ -157,8 +156,7 @@ def test_the_issue_reproduction_over_a_car_file(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "200"}
 
     def convgraph(home: str, *args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(tmp_path / home), *args],
-                              capture_output=True, env=env, timeout=60, check=True)
+        proc = cli_process.run(["--home", str(tmp_path / home), *args], env=env, timeout=60, check=True)
         return proc.stdout.decode() + proc.stderr.decode()
 
     convgraph("foreign", "export", str(tmp_path / "x.car"))

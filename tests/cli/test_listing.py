@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import cli_process
 from convgraph import Replica
 from convgraph.cli import listing
 from convgraph.cli.main import cli
@@ -114,6 +115,5 @@ def test_not_a_terminal_is_never_paged(home: Path, tmp_path: Path) -> None:
     script, got = tmp_path / "pager.py", tmp_path / "paged.txt"
     script.write_text(PAGER)
     env = {**os.environ, listing.PAGER_ENV: f"{sys.executable} {script} {got}"}
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "log"],
-                          capture_output=True, env=env, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    proc = cli_process.run(["--home", str(home), "log"], env=env, timeout=60, check=True, stdin=subprocess.DEVNULL)
     assert "26 records" in proc.stdout.decode() and not got.exists()

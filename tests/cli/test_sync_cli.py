@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import cli_process
 from convgraph import Config, Replica, SigningKey
 from convgraph.cli.sync import _server_replica
 from convgraph.core.cid import CID
@@ -40,8 +41,7 @@ ENV = {**os.environ, "COLUMNS": "200"}
 
 
 def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*CLI, "--home", str(home), *args], capture_output=True, text=True, env=ENV,
-                          timeout=60, check=False)
+    proc = cli_process.run(["--home", str(home), *args], text=True, env=ENV, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -353,8 +353,8 @@ def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
     [bundle] = proofs.iterdir()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    proved = subprocess.run([*CLI, "--home", str(elsewhere / "home"), "verify-evidence", str(bundle)],
-                            cwd=elsewhere, capture_output=True, text=True, env=ENV, timeout=60, check=False)
+    proved = cli_process.run(["--home", str(elsewhere / "home"), "verify-evidence", str(bundle)],
+                             cwd=elsewhere, text=True, env=ENV, timeout=60)
     assert proved.returncode == 0, proved.stdout + proved.stderr
 
 

@@ -14,6 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+import cli_process
 from convgraph import Replica
 from convgraph.cli import home as cli_home
 from convgraph.cli.main import cli
@@ -241,13 +242,11 @@ def test_a_20_mb_payload_on_stdin_or_in_a_file_reaches_the_record_limit(home: Pa
     (tmp_path / "big.txt").write_text(big)
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "300"}
     for args, stdin in ((["say", "-"], big), (["say", "@" + str(tmp_path / "big.txt")], None)):
-        proc = subprocess.run([sys.executable, "-m", "convgraph", *args], input=stdin, capture_output=True,
-                              text=True, env=env, timeout=120, check=False)
+        proc = cli_process.run(args, module="convgraph", input=stdin, text=True, env=env, timeout=120)
         assert proc.returncode == 2 and "record too large" in proc.stderr, proc.stderr
         assert "hint: a record holds at most 1048576 bytes" in " ".join(proc.stderr.split())
     fits = "y" * 900_000
-    proc = subprocess.run([sys.executable, "-m", "convgraph", "say", "-"], input=fits, capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    proc = cli_process.run(["say", "-"], module="convgraph", input=fits, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     turns = json.loads(cg(home, "transcript", "--json").stdout)["turns"]
     assert turns[-1]["content"][0]["text"] == fits

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import cli_process
 from convgraph import ManualClock, Replica, SqliteStore
 from convgraph.artifacts import blocks
 from convgraph.artifacts.claims import artifact_cid
@@ -110,14 +109,12 @@ def test_verify_evidence_proves_it_from_the_file_alone(tmp_path: Path, held: dic
     file = tmp_path / "bundle.cbor"
     file.write_bytes(finding.bundle)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CONVGRAPH_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "verify-evidence", str(file), "--json"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    proc = cli_process.run(["verify-evidence", str(file), "--json"], text=True, env=env, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["kind"], report["id"], report["blocks"]) == (FALSE_PATCH, str(finding.id), 3)
     file.write_bytes(finding.bundle.replace(b"line 39999", b"line 39998"))
-    assert subprocess.run([sys.executable, "-m", "convgraph.cli", "verify-evidence", str(file)],
-                          capture_output=True, env=env, cwd=tmp_path, timeout=60, check=False).returncode == 1
+    assert cli_process.run(["verify-evidence", str(file)], env=env, cwd=tmp_path, timeout=60).returncode == 1
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

@@ -12,12 +12,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import cli_process
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import decode_record
@@ -115,8 +115,7 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # a fresh interpreter, an empty working directory and home: nothing but the file
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(cwd), "CONVGRAPH_HOME": str(cwd / "home"),
            "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "convgraph.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=60, check=False)
+    return cli_process.run(args, text=True, env=env, cwd=cwd, timeout=60)
 
 
 def test_verify_evidence_cli_gives_every_vector_its_exit_code(tmp_path: Path) -> None:

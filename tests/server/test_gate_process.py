@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+import cli_process
 import pg
 from convgraph import Replica
 from convgraph.core.keys import actor_text
@@ -29,9 +29,8 @@ NONCE = bytes(range(16))
 
 
 def cli_sync(home: Path, url: str, conv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "sync", url, "--conv", conv,
-                           "--json"], capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "COLUMNS": "400"})
+    return cli_process.run(["--home", str(home), "sync", url, "--conv", conv, "--json"], text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "400"})
 
 
 def actor_of(home: Path) -> bytes:

@@ -13,13 +13,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import cli_process
 from convgraph import Draft, ManualClock, Replica
 from convgraph.core.cid import CID
 from convgraph.sync.car import read_car, write_car
@@ -79,8 +79,7 @@ def peer() -> Peer:
 
 def convgraph(home: Path, *args: str) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "CONVGRAPH_HOME": str(home)}
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", *args, "--json"], capture_output=True,
-                          text=True, env=env, timeout=60, check=False)
+    proc = cli_process.run([*args, "--json"], text=True, env=env, timeout=60)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 

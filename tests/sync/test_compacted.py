@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import cli_process
 from convgraph import ManualClock, Replica, sync_replicas
 from convgraph.adoption import encode_cover
 from convgraph.core import codec
@@ -68,8 +67,7 @@ def open_replica(path: Path, clock: ManualClock) -> Replica:
 
 def cli_sync(home: Path, url: str, conv: str) -> dict[str, Any]:
     """`convgraph sync URL --conv CONV --json` as a process of its own; its summary."""
-    proc = subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "sync", url,
-                           "--conv", conv, "--json"], capture_output=True, text=True, timeout=120, check=False)
+    proc = cli_process.run(["--home", str(home), "sync", url, "--conv", conv, "--json"], text=True, timeout=120)
     summary: dict[str, Any] = json.loads(proc.stdout)
     assert proc.returncode == (0 if summary["ok"] else 1), proc.stderr
     return summary

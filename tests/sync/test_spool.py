@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import cli_process
 from convgraph import Config, Replica, transcript_bytes
 from convgraph.errors import ProtocolError, SyncTimeoutError, TransportError
 from convgraph.sync.initiator import synchronize
@@ -93,7 +94,7 @@ def test_a_spool_nobody_serves_is_waited_on_as_long_as_the_error_says(tmp_path: 
 
 def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "convgraph.cli"]
-    run = lambda *a: subprocess.run([*cli, *a], check=False, capture_output=True, text=True, timeout=60)  # noqa: E731
+    run = lambda *a: cli_process.run(a, text=True, timeout=60)  # noqa: E731
     for side in ("b", "a"):  # a legacy conversation both wrote (the CLI writes only rooted ones)
         with Replica.open(tmp_path / side, config=Config(legacy_writes=True)) as replica:
             replica.say("c", "user", f"from {side}")

@@ -3,8 +3,6 @@ may read and nothing else; its event stream is the server's, and ends when read 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import cli_process
 from convgraph import Replica, SigningKey
 from convgraph.core.keys import actor_text
 from convgraph.errors import ForbiddenError
@@ -97,8 +96,7 @@ def test_convgraph_view_server_prints_a_link_for_its_key(served: Served, tmp_pat
     home = tmp_path / "laptop"
     with Replica.open(home) as laptop:
         served.replica.write(served.conv, "grant", {"grantee": laptop.actor, "rights": ["read"]})
-    done = subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "view", "--server", served.url],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = cli_process.run(["--home", str(home), "view", "--server", served.url], text=True, timeout=60, check=True)
     link = done.stdout.strip().removeprefix("viewer: ")
     assert link.startswith(served.url + "/view/?token="), done.stdout
     with httpx.Client(follow_redirects=True, timeout=10) as browser:
