@@ -125,8 +125,12 @@ class _Server:
             given = in_r
         elif stdin == subprocess.DEVNULL:
             given = in_r = os.open(os.devnull, os.O_RDONLY)
-        elif stdin is None:
-            given = 0
+        elif stdin is None:  # ours, as subprocess leaves it (under pytest: its /dev/null)
+            try:
+                os.fstat(0)
+                given = 0
+            except OSError:  # closed: the child gets an empty one
+                given = in_r = os.open(os.devnull, os.O_RDONLY)
         else:
             given = stdin
         try:
