@@ -47,7 +47,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
 
-PRELOAD = ("convgraph.cli.main", "convgraph.sync.http", "convgraph.sync.spool")
+# click._textwrap: what every usage error and --help imports
+PRELOAD = ("convgraph.cli.main", "convgraph.sync.http", "convgraph.sync.spool", "click._textwrap")
 # interpreter-start settings the child reproduces; any other PYTHON* difference runs the real thing
 EMULATED = frozenset({"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"})
 REAL_ENV = "CONVGRAPH_TEST_REAL_CLI"
