@@ -143,11 +143,16 @@ class Opened:
     def __init__(self, kind: str, home: Path) -> None:
         self.kind, self.home, self.made = kind, home, 0
         self.dsn = pg.dsn() if kind == "postgres" else ""
+        self.schema = ""
 
     def store(self) -> tuple[Store, Callable[[], Store]]:
+        """A store as fresh as a new one; on PostgreSQL the one schema, emptied (`pg.emptied`):
+        the stores of the example before are closed by then."""
         self.made += 1
         where = self.home / f"s{self.made}.sqlite"
-        schema = pg.fresh_schema(self.dsn) if self.kind == "postgres" else ""
+        if self.kind == "postgres":
+            self.schema = pg.emptied(self.dsn, self.schema) if self.schema else pg.fresh_schema(self.dsn)
+        schema = self.schema
         if self.kind == "memory":
             memory = MemoryStore()
             return memory, lambda: memory
