@@ -174,13 +174,14 @@ def _same_views(r: Replica, conv: str, data: st.DataObject, *, compacted: bool) 
     (or adoption) took bytes it needs, or nothing of `conv` is stored (no hidden set yet)."""
     index = TurnIndex(r.store)
     compacted = compacted or not r.store.count(conv)
+    state = r.visible(conv)  # the fold, once: nothing is written while the views are compared
     for branch in (None, *BRANCHES):
         last = data.draw(LASTS, label="last")
-        want = _outcome(partial(resume_window, r.visible(conv), branch=branch, last=last))
+        want = _outcome(partial(resume_window, state, branch=branch, last=last))
         assert _outcome(partial(r.resume_window, conv, branch=branch, last=last)) == want
         direct = _outcome(partial(index.resume_window, conv, branch=branch, last=last))
         assert direct in (want, None) if compacted else direct == want  # None: the fold answers
-        assert r.transcript(conv, branch=branch, last=last) == transcript(r.visible(conv), branch=branch, last=last)
+        assert r.transcript(conv, branch=branch, last=last) == transcript(state, branch=branch, last=last)
 
 
 @pytest.mark.parametrize("rooted", [False, True], ids=["legacy", "rooted"])
