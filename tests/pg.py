@@ -132,6 +132,26 @@ def fresh_schema(dsn: str, *, suffix: str = "") -> str:
     return name
 
 
+def emptied(dsn: str, schema: str) -> str:
+    """`schema` (a `fresh_schema` a store has set up) as a fresh one reads: no row, every
+    sequence back at its start. It keeps its tables, so the next store opens it in milliseconds
+    where setting up a fresh schema takes about half a second (and dropping it a quarter of a
+    second more at `cleanup`): for a property test that wants a fresh store every example.
+    The meta rows go too: the store that opens it next writes them again, as on a fresh schema."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL client_min_messages = warning")
+        found = conn.execute(
+            "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'S')", [schema]).fetchall()
+        assert found, f"no schema {schema!r} to empty"
+        for name, kind in found:
+            if kind == "r":
+                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, name)))
+            else:
+                conn.execute("SELECT setval(%s::regclass, 1, false)", [sql.Identifier(schema, name).as_string(conn)])
+    return schema
+
+
 def cleanup() -> None:
     """Drop the schemas this process named (a few per statement), then stop any cluster."""
     by_server: dict[str, list[str]] = {}

@@ -19,6 +19,7 @@ from convgraph import ManualClock, MemoryStore, Replica, SigningKey, SqliteStore
 from convgraph.core.cid import CID
 from convgraph.errors import ConvgraphError
 from convgraph.projections.resume import PROVIDERS, to_provider
+from convgraph.projections.state import ConvState
 from convgraph.projections.transcript import resume_window
 from convgraph.projections.turn import ToolCall
 from convgraph.resume_cache import MAX_NEW, ResumeCache
@@ -42,20 +43,31 @@ def _outcome(read: Callable[[], object]) -> str:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _uncached(r: Replica, conv: str, provider: str | None, branch: str | None, last: int | None) -> object:
-    window = resume_window(r.visible(conv), branch=branch, last=last)  # the full fold
+def _folded(r: Replica, conv: str) -> ConvState | ConvgraphError:
+    """The full fold the uncached answers read, or the error folding gave (each answer's)."""
+    try:
+        return r.visible(conv)
+    except ConvgraphError as exc:
+        return exc
+
+
+def _uncached(state: ConvState | ConvgraphError, provider: str | None, branch: str | None, last: int | None) -> object:
+    if isinstance(state, ConvgraphError):
+        raise state
+    window = resume_window(state, branch=branch, last=last)  # from the full fold
     return window if provider is None else to_provider(window.turns, provider)
 
 
 def _same_answers(r: Replica, conv: str, data: st.DataObject, main: int | None) -> None:
     """Main's window with the same `last` every time (so that it moves on), a branch's any."""
+    state = _folded(r, conv)  # once: nothing is written while the answers are compared
     for branch in (None, BRANCHES[0]):
         last = main if branch is None else data.draw(st.sampled_from([None, 1, 3, 6]), label="last")
-        want = _outcome(partial(_uncached, r, conv, None, branch, last))
+        want = _outcome(partial(_uncached, state, None, branch, last))
         for _ in range(2):  # the second one is answered from the cache
             assert _outcome(partial(r.resume_window, conv, branch=branch, last=last)) == want
         for provider in PROVIDERS:
-            want = _outcome(partial(_uncached, r, conv, provider, branch, last))
+            want = _outcome(partial(_uncached, state, provider, branch, last))
             got = [_outcome(partial(r.resume, conv, provider, branch=branch, last=last)) for _ in range(2)]
             assert got == [want, want], provider
 
@@ -184,15 +196,17 @@ LOOP = ["step", "step", "step", "late", "retract", "supersede", "branch turn", "
 LOOP_EXAMPLES = {"memory": 30, "sqlite": 20, "postgres": 6}
 
 
-def _opener(kind: str, home: Path) -> Callable[[], Store]:
-    """Connections to one store: each call opens another (a memory store has only the one)."""
+def _opener(kind: str, home: Path, used: list[str]) -> Callable[[], Store]:
+    """Connections to one fresh store: each call opens another (a memory store has only the
+    one). On PostgreSQL the schema of the example before, emptied (`pg.emptied`), if any."""
     if kind == "memory":
         memory = MemoryStore()
         return lambda: memory
     if kind == "sqlite":
         return lambda: SqliteStore(home / "agent.sqlite")
     dsn = pg.dsn()
-    schema = pg.fresh_schema(dsn)
+    schema = pg.emptied(dsn, used[0]) if used else pg.fresh_schema(dsn)
+    used[:] = [schema]
     return lambda: PostgresStore(dsn, schema=schema, pool_size=2)
 
 
@@ -200,7 +214,7 @@ def _opener(kind: str, home: Path) -> Callable[[], Store]:
 def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: Path) -> None:
     """Every resume follows a write (the case windows move on for), now and then a late turn of
     another device lands inside the window, or a recent turn is retracted or superseded."""
-    made = iter(range(10**6))
+    made, used = iter(range(10**6)), list[str]()
 
     @settings(max_examples=LOOP_EXAMPLES[kind] * (4 if IN_CI else 1))
     @given(script=st.lists(st.sampled_from(LOOP), min_size=3, max_size=25), last=st.sampled_from([1, 2, 5]),
@@ -209,7 +223,7 @@ def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: 
         home = tmp_path / f"l{next(made)}"
         home.mkdir()
         clock, late_clock = ManualClock(T0), ManualClock(T0)
-        connect = _opener(kind, home)
+        connect = _opener(kind, home, used)
         agent = Replica(connect(), SigningKey(b"\x0c" * 32), clock=clock)
         device = Replica.in_memory(SigningKey(b"\x0d" * 32), clock=late_clock)
         written = [agent.say("c", "user", "start")]
@@ -237,11 +251,12 @@ def test_an_agent_loop_window_moved_on_is_the_uncached_one(kind: str, tmp_path: 
                 elif kind != "memory":  # another connection writes: only the store's token tells
                     with Replica(connect(), SigningKey(b"\x0e" * 32), clock=clock) as other:
                         written.append(other.say("c", "user", f"elsewhere {k}"))
+                state = _folded(agent, "c")
                 for provider in PROVIDERS:
-                    want = _outcome(partial(_uncached, agent, "c", provider, None, last))
+                    want = _outcome(partial(_uncached, state, provider, None, last))
                     assert _outcome(partial(agent.resume, "c", provider, last=last)) == want, (action, provider)
                 assert _outcome(partial(agent.resume_window, "c", last=last)) == _outcome(
-                    partial(_uncached, agent, "c", None, None, last))
+                    partial(_uncached, state, None, None, last))
         finally:
             if kind != "memory":
                 agent.close()

@@ -143,11 +143,16 @@ class Opened:
     def __init__(self, kind: str, home: Path) -> None:
         self.kind, self.home, self.made = kind, home, 0
         self.dsn = pg.dsn() if kind == "postgres" else ""
+        self.schema = ""
 
     def store(self) -> tuple[Store, Callable[[], Store]]:
+        """A store as fresh as a new one; on PostgreSQL the one schema, emptied (`pg.emptied`):
+        the stores of the example before are closed by then."""
         self.made += 1
         where = self.home / f"s{self.made}.sqlite"
-        schema = pg.fresh_schema(self.dsn) if self.kind == "postgres" else ""
+        if self.kind == "postgres":
+            self.schema = pg.emptied(self.dsn, self.schema) if self.schema else pg.fresh_schema(self.dsn)
+        schema = self.schema
         if self.kind == "memory":
             memory = MemoryStore()
             return memory, lambda: memory
@@ -169,13 +174,14 @@ def _same_views(r: Replica, conv: str, data: st.DataObject, *, compacted: bool) 
     (or adoption) took bytes it needs, or nothing of `conv` is stored (no hidden set yet)."""
     index = TurnIndex(r.store)
     compacted = compacted or not r.store.count(conv)
+    state = r.visible(conv)  # the fold, once: nothing is written while the views are compared
     for branch in (None, *BRANCHES):
         last = data.draw(LASTS, label="last")
-        want = _outcome(partial(resume_window, r.visible(conv), branch=branch, last=last))
+        want = _outcome(partial(resume_window, state, branch=branch, last=last))
         assert _outcome(partial(r.resume_window, conv, branch=branch, last=last)) == want
         direct = _outcome(partial(index.resume_window, conv, branch=branch, last=last))
         assert direct in (want, None) if compacted else direct == want  # None: the fold answers
-        assert r.transcript(conv, branch=branch, last=last) == transcript(r.visible(conv), branch=branch, last=last)
+        assert r.transcript(conv, branch=branch, last=last) == transcript(state, branch=branch, last=last)
 
 
 @pytest.mark.parametrize("rooted", [False, True], ids=["legacy", "rooted"])

@@ -65,8 +65,8 @@ class World:
         w = self.writers[i]
         if what == "tick":
             self.clocks[i].advance(pick % 4)
-        elif what == "sync":
-            w.ingest([r.data for r in self.writers[pick % len(self.writers)].iter_records()])
+        elif what == "sync":  # the records w lacks, as the sync protocol moves them
+            w.ingest([r.data for r in self.writers[pick % len(self.writers)].iter_records() if not w.store.has(r.cid)])
         elif what == "revoke":  # by the owner, of the member's write
             if self.conv != CONV:
                 payload = {"grantee": self.writers[2].actor, "rights": ["write"]}

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import pytest
 from hypothesis import given, settings
@@ -37,11 +37,29 @@ from convgraph.store.sqlite import SqliteStore
 
 # ---------------------------------------------------------------- stores under test
 
+class FreshPostgres(PostgresStore):
+    """A store in a schema of the one server tests/pg.py finds (or starts) per process, as
+    fresh as a new one: one a closed store left, emptied (`pg.emptied`: milliseconds), else a
+    new one (half a second of DDL, and dropping it at the end as much again)."""
+
+    free: ClassVar[list[str]] = []  # the schemas of closed stores
+
+    def __init__(self) -> None:
+        dsn = pg.dsn()
+        super().__init__(dsn, schema=pg.emptied(dsn, self.free.pop()) if self.free else pg.fresh_schema(dsn))
+        self._given_back = False
+
+    def close(self) -> None:
+        super().close()
+        if not self._given_back:
+            self._given_back = True
+            self.free.append(self.schema)
+
+
 FACTORIES: dict[str, Callable[[Path], Store]] = {
     "memory": lambda _home: MemoryStore(),
     "sqlite": lambda home: SqliteStore(home / "s.sqlite"),
-    # each in a fresh schema of the one server tests/pg.py finds (or starts) per process
-    "postgres": lambda _home: PostgresStore(pg.dsn(), schema=pg.fresh_schema(pg.dsn())),
+    "postgres": lambda _home: FreshPostgres(),
 }
 
 # store tests do real I/O per example (a fresh database each); the pure tests keep the profile's count
