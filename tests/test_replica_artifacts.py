@@ -163,3 +163,12 @@ def test_a_store_failing_half_way_stores_nothing() -> None:
     with pytest.raises(StoreError, match="disk full"):
         replica_artifacts.put(store, io.BytesIO(data), limit=len(data))
     assert store.has_blocks(c for c, _ in split(data)[1]) == set()
+
+
+def test_put_refuses_a_cid_instead_of_storing_its_bytes() -> None:
+    # a CID is bytes too; storing its 36 bytes as content is never what the caller meant
+    replica = Replica.in_memory()
+    cid = replica.put(b"content")
+    with pytest.raises(TypeError, match="already an artifact's name"):
+        replica.put(cid)
+    assert list(replica.store.block_cids()) == [cid]

@@ -111,3 +111,16 @@ def test_order_is_strict_and_hash_follows_the_bytes() -> None:
     a, b = sorted([CID.of_record(b"1"), CID.of_record(b"2")])
     assert not a < a and not a > a and not b < a and not a > b
     assert hash(a) == hash(CID(bytes(a))) != hash(b)
+
+
+def test_a_cid_is_a_bytes_subclass_holding_its_binary_form() -> None:
+    cid = CID.of_record(b"x")
+    raw = bytes(cid)
+    assert type(raw) is bytes and raw == cid and hash(raw) == hash(cid)
+    for like in (bytearray(raw), memoryview(raw)):  # any bytes-like value, checked the same way
+        assert CID(like) == cid and type(CID(like)) is CID
+    with pytest.raises(DecodeError):
+        CID(bytearray(b"\x00" * 36))
+    assert type(cid.digest) is bytes
+    assert type(pickle.loads(pickle.dumps(cid))) is CID
+    assert repr(cid) == f"CID({cid})" and f"{cid}" == str(cid)

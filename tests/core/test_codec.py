@@ -370,3 +370,13 @@ def test_the_errors_of_the_codec_say_what_failed() -> None:
         encode({1, 2})
     with pytest.raises(DecodeError, match=r"^not DAG-CBOR: "):
         decode_trusted(b"\xff")
+
+
+def test_a_cid_encodes_as_a_link_and_its_binary_form_as_a_byte_string() -> None:
+    # a CID is a bytes subclass: the encoder must still tell it from the plain bytes it equals
+    cid = CID.of_record(b"x")
+    link, data = encode({"a": cid}), encode({"a": bytes(cid)})
+    assert link == b"\xa1\x61a\xd8\x2a\x58\x25\x00" + bytes(cid)
+    assert data == b"\xa1\x61a\x58\x24" + bytes(cid)
+    assert type(decode(link)["a"]) is CID and type(decode(data)["a"]) is bytes
+    assert to_json(decode(link)) != to_json(decode(data))
