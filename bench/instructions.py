@@ -27,28 +27,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-from append import LEGACY, floor_ingest, open_floor_db, replica_ingest, rooted_datas, turn_items
+from append import floor_ingest, open_floor_db, replica_ingest
+from profile_ingest import inputs
 
-from convgraph import Draft, Replica
+from convgraph import Replica
 
 _BASE = 1000
 _PATHS = ("floor", "legacy", "rooted")
 
 
 def _inputs(n: int, tmp: Path) -> dict[str, list[bytes]]:
-    drafts = [Draft(kind, payload) for kind, payload in turn_items(n)]
-    writer = Replica.open(tmp / "legacy-writer", config=LEGACY)
-    for lo in range(0, n, 1000):
-        writer.write_many("bench", drafts[lo : lo + 1000])
-    legacy = [data for _, data in writer.store.iter_all()]
-    writer.close()
-    (tmp / "rooted").mkdir()
-    return {"floor": legacy, "legacy": legacy, "rooted": rooted_datas(tmp / "rooted", drafts, "NORMAL")}
+    made = inputs(n, tmp)
+    return {"floor": made["legacy"], **made}
 
 
-def _ingest(inputs: Path, path: str, count: int, where: Path) -> None:
+def _ingest(pickled: Path, path: str, count: int, where: Path) -> None:
     """The measured child: ingest the first `count` records of `path` into a fresh store."""
-    datas = pickle.loads(inputs.read_bytes())[path][:count]
+    datas = pickle.loads(pickled.read_bytes())[path][:count]
     if path == "floor":
         floor_ingest(open_floor_db(where, "NORMAL"), datas, lambda _: None)
     else:
