@@ -89,5 +89,3 @@ class CID(bytes):
 
     def __reduce__(self) -> tuple[type[CID], tuple[bytes]]:
         return (CID, (bytes(self),))
-
-
