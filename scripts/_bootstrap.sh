@@ -12,6 +12,6 @@ make_venv() {
 }
 venv_pip() {  # DIR ARGS…: that venv's pip, without the warnings this machine's pip configuration adds
   local dir=$1; shift
-  "$dir/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 | sed '/is ignored/d'
+  "$dir/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 | sed '/is ignored/d; /BuildBackendWarning: Support for .\[tool.setuptools\]. in .pyproject.toml. is still \*beta\*/d; /warnings.warn(msg, _BetaConfiguration)/d'
   return "${PIPESTATUS[0]}"
 }
