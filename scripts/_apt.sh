@@ -11,7 +11,7 @@ apt_wait() {
       printf '%s\n' "$out" >&2; return 1
     fi
     if [ $((SECONDS - start)) -ge "$wait" ]; then
-      printf '%s\n== apt/dpkg lock still held after %s s (another install is running: `fuser -v /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock` names it); set APT_LOCK_WAIT to wait longer\n' "$out" >&2
+      printf '%s\n== apt/dpkg lock still held after %s s (another install is running: `fuser -v /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock` names it); set APT_LOCK_WAIT to wait longer\n' "$out" "$wait" >&2
       return 1
     fi
     echo "== waiting for the apt/dpkg lock another process holds ($((SECONDS - start)) s of ${wait} s)" >&2
