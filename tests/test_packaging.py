@@ -13,7 +13,7 @@ import json
 import re
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+from importlib.metadata import PackageNotFoundError, packages_distributions, requires, version
 from pathlib import Path
 
 import pytest
@@ -97,6 +97,14 @@ def _closure(requirements: list[str]) -> set[str]:
     return seen
 
 
+def _installed(name: str) -> bool:
+    try:
+        version(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 def _refused(allowed: set[str]) -> set[str]:
     """Every installed top-level module that no distribution in `allowed` provides."""
     outside = {
@@ -155,6 +163,20 @@ def test_the_lock_pins_every_version_pyproject_pins() -> None:
                                            for r in pins.extra(project["optional-dependencies"], extra))]
     stale = {r: locked.get(pins.requirement_name(r)) for r in pinned if locked.get(pins.requirement_name(r)) != r.partition("==")[2]}
     assert stale == {}, "run scripts/lock: requirements-dev.lock lags pyproject.toml"
+
+
+def test_the_core_lock_is_the_core_install_at_the_dev_locks_versions() -> None:
+    """scripts/demo installs requirements-core.lock: what the core install brings, no more, each
+    at the version (and with the hashes) the development lock holds."""
+    def pins_of(lock: Path) -> dict[str, str]:
+        blocks = re.split(r"^(?=[a-z0-9][a-z0-9._-]*==)", lock.read_text(), flags=re.M | re.I)[1:]
+        return {pins.normal(b.partition("==")[0]): b.split("#")[0].strip() for b in blocks}
+
+    core, dev = pins_of(LOCK.with_name("requirements-core.lock")), pins_of(LOCK)
+    # the closure as installed here: a requirement behind a marker this Python fails (anyio's
+    # exceptiongroup, for Python < 3.11) is neither installed nor locked
+    assert set(core) == {d for d in _closure(pins.project()["dependencies"]) - {"convgraph"} if _installed(d)}
+    assert {name: block for name, block in core.items() if dev.get(name) != block} == {}
 
 
 def test_local_commands_run_on_the_core_install_alone(tmp_path: Path, blocked: set[str]) -> None:
