@@ -1,9 +1,9 @@
 """Foreign content in the viewer cannot run: hostile payloads in a real browser.
 
 Records whose text, titles, branch names, tool names, conversation names, file names and
-file contents carry
-`<script>`, event-handler attributes, SVG with `onload`, `javascript:` URLs and bidi
-overrides (U+202E) are shown on every page, one also arriving live, and nothing executes:
+file contents carry `<script>`, event-handler attributes, SVG with `onload`, `javascript:`
+URLs and bidi overrides (U+202E) are shown on every page (a file's own included), one also
+arriving live, and nothing executes:
 `window.__pwned` stays undefined, no dialog opens, the only script is our file, no element
 has an `on…` attribute, every link is one of ours, and each override is shown as a visible
 `\\u202e` instead of reordering the text around it.
