@@ -63,6 +63,9 @@ def test_views_of_a_snapshot_a_patch_and_the_records_that_name_them() -> None:
     assert code.view(r, request) == code.CodeView("decision_request", target=code.Target(patch.cid, "patch"))
     decision = code.view(r, r.decide(conv, request.cid, "yes"))
     assert decision is not None and decision.target == code.Target(request.cid, "decision_request")
+    assert decision.subject == code.Target(patch.cid, "patch")  # through the request
+    bare = code.view(r, r.decide(conv, r.ask(conv, "lunch?").cid, "yes"))
+    assert bare is not None and bare.target is not None and bare.subject is None
     assert code.view(r, r.say(conv, "user", "hi")) is None
     unheld = r.write(conv, "review_comment", {"target": CID.of_raw(b"elsewhere"), "body": "?"})
     assert code.view(r, unheld) == code.CodeView("review_comment", target=code.Target(CID.of_raw(b"elsewhere"), None))
@@ -83,3 +86,28 @@ def test_a_stale_decision_says_so_on_its_page_and_the_rest_say_nothing() -> None
     assert view is not None and len(view.notes) == 1
     assert view.notes[0].startswith("stale:") and str(second.cid) in view.notes[0]
     assert record_view(r, ask.cid).notes == ()  # type: ignore[union-attr]
+
+
+def test_the_records_naming_a_patch_and_the_files_reached_through_it() -> None:
+    r = Replica.in_memory()
+    conv, other = r.create("t"), r.create("u")
+    base = r.put(b"0\n")
+    patch = r.patch(conv, base, make_unified_diff(b"0\n", b"1\n", "f"))
+    review = r.review(conv, patch.cid, "fine", verdict="approve")
+    r.say(conv, "user", "unrelated")
+    request = r.ask(conv, "ship?", subject=patch.cid, options=["ship"])
+    decision = r.decide(conv, request.cid, "ship")
+    assert [(m.cid, m.via) for m in code.mentions(r, conv, patch.cid)] == [
+        (review.cid, None), (request.cid, None), (decision.cid, request.cid)]
+    assert code.mentions(r, other, patch.cid) == ()  # another conversation's records only
+    assert code.mentions(r, conv, review.cid) == ()
+
+    shown = code.artifact_page(r, patch.cid, base)
+    assert shown is not None and (shown.record, shown.conv, shown.kind) == (patch.cid, conv, "patch")
+    assert shown.file == code.File("base", base, code.TEXT, 2, "0\n")
+    result = code.artifact_page(r, patch.cid, patch.payload["result"])
+    assert result is not None and result.file.text == "1\n" and result.file.path == "result"
+    assert code.artifact_page(r, review.cid, base) is None  # a review names no file
+    stranger = r.put(b"held, but not named by this patch")
+    assert code.artifact_page(r, patch.cid, stranger) is None
+    assert code.artifact_page(r, CID.of_raw(b"no record"), base) is None

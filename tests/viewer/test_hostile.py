@@ -1,8 +1,9 @@
 """Foreign content in the viewer cannot run: hostile payloads in a real browser.
 
-Records whose text, titles, branch names, tool names and conversation names carry
-`<script>`, event-handler attributes, SVG with `onload`, `javascript:` URLs and bidi
-overrides (U+202E) are shown on every page, one also arriving live, and nothing executes:
+Records whose text, titles, branch names, tool names, conversation names, file names and
+file contents carry `<script>`, event-handler attributes, SVG with `onload`, `javascript:`
+URLs and bidi overrides (U+202E) are shown on every page (a file's own included), one also
+arriving live, and nothing executes:
 `window.__pwned` stays undefined, no dialog opens, the only script is our file, no element
 has an `on…` attribute, every link is one of ours, and each override is shown as a visible
 `\\u202e` instead of reordering the text around it.
@@ -17,9 +18,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from convgraph.artifacts.diff import make_unified_diff
 from convgraph.projections.turn import ToolCall
 from convgraph.replica import Replica
-from convgraph.viewer.app import CSP, conv_url, record_url
+from convgraph.viewer.app import CSP, artifact_url, conv_url, record_url
 from viewer.process import ViewProcess, chromium
 
 
@@ -44,6 +46,7 @@ class Hostile:
     rooted: str
     legacy: str
     records: tuple[str, ...]
+    files: tuple[str, ...]  # the pages of files records name
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +62,18 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
             r.write(conv, "code_snapshot", {"content": HANDLERS, "path": JS_LINK, "language": RLO + SCRIPT}),
             r.write(conv, "decision_request", {"question": f"{RLO}{BREAKOUT}", "options": [JS_LINK, SCRIPT]}),
         ]
+        old = f"{SCRIPT}\n{HANDLERS}\n{RLO}\n".encode()
+        base = r.put(old)
+        patch = r.patch(conv, base, make_unified_diff(old, old + BREAKOUT.encode() + b"\n", f"{RLO}{SCRIPT}.py"))
+        tree = r.write(conv, "code_snapshot", {"tree": {f"{BREAKOUT}{RLO}.html": base}})
+        ask = r.ask(conv, f"{RLO}{BREAKOUT}", subject=patch.cid, options=[SCRIPT])
+        written += [patch, tree, r.review(conv, patch.cid, f"{BREAKOUT}{HANDLERS}"), ask,
+                    r.decide(conv, ask.cid, SCRIPT, rationale=JS_LINK)]
+        files = (artifact_url(patch.cid, base), artifact_url(patch.cid, patch.payload["result"]),
+                 artifact_url(tree.cid, base))
         legacy = f"<img src=x onerror=alert(5)>{RLO}legacy"
         written.append(r.write(legacy, "user_message", {"role": "user", "content": SCRIPT}))
-    return Hostile(home, conv, legacy, tuple(str(w.cid) for w in written))
+    return Hostile(home, conv, legacy, tuple(str(w.cid) for w in written), files)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +91,7 @@ def _nothing_ran(page: Page, dialogs: list[str]) -> None:
         e => Array.from(e.attributes).filter(a => a.name.toLowerCase().startsWith('on')).map(a => a.name))""")
     assert handlers == []
     links = page.evaluate("Array.from(document.querySelectorAll('[href]'), e => e.getAttribute('href'))")
-    assert all(link.startswith("/view/") for link in links), links
+    assert all(link.startswith(("/view/", "#file-")) for link in links), links  # ours, or a snapshot's own file
     text = page.evaluate("document.body.innerText")
     assert RLO not in text
     assert RLO not in page.title()
@@ -96,7 +108,7 @@ def test_hostile_content_is_shown_inert(served: ViewProcess, hostile: Hostile, b
     expect(page.locator("table.convs")).to_contain_text("\\u202e")  # the override, made visible
     _nothing_ran(page, dialogs)
 
-    for path in [conv_url(hostile.rooted), conv_url(hostile.legacy), *map(record_url, hostile.records)]:
+    for path in [conv_url(hostile.rooted), conv_url(hostile.legacy), *hostile.files, *map(record_url, hostile.records)]:
         response = page.goto(served.base + path)
         assert response is not None and response.ok, path
         page.mouse.move(40, 300)  # over the graph and its labels: a mouseover handler would fire

@@ -1,5 +1,6 @@
 """The viewer behind `convgraph serve`: a signed request buys a session, which sees what its key
-may read and nothing else; its event stream is the server's, and ends when read is revoked."""
+may read and nothing else; its event stream is the server's, and ends when read is revoked; its
+record pages link what names what, as `convgraph view`'s do."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import pytest
 
 import cli_process
 from convgraph import Replica, SigningKey
+from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core.keys import actor_text
 from convgraph.errors import ForbiddenError
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync.http import HttpRemote
-from convgraph.viewer.app import CSP, conv_url, record_url
+from convgraph.viewer.app import CSP, artifact_url, conv_url, record_url
 from server.live import LiveServer
 
 READER, OUTSIDER, STRANGER = (SigningKey(bytes([i + 70]) * 32) for i in range(3))
@@ -73,6 +75,27 @@ def test_a_session_sees_what_its_key_may_read(served: Served) -> None:
         assert anonymous.get("/view/?token=" + "A" * 43).status_code == 403
     with HttpRemote(served.url, STRANGER, timeout_s=10) as remote, pytest.raises(ForbiddenError):
         remote.viewer_link()  # a key admitted nowhere gets no session
+
+
+def test_a_session_follows_the_links_of_a_patch_and_no_further_than_it_may_read(served: Served) -> None:
+    r = served.replica
+    base = r.put(b"n = 1\n")
+    patch = r.patch(served.conv, base, make_unified_diff(b"n = 1\n", b"n = 2\n", "n.py"))
+    review = r.review(served.conv, patch.cid, "fine", verdict="approve")
+    request = r.ask(served.conv, "merge?", subject=patch.cid, options=["merge"])
+    decision = r.decide(served.conv, request.cid, "merge")
+    with _session(served, READER) as reader, _session(served, OUTSIDER) as outsider:
+        page = reader.get(record_url(patch.cid))
+        assert page.status_code == 200 and page.headers["content-security-policy"] == CSP
+        for href in (artifact_url(patch.cid, base), artifact_url(patch.cid, patch.payload["result"]),
+                     record_url(review.cid), record_url(request.cid), record_url(decision.cid)):
+            assert f'href="{href}"' in page.text, href
+        file = reader.get(artifact_url(patch.cid, base))
+        assert file.status_code == 200 and "n = 1" in file.text and f'href="{record_url(patch.cid)}"' in file.text
+        assert f'href="{record_url(patch.cid)}"' in reader.get(record_url(review.cid)).text
+        assert f'href="{record_url(patch.cid)}"' in reader.get(record_url(decision.cid)).text  # via its request
+        assert outsider.get(artifact_url(patch.cid, base)).status_code == 404  # as if it did not exist
+        assert outsider.get(record_url(patch.cid)).status_code == 404
 
 
 def test_the_event_stream_carries_new_records_and_ends_at_a_revocation(served: Served) -> None:

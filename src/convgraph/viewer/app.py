@@ -4,8 +4,11 @@
 mounts the same routes (`mount`) for any key that may read, which trades a signed request
 for a session (`POST /v1/viewer/sessions`). Pages: the conversation list; a conversation
 (its DAG as SVG beside its transcript, with the authority and findings badges); a record's
-detail. A conversation page follows the server's event stream (`live.record_events`) and
-re-renders its live part when a record arrives. Safety: the templates autoescape every
+detail, with links along what names what (a patch to its base and result files and to the
+reviews and decisions naming it, a review to what it read, a decision to its request and
+subject); a file a record names, reached through that record. A conversation page follows
+the server's event stream (`live.record_events`) and re-renders its live part when a record
+arrives. Safety: the templates autoescape every
 value (Jinja2), foreign text is made visible by `safe_text` first, links are built only from
 our own paths, and every answer carries a Content-Security-Policy that runs only our own
 script file and no inline code. Invariant: no page, fragment or event stream answers a
@@ -40,7 +43,7 @@ except ModuleNotFoundError as exc:
 
 from convgraph.replica import Replica
 from convgraph.server.live import Hub, poll, record_events
-from convgraph.viewer import views
+from convgraph.viewer import code, views
 from convgraph.viewer.sessions import Session, Sessions, cookie_name
 
 BASE: Final = "/view"
@@ -93,6 +96,7 @@ def mount(viewer: Viewer) -> Mount:
         Route("/c/live", pages.authed(pages.fragment), methods=["GET"]),
         Route("/c/events", pages.authed(pages.events), methods=["GET"]),
         Route("/r/{cid}", pages.authed(pages.record), methods=["GET"]),
+        Route("/r/{cid}/a/{artifact}", pages.authed(pages.artifact), methods=["GET"]),
         Route("/static/{name}", pages.static, methods=["GET"]),
     ]
     return Mount(BASE, routes=routes)
@@ -132,6 +136,11 @@ def conv_url(conv: str, branch: str | None = None, *, page: str = "c", after: in
 
 def record_url(cid: CID) -> str:
     return f"{BASE}/r/{cid}"
+
+
+def artifact_url(record: CID, artifact: CID) -> str:
+    """The page of an artifact as `record` names it (it is reached only through a record)."""
+    return f"{BASE}/r/{record}/a/{artifact}"
 
 
 Handler = Callable[[Request, Reader], Awaitable[Response]]
@@ -261,6 +270,24 @@ class _Pages:
             return self._missing("record")
         return self._page("record.html", {"r": view})
 
+    async def artifact(self, request: Request, reader: Reader) -> Response:
+        try:
+            cid, named = CID.parse(request.path_params["cid"]), CID.parse(request.path_params["artifact"])
+        except ConvgraphError:
+            return self._missing("file")
+        replica = self.viewer.replica
+
+        def read() -> code.ArtifactView | None:
+            metas = replica.store.metas([cid])
+            if cid not in metas or not reader.can_read(metas[cid].conv):
+                return None
+            return code.artifact_page(replica, cid, named)
+
+        view = await self._read(read)
+        if view is None:
+            return self._missing("file")
+        return self._page("artifact.html", {"a": view})
+
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in _STATIC:
@@ -281,8 +308,8 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.globals.update(conv_url=conv_url, record_url=record_url, base=BASE, short=views.short,
-                       turn_text=views.turn_text, utc=views.utc)
+    env.globals.update(conv_url=conv_url, record_url=record_url, artifact_url=artifact_url, base=BASE,
+                       short=views.short, turn_text=views.turn_text, utc=views.utc)
     env.filters["line"] = safe_text.line
     env.filters["fp"] = _fingerprint
     return env

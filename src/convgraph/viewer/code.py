@@ -1,5 +1,6 @@
 """What a record page shows of the code a record names: a snapshot's files, a patch's diff,
-the snapshot or patch a review (or a decision request) is about.
+the snapshot or patch a review (or a decision request) is about, the subject of the request
+a decision answers, the records naming this one; and the page of a file a record names.
 
 Reads artifacts from the replica's store, each checked against its CID before it is shown;
 an artifact not held is marked missing, one that hashes wrong is marked corrupt, and no
@@ -19,6 +20,7 @@ from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.record import Record
 from convgraph.errors import ArtifactMissingError, ConvgraphError, NotFoundError
 from convgraph.replica import Replica
+from convgraph.viewer import links
 
 SHOWN_BYTES: Final = 256 * 1024  # a file past this is listed by size and CID, not shown
 SHOWN_FILES: Final = 500  # a snapshot's files listed; the rest are counted
@@ -28,7 +30,6 @@ TEXT: Final = "text"
 BINARY: Final = "binary"
 LARGE: Final = "large"
 _STYLES: Final = {ClaimStatus.HOLDS: "ok", ClaimStatus.FALSE: "bad"}
-_NAMES: Final = {"review_comment": "target", "decision_request": "subject", "decision": "request"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class CodeView:
     claim: str | None = None  # what checking the record's claim found (docs/format.md §18)
     claim_style: str = "ok"  # ok (holds), bad (false), warn (pending or not checkable)
     target: Target | None = None
+    subject: Target | None = None  # a decision's: what the request it answers asks about
 
 
 def view(replica: Replica, record: Record) -> CodeView | None:
@@ -91,10 +93,42 @@ def view(replica: Replica, record: Record) -> CodeView | None:
         claim, style = _claim(replica, record)
         return CodeView("patch", diff=diff_lines(p["diff"]), base=base, result=result, claim=claim,
                         claim_style=style)
-    named = _NAMES.get(record.kind)
-    if named is not None and isinstance(p.get(named), CID):
-        return CodeView(record.kind, target=_target(replica, p[named]))
-    return None
+    named = links.named(record.kind, p)
+    if named is None:
+        return None
+    subject = _subject(replica, named) if record.kind == "decision" else None
+    return CodeView(record.kind, target=_target(replica, named), subject=subject)
+
+
+def mentions(replica: Replica, conv: str, cid: CID) -> tuple[links.Mention, ...]:
+    """The records of `conv` naming record `cid` (`links.mentions`), read a page at a time."""
+    naming = (r for r in replica.iter_records(conv) if r.kind in links.NAMING)
+    return links.mentions(cid, (links.Said(r.cid, r.kind, r.payload) for r in naming))
+
+
+@dataclass(frozen=True)
+class ArtifactView:
+    """An artifact's own page: the record naming it (and the name it goes by there) and the file."""
+
+    record: CID
+    conv: str
+    conv_name: str
+    kind: str
+    file: File
+
+
+def artifact_page(replica: Replica, record: CID, cid: CID) -> ArtifactView | None:
+    """Artifact `cid` as record `record` names it, or None when the record is not held whole
+    or does not name it: a reader reaches an artifact only through a record it may read."""
+    try:
+        held = replica.get(record)
+    except ConvgraphError:
+        return None
+    name = links.artifacts(held.kind, held.payload, held.refs).get(cid)
+    if name is None:
+        return None
+    return ArtifactView(record, held.conv, safe_text.line(held.conv), safe_text.line(held.kind),
+                        artifact(replica, cid, name))
 
 
 def artifact(replica: Replica, cid: CID, path: str, *, read: bool = True) -> File:
@@ -153,6 +187,15 @@ def _claim(replica: Replica, record: Record) -> tuple[str | None, str]:
         return None, "ok"
     said = f"{checked.status.value}: {safe_text.line(checked.reason)}"
     return said, _STYLES.get(checked.status, "warn")
+
+
+def _subject(replica: Replica, request: CID) -> Target | None:
+    try:
+        asked = replica.get(request)
+    except ConvgraphError:  # not held, or compacted: the decision's page names the request alone
+        return None
+    subject = links.named(asked.kind, asked.payload) if asked.kind == "decision_request" else None
+    return None if subject is None else _target(replica, subject)
 
 
 def _target(replica: Replica, cid: CID) -> Target:

@@ -31,6 +31,7 @@ from convgraph.replica import Replica
 from convgraph.viewer import code
 from convgraph.viewer.code import CodeView
 from convgraph.viewer.layout import Layout, Point, layout
+from convgraph.viewer.links import Mention
 
 GRAPH_WINDOW: Final = 300  # the records the graph draws, newest; the transcript shows as many turns
 _SUMMARY_FIELDS: Final = ("content", "text", "body", "question", "summary", "name", "title", "note")
@@ -137,6 +138,7 @@ class RecordView:
     excluded: str | None
     code: CodeView | None = None  # a snapshot's files, a patch's diff, what a review names
     notes: tuple[str, ...] = ()  # what the authority projection finds of it: stale, omitted review
+    named_by: tuple[tuple[Mention, str | None], ...] = ()  # reviews, requests, decisions; why excluded
 
 
 def conversations(replica: Replica, readable: Iterable[str], aliases: Mapping[str, str]) -> list[ConvRow]:
@@ -205,8 +207,8 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
             verified = safe_text.line(str(exc))
             rec = load_trusted(data, cid)
     authority = _authority(replica, meta.conv)
-    exclusion = next((e for e in authority.excluded() if e.cid == cid), None) if authority else None
-    excluded = safe_text.line(exclusion.reason) if exclusion else None
+    why = {e.cid: safe_text.line(e.reason) for e in authority.excluded()} if authority else {}
+    excluded = why.get(cid)
     found = authority.findings() if authority else ()
     notes = tuple(safe_text.line(f.sentence()) for f in found if f.cid == cid)
     refs = tuple(rec.refs) if rec is not None else ()
@@ -217,7 +219,8 @@ def record(replica: Replica, cid: CID) -> RecordView | None:
         fingerprint(meta.actor), meta.seq, utc(meta.hlc), f"{meta.hlc.wall_ms}.{meta.hlc.counter}",
         tuple((p, p in held) for p in meta.parents), tuple((r, r in held_refs) for r in refs),
         verified, safe_text.json_text(to_json(rec.payload)) if rec else None, excluded,
-        code.view(replica, rec) if rec is not None and verified is None else None, notes)
+        code.view(replica, rec) if rec is not None and verified is None else None, notes,
+        tuple((m, why.get(m.cid)) for m in code.mentions(replica, meta.conv, cid)))
 
 
 def turn_text(turn: Turn) -> str:
