@@ -292,7 +292,8 @@ class Replica:
 
     def patch(self, conv: str, base: CID, diff: str | bytes, *, path: str | None = None) -> Record:
         """Apply unified `diff` to artifact `base`, store the result and write the `patch` record;
-        `PatchApplyError` (nothing stored) when it does not apply exactly."""
+        `PatchApplyError` (nothing stored) when it does not apply exactly, and `NotADiffError`
+        when it holds no hunk (empty, or not a unified diff): such a diff would change nothing."""
         return replica_code.patch(self, conv, base, diff, path=path)
 
     def review(
