@@ -24,6 +24,7 @@ from convgraph.errors import (
     ArtifactTooLargeError,
     AuthorityError,
     ChoiceError,
+    NotADiffError,
     PatchApplyError,
     SchemaError,
     WorkingTreeError,
@@ -194,6 +195,27 @@ def test_patch_applies_the_diff_and_stores_the_result() -> None:
     assert claim is not None and claim.status is ClaimStatus.HOLDS
     named = r.patch(conv, base, diff.encode(), path="src/app.py")  # bytes in; the path given wins
     assert named.payload["path"] == "src/app.py" and named.payload["diff"] == diff
+
+
+@pytest.mark.parametrize(("diff", "said"), [
+    (b"def f():\n    return 2\n", "not a unified diff"),  # the new file given instead of a diff
+    (b"", "the diff is empty"),
+    ("", "the diff is empty"),
+    (b"\x00\x01garbage\n", "not a unified diff"),
+    ("--- a/app.py\n+++ b/app.py\n", "headers but no hunk"),
+])
+def test_a_diff_without_a_hunk_is_refused_and_nothing_is_signed(diff: str | bytes, said: str) -> None:
+    r = Replica.in_memory()
+    conv = r.create("t")
+    base = r.put(b"def f():\n    return 1\n")
+    before, heads = r.store.count(conv), r.heads(conv)
+    with pytest.raises(NotADiffError, match=said) as caught:
+        r.patch(conv, base, diff)
+    assert isinstance(caught.value, PatchApplyError) and caught.value.hunk == 0
+    assert (r.store.count(conv), r.heads(conv)) == (before, heads)
+    made = make_unified_diff(b"def f():\n    return 1\n", b"def f():\n    return 2\n", "app.py")
+    assert r.patch(conv, base, made).kind == "patch"  # the same base, given a real diff
+    assert r.store.count(conv) == before + 1
 
 
 def test_a_patch_that_does_not_apply_stores_and_signs_nothing() -> None:

@@ -32,6 +32,7 @@
     │   ├── UnwitnessedError        compaction refused: the checkpoint lacks its k cosignatures
     │   └── WitnessConfigError      a witness configuration (name, key, URL, k) that cannot be used
     ├── PatchApplyError             a unified diff that does not apply exactly to its base
+    │   └── NotADiffError           input with no hunk: empty, not a unified diff, or headers alone
     ├── WorkingTreeError            snapshot paths that are missing, outside the root, or hold no file
     ├── WrongTargetError            a review, request or decision naming a record it cannot be about
     ├── ChoiceError                 a decision's choice that is not among its request's options
@@ -311,6 +312,12 @@ class PatchApplyError(ConvgraphError):
         super().__init__(message, cid=cid)
         self.hunk = hunk
         self.line = line
+
+
+class NotADiffError(PatchApplyError):
+    """Input to make a patch of that holds no hunk: empty, not a unified diff at all (a source
+    file given by mistake), or `---`/`+++` headers alone. It would change nothing, so it is no
+    patch; `hunk` is 0 and `line` the diff line where a hunk was looked for."""
 
 
 class KeyFileError(ConvgraphError):
@@ -611,6 +618,7 @@ _RULES: dict[type[ConvgraphError], str] = {
     UnwitnessedError: "unwitnessed",
     WitnessConfigError: "witness_config",
     PatchApplyError: "patch_apply",
+    NotADiffError: "not_a_diff",
 }
 
 

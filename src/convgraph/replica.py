@@ -14,7 +14,6 @@ store only ever holds records that passed every ingest rule.
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from convgraph import (
     replica_artifacts,
     replica_code,
     replica_home,
+    suggestions,
     turn_index,
     witness_policy,
     witnessing,
@@ -206,7 +206,7 @@ class Replica:
         if not (self.config.legacy_writes or is_rooted(conv)):
             raise LegacyConversationError(
                 f"{conv[:64]!r} is a legacy conversation (its id names no owner), so this replica "
-                f"writes nothing into it; `convgraph migrate {shlex.quote(conv)}` starts a rooted copy",
+                f"writes nothing into it; `{suggestions.MIGRATE(conv=conv)}` starts a rooted copy",
                 conv=conv,
             )
         records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
@@ -292,7 +292,8 @@ class Replica:
 
     def patch(self, conv: str, base: CID, diff: str | bytes, *, path: str | None = None) -> Record:
         """Apply unified `diff` to artifact `base`, store the result and write the `patch` record;
-        `PatchApplyError` (nothing stored) when it does not apply exactly."""
+        `PatchApplyError` (nothing stored) when it does not apply exactly, and `NotADiffError`
+        when it holds no hunk (empty, or not a unified diff): such a diff would change nothing."""
         return replica_code.patch(self, conv, base, diff, path=path)
 
     def review(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convgraph import suggestions
 from convgraph.checkpointing import Entries
 from convgraph.core.cid import CID
 from convgraph.errors import UnwitnessedError
@@ -41,7 +42,7 @@ def refuse_unwritten(policy: WitnessPolicy) -> None:
         raise UnwitnessedError(
             f"the witness policy asks for {policy.k} cosignatures before compacting, which a checkpoint "
             "not yet written cannot have: nothing was written or dropped (write it without compact, "
-            "have it cosigned, then compact_behind it; `convgraph checkpoint --compact` does all three)",
+            f"have it cosigned, then compact_behind it; `{suggestions.CHECKPOINT_COMPACT}` does all three)",
             cid=None, got=0, k=policy.k)
 
 

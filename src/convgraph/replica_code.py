@@ -5,7 +5,8 @@ Every helper stores its artifacts and writes its record through the replica's on
 so the authority rules (docs/authority.md §4) gate `review` and `decide` as for any record.
 Invariant: a record written here names only artifacts stored in the same transaction (or given
 by CID), and a patch's `result` is exactly what its `diff` makes of its `base`: a diff that does
-not apply raises `PatchApplyError` before anything is stored or signed.
+not apply, or that holds no hunk (`NotADiffError`), raises `PatchApplyError` before anything is
+stored or signed.
 """
 
 from __future__ import annotations
@@ -173,7 +174,8 @@ def patch(replica: Replica, conv: str, base: CID, diff: str | bytes, *, path: st
     """Apply `diff` (unified, strict) to artifact `base`, store the result and write a `patch`
     record `{base, diff, result, format: "unified", path}`; `path` defaults to the diff's `+++`
     file. `ArtifactMissingError` when `base` is not held, `WrongTargetError` when it is a record,
-    `PatchApplyError` when the diff does not apply: in each case nothing is stored."""
+    `PatchApplyError` when the diff does not apply, `NotADiffError` when it holds no hunk (so it
+    would change nothing): in each case nothing is stored."""
     text = diff_text(diff)
     if replica.store.has(base):  # a record's CID: the file is a value of a snapshot's tree
         raise WrongTargetError(f"a patch's base names record {base}, not a file: give an artifact's CID "

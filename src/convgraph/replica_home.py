@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from convgraph import suggestions
 from convgraph.core.keys import SigningKey, save_key
 from convgraph.errors import (
     KeyFileError,
@@ -34,7 +34,7 @@ DB_FILE: Final = "replica.sqlite"
 
 def init_command(home: Path) -> str:
     """The command that creates a replica in `home`, quoted for a shell."""
-    return f"convgraph init --home {shlex.quote(str(home))}"
+    return suggestions.INIT(home=home)
 
 
 def check(home: Path, *, create: bool) -> None:
@@ -46,7 +46,7 @@ def check(home: Path, *, create: bool) -> None:
         raise MissingKeyError(
             f"{db} is there but its key {key} is missing, so nothing can be signed as this replica's "
             f"author: restore {KEY_FILE} from a backup; or, to go on as a new author (who owns none of the "
-            f"old key's conversations), run `{init_command(home)} --new-key`", path=str(key))
+            f"old key's conversations), run `{suggestions.INIT_NEW_KEY(home=home)}`", path=str(key))
     if has_db and db.stat().st_size == 0:
         raise UnusableStoreError(
             f"{db} is an empty file (0 bytes), not a replica store: restore it from a backup; or, to "

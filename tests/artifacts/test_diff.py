@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from convgraph.artifacts.diff import apply_unified_diff, make_unified_diff
-from convgraph.errors import ConvgraphError, PatchApplyError, SchemaError
+from convgraph.errors import ConvgraphError, NotADiffError, PatchApplyError, SchemaError
 
 # few distinct lines, so that random texts share lines and the diffs have context and hunks
 _LINE = st.sampled_from(["a", "b", "c", "", "  x", "é", "d\r", "tab\t"])
@@ -41,9 +41,11 @@ def texts(draw: st.DrawFn) -> bytes:
 @example(b"\n", b"")
 def test_apply_of_make_is_the_new_text(old: bytes, new: bytes) -> None:
     diff = make_unified_diff(old, new, "f.txt")
-    assert apply_unified_diff(old, diff) == new
-    assert apply_unified_diff(old, diff.encode()) == new
+    assert apply_unified_diff(old, diff, allow_empty=True) == new
+    assert apply_unified_diff(old, diff.encode(), allow_empty=True) == new
     assert (diff == "") == (old == new)
+    if old != new:
+        assert apply_unified_diff(old, diff) == new
 
 
 @given(texts(), texts(), st.data())
@@ -54,7 +56,7 @@ def test_a_changed_base_line_is_refused_not_searched_for(old: bytes, new: bytes,
     base_lines[i] = base_lines[i] + b"Z"
     changed = b"\n".join(base_lines)
     try:
-        out = apply_unified_diff(changed, diff)
+        out = apply_unified_diff(changed, diff, allow_empty=True)
     except PatchApplyError as exc:
         where = (exc.hunk, exc.line)
         assert min(where) >= 1
@@ -92,7 +94,6 @@ def test_no_offset_search_a_hunk_applies_only_where_it_says() -> None:
     (b"a\r\nb\r\n", "@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n", b"a\r\nc\r\n"),
     (b"x\n", "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n", b"y\n"),
     (b"a\n", "@@ -1 +1 @@ a section name\n-a\n+b", b"b\n"),  # the diff's own last newline may be missing
-    (b"same\n", "", b"same\n"),
     (b"a\nb\nc\n", "@@ -1,0 +2 @@\n+x\n", b"a\nx\nb\nc\n"),  # an insertion after line 1
 ])
 def test_edges_apply(base: bytes, diff: str, result: bytes) -> None:
@@ -249,11 +250,45 @@ def test_a_context_line_without_newline_must_end_the_result_too() -> None:
 @pytest.mark.parametrize(("base", "diff", "result"), [
     (b"a\n", "a message of one line\n@@ -1 +1 @@\n-a\n+b\n", b"b\n"),  # a preamble of any length
     (b"a\n", "one\ntwo\nthree\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n", b"b\n"),
-    (b"a\n", "--- a/f\n+++ b/f\n", b"a\n"),  # headers and no hunk: the base unchanged
-    (b"a\n", "--- a/f\n+++ b/f", b"a\n"),
 ])
 def test_preambles_and_headers(base: bytes, diff: str, result: bytes) -> None:
     assert apply_unified_diff(base, diff) == result
+
+
+_SOURCE = "import os\n\n\ndef main() -> None:\n    print(os.getcwd())\n"
+
+
+@pytest.mark.parametrize(("diff", "line", "message"), [
+    ("", 0, "the diff is empty"),
+    (b"", 0, "the diff is empty"),
+    ("\n \n\t\n", 3, "the diff is only white space"),
+    (_SOURCE, 5, "not a unified diff: none of its 5 line(s) is a `---`/`+++` header or an "
+                 "`@@ -a,b +c,d @@` hunk header (it starts b'import os')"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", 3, "not a unified diff: none of its 3 line(s) is a `---`/`+++` header "
+                                      "or an `@@ -a,b +c,d @@` hunk header (it starts b'\\x89PNG\\r')"),
+    ("--- a/f\n+++ b/f\n", 2, "the diff has `---`/`+++` headers but no hunk (`@@ -a,b +c,d @@`): it changes nothing"),
+    ("diff --git a/f b/f\nindex 1..2\n--- a/f\n+++ b/f", 4,
+     "the diff has `---`/`+++` headers but no hunk (`@@ -a,b +c,d @@`): it changes nothing"),
+])
+def test_a_diff_without_a_hunk_is_no_patch(diff: str | bytes, line: int, message: str) -> None:
+    """git apply ("No valid patches in input") and GNU patch ("Only garbage") refuse it too:
+    applied, it would give the base back, so a source file given by mistake would make a patch
+    that changes nothing. `allow_empty` reads it as §18.1 reads a record's diff."""
+    base = _SOURCE.encode()
+    with pytest.raises(NotADiffError) as caught:
+        apply_unified_diff(base, diff)
+    assert isinstance(caught.value, PatchApplyError) and caught.value.rule == "not_a_diff"
+    assert (caught.value.hunk, caught.value.line, caught.value.message) == (0, line, message)
+    assert apply_unified_diff(base, diff, allow_empty=True) == base
+
+
+def test_git_apply_also_refuses_a_diff_without_a_hunk(tmp_path: Path) -> None:
+    for diff in ("", _SOURCE, "--- a/f\n+++ b/f\n"):
+        (tmp_path / "d.patch").write_text(diff)
+        run = subprocess.run(["git", "apply", "--check", "d.patch"], cwd=tmp_path, capture_output=True, check=False)
+        assert run.returncode != 0 and b"No valid patches in input" in run.stderr
+        with pytest.raises(NotADiffError):
+            apply_unified_diff(b"a\n", diff)
 
 
 def test_a_section_name_in_another_encoding_is_any_text() -> None:

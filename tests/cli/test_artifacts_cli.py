@@ -142,6 +142,28 @@ def test_patch_from_a_file_or_stdin_and_its_errors(home: Path, tmp_path: Path) -
     assert len(js(home, "log")["records"]) == count  # nothing signed for any of them
 
 
+def test_patch_refuses_input_that_is_not_a_diff_and_signs_nothing(home: Path, tmp_path: Path) -> None:
+    old, new = b"a = 1\nb = 2\n", b"a = 1\nb = 3\n"
+    (tmp_path / "calc.py").write_bytes(new)  # the new source file, given instead of a diff
+    (tmp_path / "headers.diff").write_text("--- a/calc.py\n+++ b/calc.py\n")
+    base = cg(home, "put", "-", stdin=old).stdout.decode().strip()
+    js(home, "say", "before")  # the conversation exists, so a refusal leaves its records as they are
+    count = len(js(home, "log")["records"])
+    cases = [([str(tmp_path / "calc.py")], None, "not a unified diff"),
+             (["-"], b"", "the diff is empty"),
+             (["-"], b"\x01\x02 garbage \x7f\n", "not a unified diff"),
+             (["-"], b"\xff\xfe\x00", "not UTF-8"),
+             ([str(tmp_path / "headers.diff")], None, "headers but no hunk")]
+    for args, stdin, said in cases:
+        proc = cg(home, "patch", "--base", base, *args, stdin=stdin, ok=False)
+        text = failed(proc)
+        assert text.startswith("error: ") and said in text, text
+        assert "Traceback" not in text and proc.stdout == b""
+    assert len(js(home, "log")["records"]) == count  # nothing signed for any of them
+    (tmp_path / "fix.diff").write_text(make_unified_diff(old, new, "calc.py"))
+    assert js(home, "patch", "--base", base, str(tmp_path / "fix.diff"))["result"] == str(CID.of_raw(new))
+
+
 def test_review_ask_decide_and_their_errors(home: Path, tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x\n")
     snap = js(home, "snapshot", "f", cwd=tmp_path)["cid"]

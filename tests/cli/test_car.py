@@ -195,6 +195,27 @@ def test_a_file_that_is_no_car_exits_2_without_a_traceback(tmp_path: Path) -> No
     assert proc.returncode == 2 and "CARv2 is not supported" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_import_tells_a_file_that_is_no_car_from_a_car_cut_short(tmp_path: Path) -> None:
+    r = Replica.in_memory(clock=ManualClock())
+    r.write_many("x", [Draft("user_message", {"content": f"x{i}"}) for i in range(3)])
+    whole = io.BytesIO()
+    write_car(whole, r.heads("x"), r.store.records("x"))
+    cases = {"empty.car": (b"", "not a CAR file: it is empty"),
+             "notes.txt": (b"# notes\nthis is a text file, not a CAR\n", "not a CAR file: byte 1 is 0x20"),
+             "a.zip": (b"PK\x03\x04 this is a zip file", "not a CAR file: byte 1 is 0x4b"),
+             "cut.car": (whole.getvalue()[:20], "truncated CAR: header needs")}
+    home = init(tmp_path / "h")
+    for name, (data, said) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        proc = run(home, "import", str(tmp_path / name), ok=False)
+        assert proc.returncode == 2 and f"error: {said}" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert ("truncated" in proc.stderr) == (name == "cut.car")
+        with Replica.open(home) as replica:  # the API says the same
+            assert said in str(carfile.import_car(replica, tmp_path / name).error)
+            assert replica.conversations() == []
+
+
 def _section(raw_cid: bytes, data: bytes) -> bytes:
     return uvarint(len(raw_cid) + len(data)) + raw_cid + data
 

@@ -404,7 +404,7 @@ def test_an_ingest_refusal_names_the_record_its_author_and_every_revocation_in_i
     revoked_by = ", ".join(map(str, blocked))
     assert caught.value.message == (
         f"{who} lacks `write` at this record's causal position (revoked by {revoked_by}); "
-        f"`convgraph why {who} write` shows the chain")
+        f"`convgraph why {who} write --conv {w.conv}` shows the chain")
     assert caught.value.blocked_by == tuple(map(str, blocked))
     assert (caught.value.actor, caught.value.cid) == (who, str(record.cid))
     answer = w.who_can(C, "write")
@@ -418,14 +418,14 @@ def test_a_local_write_refusal_speaks_of_what_the_replica_holds() -> None:
         au.require(w.state, C.public, "user_message", {"content": "hi"}, heads=w.heads(), at_ms=T0 + 10**9)
     revoked_by = ", ".join(map(str, in_canonical_order(w, u1, u2)))
     assert caught.value.message == (f"{who} lacks `write` to write this here (revoked by {revoked_by}); "
-                                    f"`convgraph why {who} write` shows the chain")
+                                    f"`convgraph why {who} write --conv {w.conv}` shows the chain")
     assert caught.value.cid is None
     with pytest.raises(AuthorityError) as caught:
         au.require(w.state, STRANGER.public, "user_message", {"content": "hi"}, heads=w.heads(), at_ms=T0)
     who = actor_text(STRANGER.public)
     assert caught.value.message == (
         f"{who} lacks `write` to write this here (no grant of it is in what this replica holds); "
-        f"`convgraph why {who} write` shows the chain")
+        f"`convgraph why {who} write --conv {w.conv}` shows the chain")
     record = w.sign(STRANGER, "user_message", {"content": "hi"})
     with pytest.raises(AuthorityError) as caught:
         au.check(w.state, record)

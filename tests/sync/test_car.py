@@ -207,7 +207,8 @@ def test_every_truncation_is_a_car_error_or_ends_on_a_block_boundary() -> None:
 
 
 def test_truncation_names_the_offset() -> None:
-    fails(b"", "truncated", "byte 0")
+    fails(VALID[:1], "truncated", f"header needs {HEAD} bytes at byte 1", "ends at byte 1")
+    fails(VALID[:2], "truncated", f"header needs {HEAD} bytes at byte 1", "ends at byte 2")
     fails(VALID[:10], "truncated", f"header needs {HEAD} bytes at byte 1", "ends at byte 10")
     first, vlen = 1 + HEAD, len(_varint(36 + len(BLOCKS[0][1])))
     assert vlen == 2
@@ -248,13 +249,36 @@ def test_the_header_must_be_exactly_roots_and_version_1(value: object) -> None:
 def test_the_header_must_be_canonical_dag_cbor() -> None:
     unsorted = b"\xa2" + encode("version") + b"\x01" + encode("roots") + b"\x80"
     fails(_varint(len(unsorted)) + unsorted, "not canonical DAG-CBOR", "byte 1")
-    fails(b"\x02\xff\xff", "not canonical DAG-CBOR")
     trailing = encode({"roots": [], "version": 1}) + b"\x00"
     fails(_varint(len(trailing)) + trailing, "byte 1")
 
 
 def test_an_empty_header_is_refused() -> None:
-    fails(b"\x00", "empty CAR header")
+    fails(b"\x00", "not a CAR file: its header length at byte 0 is 0")
+
+
+@pytest.mark.parametrize(("data", "said"), [
+    (b"", "not a CAR file: it is empty"),
+    (b"hello, world\n" * 20, "not a CAR file: byte 1 is 0x65, where a CARv1 header (a DAG-CBOR map) starts"),
+    (b'{"roots": []}\n', "not a CAR file: byte 1 is 0x22"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(64), "not a CAR file: byte 2 is 0x4e"),  # after a 2-byte length
+    (b"\x7fELF\x02\x01\x01", "not a CAR file: byte 1 is 0x45"),
+    (b"\x02\xff\xff", "not a CAR file: byte 1 is 0xff"),
+    (b"\xff\xff\x07\x81", "not a CAR file: byte 3 is 0x81"),  # a length past max_header, then no map
+    (header([1]), "not a CAR file"),
+    (header("roots"), "not a CAR file"),
+])
+def test_bytes_that_cannot_open_a_carv1_are_not_a_car_file(data: bytes, said: str) -> None:
+    """Whatever the length before it says, a CARv1 header is a DAG-CBOR map: any other first
+    byte is no CAR at all, never a CAR "truncated" or too long (issue 27)."""
+    err = fails(data, said)
+    assert "truncated" not in str(err) and "max_header" not in str(err)
+
+
+def test_a_car_cut_inside_its_header_is_truncated_not_foreign() -> None:
+    for cut in range(1, 1 + HEAD):
+        err = fails(VALID[:cut], "truncated CAR: header needs")
+        assert "not a CAR" not in str(err)
 
 
 def test_an_oversize_header_is_refused_without_reading_it() -> None:

@@ -138,7 +138,8 @@ def check_patch(record: Record, get: GetBlock) -> ClaimCheck:
         return _answer(record, ClaimStatus.FALSE, f"the base is no artifact: {base.malformed}", "base",
                        used=base.used)
     try:
-        made = apply_unified_diff(base.data, p["diff"])
+        # a record's diff without hunks claims "the base, unchanged", which is true (§18.1)
+        made = apply_unified_diff(base.data, p["diff"], allow_empty=True)
     except PatchApplyError as exc:
         return _answer(record, ClaimStatus.FALSE, f"the diff does not apply to the base: {exc}", "apply",
                        used=base.used)

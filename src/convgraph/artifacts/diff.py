@@ -3,8 +3,9 @@
 Pure and exact: every hunk applies at the line its header names, every context and removed
 line must equal the base's line byte for byte (its line ending included), and nothing is
 searched for or fuzzed. Invariant: `apply_unified_diff(old, make_unified_diff(old, new, p))
-== new` for every pair of UTF-8 texts, and `apply_unified_diff` either returns the one result
-the diff describes or raises `PatchApplyError` naming the hunk and diff line that failed.
+== new` for every pair of different UTF-8 texts (for equal ones the diff is "", which only
+`allow_empty=True` takes), and `apply_unified_diff` either returns the one result the diff
+describes or raises `PatchApplyError` naming the hunk and diff line that failed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from convgraph.errors import PatchApplyError, SchemaError
+from convgraph.errors import NotADiffError, PatchApplyError, SchemaError
 
 _HUNK: Final = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(?: .*)?")
 _CONTEXT: Final = 3
@@ -46,13 +47,26 @@ def _fail(message: str, *, hunk: int, line: int) -> PatchApplyError:
     return PatchApplyError(f"hunk {hunk}, diff line {line}: {message}", hunk=hunk, line=line)
 
 
-def _parse(diff: bytes) -> list[_Hunk]:
+def _no_hunk(diff: bytes, lines: list[bytes], headers: bool) -> NotADiffError:
+    """Why `diff`, which holds no hunk, is not a patch: git apply and GNU patch refuse it too."""
+    if not diff.strip():
+        why = "the diff is empty" if not diff else "the diff is only white space"
+    elif headers:
+        why = "the diff has `---`/`+++` headers but no hunk (`@@ -a,b +c,d @@`): it changes nothing"
+    else:
+        why = (f"not a unified diff: none of its {len(lines)} line(s) is a `---`/`+++` header or an "
+               f"`@@ -a,b +c,d @@` hunk header (it starts {lines[0][:40]!r})")
+    return NotADiffError(why, hunk=0, line=len(lines))
+
+
+def _parse(diff: bytes, *, allow_empty: bool) -> list[_Hunk]:
     lines = diff.split(b"\n")
     if lines[-1] == b"":
         lines.pop()  # the diff's own final newline ends its last line
     i = 0
     while i < len(lines) and not lines[i].startswith((b"--- ", b"+++ ", b"@@ ")):
         i += 1  # a preamble (`diff --git`, `index`, a message) is not part of the patch
+    headers = i < len(lines)
     if i < len(lines) and lines[i].startswith(b"--- "):
         if i + 1 >= len(lines) or not lines[i + 1].startswith(b"+++ "):
             raise _fail("a `---` header not followed by a `+++` header", hunk=0, line=i + 1)
@@ -63,6 +77,8 @@ def _parse(diff: bytes) -> list[_Hunk]:
     while i < len(lines):
         hunk, i = _parse_hunk(lines, i, len(hunks) + 1)
         hunks.append(hunk)
+    if not hunks and not allow_empty:
+        raise _no_hunk(diff, lines, headers)
     return hunks
 
 
@@ -107,10 +123,12 @@ def _parse_hunk(lines: list[bytes], i: int, number: int) -> tuple[_Hunk, int]:
     return hunk, i
 
 
-def apply_unified_diff(base: bytes, diff: str | bytes) -> bytes:
-    """The bytes `diff` makes of `base`; `PatchApplyError` when it does not apply exactly."""
+def apply_unified_diff(base: bytes, diff: str | bytes, *, allow_empty: bool = False) -> bytes:
+    """The bytes `diff` makes of `base`; `PatchApplyError` when it does not apply exactly, and
+    its `NotADiffError` when it holds no hunk, unless `allow_empty` (as `git apply --allow-empty`):
+    then a diff without hunks gives `base` unchanged, as docs/format.md §18.1 reads a record's."""
     data = diff.encode("utf-8") if isinstance(diff, str) else diff
-    hunks = _parse(data)
+    hunks = _parse(data, allow_empty=allow_empty)
     old = _lines(base)
     out: list[bytes] = []
     at = 0  # the next base line not yet copied

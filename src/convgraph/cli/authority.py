@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from convgraph import suggestions
 from convgraph.cli import home as cli_home
 from convgraph.cli import inputs, safe_text
 from convgraph.core.keys import actor_text, fingerprint, parse_actor
@@ -248,7 +249,7 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
         with _replica(ctx) as r:
             me = actor_text(r.actor)
         target = "CONVERSATION" if conv is None else conversation(ctx, conv)
-        command = f"convgraph grant {me} read write --conv {target}"
+        command = suggestions.GRANT_DEVICE(actor=me, conv=target)
         if as_json:
             _emit({"actor": me, "fingerprint": fingerprint(r.actor), "grant_command": command})
             return

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
+from convgraph import suggestions
 from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text, fingerprint
@@ -47,8 +48,9 @@ def show(replica: Replica, cid: CID, *, as_json: bool) -> None:
             value = ", ".join(value) or "-"
         out.print(Text.assemble((f"{key:11}", "bold"), " ", safe_text.line(str(value))))
     where = body["checkpoint"]
+    status = suggestions.CHECKPOINT_STATUS(cid=where)
     told = (f"compacted behind checkpoint {where}: only this header is held here, and what the record "
-            f"contributed is folded into that checkpoint's snapshot (`convgraph checkpoint status {where}`)"
+            f"contributed is folded into that checkpoint's snapshot (`{status}`)"
             if where else "compacted: only this header is held here, and no checkpoint snapshot of its "
             "conversation is (it came from a peer that had compacted it)")
     out.print(Text.assemble(("payload", "bold"), "     ", told))

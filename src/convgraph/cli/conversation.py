@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from convgraph import suggestions
 from convgraph.cli import inputs, listing, safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
@@ -66,7 +67,7 @@ def _held(r: Replica, conv: str, text: str) -> CID:
     meta = r.store.metas([cid]).get(cid)
     if meta is None:
         raise NotFoundError(f"this replica holds no record {cid}: expected one of the conversation's "
-                            "records (`convgraph log` lists them)")
+                            f"records (`{suggestions.LOG_CONV(conv=conv)}` lists them)")
     if meta.conv != conv:
         there, here = safe_text.line(meta.conv), safe_text.line(conv)
         raise NotFoundError(f"record {cid} belongs to conversation {there}, not to {here}: give "

@@ -17,12 +17,12 @@ from typing import Final
 
 import click
 
-from convgraph import replica_home
+from convgraph import replica_home, suggestions
 from convgraph.replica import Replica
 from convgraph.replica_home import KEY_FILE
 from convgraph.store.sqlite import Synchronous
 
-HELP: Final = "Replica directory (env CONVGRAPH_HOME; created only by `convgraph init`)."
+HELP: Final = f"Replica directory (env CONVGRAPH_HOME; created only by `{suggestions.INIT_HERE}`)."
 # commands that read no replica: the demo makes its own, verify-evidence reads only its file
 WITHOUT_HOME: Final = frozenset({"demo", "verify-evidence"})
 

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import click
 
+from convgraph import suggestions
 from convgraph.cli import aliases, safe_text
 from convgraph.core import short_cid
 from convgraph.core.cid import CID
@@ -78,5 +79,5 @@ def existing(home: Path, replica: Replica, name: str | None) -> str:
     asked = "no conversation given, and the alias 'default' names none" if name is None else (
         f"no conversation {safe_text.line(repr(name))}" + (f" (alias of {conv})" if conv != name else ""))
     known = f"the replica holds: {', '.join(named)}{more}" if held else "it holds no conversation yet"
-    hint = "; `convgraph conversations` lists them, `convgraph new` starts one"
+    hint = f"; `{suggestions.CONVERSATIONS}` lists them, `{suggestions.NEW}` starts one"
     raise UnknownConversationError(f"{asked} in this replica; {known}{hint}", conv=conv, known=tuple(held))

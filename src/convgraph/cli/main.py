@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
 
+from convgraph import suggestions
 from convgraph.cli import aliases, compacted, graph_view, hints, home, inputs, listing, safe_text
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
@@ -107,7 +108,7 @@ def writing(ctx: click.Context, replica: Replica, name: str | None) -> Iterator[
     err.print(f"created conversation {conv}, alias {aliases.DEFAULT!r}")
     if replica.heads(aliases.DEFAULT):
         err.print(f"the legacy conversation {aliases.DEFAULT!r} is left as it was: "
-                  f"`convgraph migrate {aliases.DEFAULT}` copies it into a rooted one")
+                  f"`{suggestions.MIGRATE(conv=aliases.DEFAULT)}` copies it into a rooted one")
 
 
 def _unaliased_default(replica: Replica, table: Mapping[str, str]) -> str | None:
@@ -380,8 +381,8 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
         for finding in found:
             out.print(finding_line(finding))
         if found or pairs:
-            out.print(f"{len(found)} finding(s), {len(pairs)} record equivocation(s); `convgraph findings "
-                      "--save DIR` writes their proofs")
+            out.print(f"{len(found)} finding(s), {len(pairs)} record equivocation(s); "
+                      f"`{suggestions.FINDINGS_SAVE}` writes their proofs")
     if not report.ok or pairs:
         sys.exit(1)
 

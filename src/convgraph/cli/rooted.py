@@ -15,6 +15,7 @@ import click
 from rich.table import Column, Table
 from rich.text import Text
 
+from convgraph import suggestions
 from convgraph.cli import aliases, safe_text
 from convgraph.cli import home as cli_home
 from convgraph.cli.listing import utc
@@ -174,7 +175,7 @@ def _register_listings(cli: click.Group) -> None:
                          _title(x, shadowed=x.conv in table), str(x.records), utc(x.last) if x.last else "-")
         out.print(view)
         if not listed:
-            out.print("no conversations yet: `convgraph new TITLE` starts one")
+            out.print(f"no conversations yet: `{suggestions.NEW}` starts one")
 
     @cli.command("alias")
     @click.argument("name", required=False, type=TEXT)

@@ -24,7 +24,7 @@ import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from convgraph import replica_home
+from convgraph import replica_home, suggestions
 from convgraph.cli import safe_text
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import ConvgraphError
@@ -118,8 +118,8 @@ def register(cli: click.Group) -> None:
 
             cosigner = cosigner_for(Path(ctx.obj["home"]), replica.store, replica.key, name=witness_name,
                                     clock_s=lambda: int(time.time()))
-            err.print(f"witness {cosigner.name}: `convgraph witness add {cosigner.name} "
-                      f"{replica.actor.hex()} URL` trusts it")
+            add = suggestions.WITNESS_ADD(name=cosigner.name, key=replica.actor.hex())
+            err.print(f"witness {cosigner.name}: `{add}` trusts it")
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces,
                          cosigner=cosigner)
         try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from convgraph import checkpointing, witness_client, witness_policy
+from convgraph import checkpointing, suggestions, witness_client, witness_policy
 from convgraph.cli import home as cli_home
 from convgraph.cli import inputs, safe_text
 from convgraph.errors import ConvgraphError
@@ -177,7 +177,7 @@ def _checkpoint_reads(checkpoint: click.Group) -> None:
             rec = r.get(inputs.cid(r, cid))
             if rec.kind != "checkpoint":
                 raise ConvgraphError(f"record {rec.cid} is a {rec.kind}, not a checkpoint: expected the CID "
-                                     "`convgraph checkpoint` printed")
+                                     f"`{suggestions.CHECKPOINT}` printed")
             if not as_note:
                 _emit(record_json(rec))
                 return

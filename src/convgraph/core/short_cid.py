@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from convgraph import suggestions
 from convgraph.core.cid import CID
 from convgraph.errors import AmbiguousCidError, DecodeError, NotFoundError
 
@@ -40,7 +41,8 @@ def resolve(text: str, lookup: Lookup) -> CID:
     if len(text) < MIN_CHARS or len(text) > _TEXT_LEN + 1 or not _BASE32.fullmatch(text):
         raise DecodeError(
             f"{text[:80]!r} is not a CID: expected its base32 text (bafyrei…, 59 characters) or at least "
-            f"{MIN_CHARS} of its characters from the start or the end (the short id `convgraph log` prints)")
+            f"{MIN_CHARS} of its characters from the start or the end "
+            f"(the short id `{suggestions.LOG}` prints)")
     found: set[CID] = set()
     if text.startswith("b"):
         found.update(c for c in lookup(_head(text[1:]), b"", _SCAN) if str(c).startswith(text))
@@ -48,7 +50,7 @@ def resolve(text: str, lookup: Lookup) -> CID:
         found.update(c for c in lookup(b"", _tail(text), _SCAN) if str(c).endswith(text))
     if not found:
         raise NotFoundError(f"no record held here has a CID that starts or ends with {text!r} "
-                            "(`convgraph log` lists the records of a conversation)")
+                            f"(`{suggestions.LOG}` lists the records of a conversation)")
     if len(found) > 1:
         shown = tuple(str(c) for c in sorted(found)[:_SHOWN])
         more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""

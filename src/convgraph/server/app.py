@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field
 from typing import Any
 
+from convgraph import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
@@ -401,7 +402,7 @@ class _Server:
         conv = request.path_params["conv"]
         await run_in_threadpool(self.gate.check_read, actor, [conv])
         if self.cosigner is None:
-            return _error(404, "not_found", "this server is not a witness (convgraph serve --witness)")
+            return _error(404, "not_found", f"this server is not a witness ({suggestions.SERVE_WITNESS})")
         try:
             asked = json.loads(body)
             shaped = type(asked) is dict and set(asked) == {"checkpoint"} and type(asked["checkpoint"]) is str

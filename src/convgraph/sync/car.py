@@ -125,18 +125,35 @@ class _Source:
         raise CarError(f"{what} varint at byte {start} is longer than {_MAX_VARINT} bytes")
 
 
-def _read_header(src: _Source, max_header: int) -> list[CID]:
-    size = src.varint("header length")
-    assert size is not None  # eof_ok is False: end of file raised
-    if size == 0:
-        raise CarError("empty CAR header at byte 0")
-    if size > max_header:
-        raise CarError(f"CAR header of {size} bytes at byte {src.pos} exceeds max_header={max_header}")
+def _header_start(src: _Source, size: int, max_header: int) -> bytes:
+    """The header's first byte, read alone: a CARv1 header is a DAG-CBOR map (major type 5), so
+    any other byte there shows the input is no CAR at all, not a CAR cut short or overlong."""
     at = src.pos
+    first = src.src.read(1)
+    src.pos += len(first)
+    if first and first[0] >> 5 != 5:
+        raise CarError(f"not a CAR file: byte {at} is 0x{first[0]:02x}, where a CARv1 header "
+                       f"(a DAG-CBOR map) starts with 0xa0-0xbf")
+    if size > max_header:
+        raise CarError(f"CAR header of {size} bytes at byte {at} exceeds max_header={max_header}")
+    return first
+
+
+def _read_header(src: _Source, max_header: int) -> list[CID]:
+    size = src.varint("header length", eof_ok=True)
+    if size is None:
+        raise CarError("not a CAR file: it is empty")
+    if size == 0:
+        raise CarError("not a CAR file: its header length at byte 0 is 0, and a CARv1 header is a map")
+    at = src.pos
+    first = _header_start(src, size, max_header)
     try:
-        header = decode(src.read(size, "header"))
-    except CarError:
-        raise
+        data = first + src.read(size - len(first), "header")
+    except CarError:  # a CAR cut short: said of the whole header, as if read in one go
+        raise CarError(f"truncated CAR: header needs {size} bytes at byte {at}, "
+                       f"file ends at byte {src.pos}") from None
+    try:
+        header = decode(data)
     except ConvgraphError as exc:
         raise CarError(f"CAR header at byte {at} is not canonical DAG-CBOR: {exc}") from exc
     if not isinstance(header, dict):

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Final
 
+from convgraph import suggestions
 from convgraph.core.keys import fingerprint
 from convgraph.errors import ConvgraphError, PeerKeyChangedError
 
@@ -33,7 +34,7 @@ def pin(pins: dict[str, str], url: str, key: bytes, *, accept_new: bool = False)
         pinned = fingerprint(bytes.fromhex(held))
         raise PeerKeyChangedError(
             f"the server at {url} now answers with key {fingerprint(key)}, not {pinned} as before; "
-            "if it rotated its key on purpose, sync again with --accept-new-key",
+            f"if it rotated its key on purpose, sync again: `{suggestions.SYNC_NEW_KEY(url=url)}`",
             url=url, pinned=pinned, got=fingerprint(key))
     return {**pins, url: key.hex()}
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from convgraph import suggestions
 from convgraph.errors import ConvgraphError, ProtocolError, TransportError
 from convgraph.sync.deadline import Deadline
 
@@ -74,7 +75,7 @@ class SpoolTransport:
                     return data
             time.sleep(self.poll_s)
         (self.root / _REQ / f"{ident}.msg").unlink(missing_ok=True)  # nobody took it: withdraw it
-        serving = f"is a peer serving it? (`convgraph serve --spool {self.root}`)"
+        serving = f"is a peer serving it? (`{suggestions.SERVE_SPOOL(root=self.root)}`)"
         if deadline is not None:
             deadline.check(f"no answer in the spool {self.root}: {serving}")
         raise TransportError(f"no answer in the spool {self.root} within {self.timeout_s:g} s: {serving}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, Protocol, TypeVar
 
+from convgraph import suggestions
 from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
@@ -190,7 +191,7 @@ class _Pages:
 
     def _denied(self) -> Response:
         return self._page("error.html", {"message": "This viewer wants the link with its token: open the URL "
-                                                    "`convgraph view` printed."}, 403)
+                                                    f"`{suggestions.VIEW}` printed."}, 403)
 
     def _missing(self, what: str) -> Response:
         return self._page("error.html", {"message": f"No {what} that this session may read."}, 404)

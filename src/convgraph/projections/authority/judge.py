@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from convgraph import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record
@@ -266,8 +267,10 @@ def authority_error(state: AuthorityState, actor: bytes, cap: str, blocked: set[
     because = (f"revoked by {', '.join(str(u) for u in sorted(blocked, key=lambda u: order_key(state, u)))}"
                if blocked else f"no grant of it is in {where}")
     at = "at this record's causal position" if cid is not None else "to write this here"
+    genesis = state.records.get(state.genesis) if state.genesis is not None else None
+    why = suggestions.WHY(actor=who, capability=cap, conv=genesis.conv if genesis else "CONVERSATION")
     return AuthorityError(
-        f"{who} lacks `{cap}` {at} ({because}); `convgraph why {who} {cap}` shows the chain",
+        f"{who} lacks `{cap}` {at} ({because}); `{why}` shows the chain",
         capability=cap, actor=who, cid=cid,
         blocked_by=tuple(str(u) for u in sorted(blocked, key=lambda u: order_key(state, u))),
     )
