@@ -319,6 +319,7 @@ def test_sync_prints_a_new_finding_and_exits_3(tmp_path: Path) -> None:
     server.close()
     assert caught.returncode == 3, caught.stderr + caught.stdout
     assert "FINDING withholding in c:" in one_line(caught.stdout), caught.stdout
+    assert one_line(caught.stdout).count("withholding") == 1, caught.stdout  # the kind said once
     assert as_json.returncode == 1  # the same evidence again is no new finding: still not converged
     summary = json.loads(as_json.stdout)
     assert summary["findings"] == [] and summary["ok"] is False
@@ -349,6 +350,7 @@ def test_readme_catching_a_lying_server(tmp_path: Path) -> None:
         caught = run(laptop, "sync", server.url, "--conv", "team", ok=False)
     assert caught.returncode == 3, caught.stdout + caught.stderr
     assert f"FINDING deletion in {conv}:" in one_line(caught.stdout), caught.stdout
+    assert one_line(caught.stdout).count("deletion") == 1, caught.stdout  # not "deletion: deletion: …"
     run(laptop, "findings", "--save", str(proofs))
     [bundle] = proofs.iterdir()
     elsewhere = tmp_path / "elsewhere"

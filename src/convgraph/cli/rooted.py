@@ -17,7 +17,7 @@ from rich.text import Text
 
 from convgraph.cli import aliases, safe_text
 from convgraph.cli import home as cli_home
-from convgraph.cli.listing import utc
+from convgraph.cli.listing import utc, when
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import load_trusted
@@ -171,7 +171,7 @@ def _register_listings(cli: click.Group) -> None:
                      box=None)
         for x in listed:
             view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
-                         _title(x, shadowed=x.conv in table), str(x.records), utc(x.last) if x.last else "-")
+                         _title(x, shadowed=x.conv in table), str(x.records), when(x.last) if x.last else "-")
         out.print(view)
         if not listed:
             out.print("no conversations yet: `convgraph new TITLE` starts one")

@@ -28,7 +28,7 @@ from convgraph import replica_home
 from convgraph.cli import safe_text
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import ConvgraphError
-from convgraph.integrity.findings import Finding
+from convgraph.integrity.findings import Finding, reason
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import Access
 from convgraph.server.auth import NonceLog
@@ -198,8 +198,9 @@ def _print(summary: dict[str, Any], out: Any) -> None:
         for cid in art["missing_here"]:
             out.print(f"  missing artifact block {cid}: a record names it; the peer did not send it")
     for finding in summary["findings"]:
+        said = reason(finding["kind"], finding["summary"])  # the kind is said once, first
         out.print(Text(f"FINDING {finding['kind']} in {safe_text.line(finding['conv'])}: "
-                       f"{safe_text.line(finding['summary'])} ({finding['id']})", "bold red"))
+                       f"{safe_text.line(said)} ({finding['id']})", "bold red"))
     out.print(f"{summary['round_trips']} round trips, {summary['bytes_sent']} bytes sent, "
               f"{summary['bytes_received']} received")
 
