@@ -394,7 +394,8 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
 
 @cli.command()
 @click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
-              help="Keep the demo replicas here instead of a temp dir.")
+              help="Keep the demo's replicas in DIR, the conversation aliased 'trip' in each "
+                   "(else they are made in a temporary directory and deleted at the end).")
 @json_option
 @_errors
 def demo(where: Path | None, as_json: bool) -> None:
