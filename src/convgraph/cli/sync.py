@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -62,12 +63,13 @@ def _server_replica(
 
 
 _ACTOR_CHARS: Final = 52  # a whole actor id; anything shorter is resolved against the known keys
+_BASE32: Final = re.compile(r"[a-z2-7]+")  # what else is no actor id: the rule is refused before listening
 
 
 def _short_allow(rule: str) -> bool:
     """True when the `--allow` rule's actor is cut short (neither `*` nor a whole id)."""
     actor, sep, _ = rule.partition("=")
-    return bool(sep) and actor != ANY and len(actor) != _ACTOR_CHARS
+    return bool(sep) and actor != ANY and len(actor) < _ACTOR_CHARS and _BASE32.fullmatch(actor) is not None
 
 
 def _whole_allow(rules: Iterable[str], replica: Replica) -> list[str]:
