@@ -101,10 +101,11 @@ class Replica:
     """A local replica of any number of conversations, written by one actor key."""
 
     def __init__(
-        self, store: Store, key: SigningKey, *, clock: Clock = system_clock, config: Config | None = None
+        self, store: Store, key: SigningKey | None, *, clock: Clock = system_clock,
+        config: Config | None = None,
     ) -> None:
         self.store = store
-        self.key = key
+        self._key = key  # None: opened to read a store whose key is lost (`open(need_key=False)`)
         self.clock = clock
         self.config = config or Config()
         self._folds = Folds(store)
@@ -119,11 +120,12 @@ class Replica:
     @classmethod
     def open(
         cls, path: Path | str, *, clock: Clock = system_clock, config: Config | None = None,
-        synchronous: Synchronous = "NORMAL", create: bool = True,
+        synchronous: Synchronous = "NORMAL", create: bool = True, need_key: bool = True,
     ) -> Replica:
         """Open the replica in directory `path`, creating the directory, key and store if absent
         (with `create` false, `NoReplicaError` instead). A store whose key is gone, or an empty or
-        foreign database, is an error that says how to recover, never replaced (`replica_home`)."""
+        foreign database, is an error that says how to recover, never replaced (`replica_home`);
+        with `need_key` false a store whose key is gone opens, to be read: a write raises that error."""
         home = Path(path)
         if create:
             try:
@@ -131,8 +133,9 @@ class Replica:
             except OSError as exc:
                 raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
         with replica_home.opening(home):
-            replica_home.check(home, create=create)
-            key = load_or_create_key(home / KEY_FILE)
+            replica_home.check(home, create=create, need_key=need_key)
+            lost = not need_key and replica_home.lost_key(home)
+            key = None if lost else load_or_create_key(home / KEY_FILE)
             try:
                 store = SqliteStore(home / DB_FILE, synchronous=synchronous)
             except StoreCorruptError as exc:
@@ -147,6 +150,13 @@ class Replica:
     ) -> Replica:
         """A replica that lives in this process only."""
         return cls(MemoryStore(), key or SigningKey.generate(), clock=clock, config=config)
+
+    @property
+    def key(self) -> SigningKey:
+        """This device's signing key; `MissingKeyError` when the replica was opened without it."""
+        if self._key is None:
+            raise replica_home.missing_key(self.home or Path("."))
+        return self._key
 
     @property
     def actor(self) -> bytes:

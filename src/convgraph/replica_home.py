@@ -5,8 +5,8 @@ missing, empty or foreign part is never replaced on its own: a new key is a new 
 owns none of the old one's conversations, and an emptied database may be the only copy of
 its records. So `check` raises a typed error that names the path and the way back, and only
 a caller that asks to create (`convgraph init`, `Replica.open(path)`) makes what is absent.
-Invariant: with `create` false, `check` returns only when both parts are there and the
-database is not an empty file.
+Invariant: with `create` false, `check` returns only when both parts are there (or, when the
+caller only reads, the store alone) and the database is not an empty file.
 """
 
 from __future__ import annotations
@@ -37,16 +37,28 @@ def init_command(home: Path) -> str:
     return suggestions.INIT(home=home)
 
 
-def check(home: Path, *, create: bool) -> None:
+def missing_key(home: Path) -> MissingKeyError:
+    """The error of a replica in `home` whose store is there and whose key is not."""
+    key, db = home / KEY_FILE, home / DB_FILE
+    return MissingKeyError(
+        f"{db} is there but its key {key} is missing, so nothing can be signed as this replica's "
+        f"author: restore {KEY_FILE} from a backup; or, to go on as a new author (who owns none of the "
+        f"old key's conversations), run `{suggestions.INIT_NEW_KEY(home=home)}`", path=str(key))
+
+
+def lost_key(home: Path) -> bool:
+    """True when `home` holds a store and no key: a replica that can be read, not written."""
+    return (home / DB_FILE).exists() and not (home / KEY_FILE).exists()
+
+
+def check(home: Path, *, create: bool, need_key: bool = True) -> None:
     """Raise unless `home` holds a replica that may be opened as it is; with `create`, what is
-    wholly absent (the directory, the key with no store, the store) may be made instead."""
+    wholly absent (the directory, the key with no store, the store) may be made instead; with
+    `need_key` false, a store whose key is lost may be opened to be read."""
     key, db = home / KEY_FILE, home / DB_FILE
     has_key, has_db = key.exists(), db.exists()
-    if has_db and not has_key:
-        raise MissingKeyError(
-            f"{db} is there but its key {key} is missing, so nothing can be signed as this replica's "
-            f"author: restore {KEY_FILE} from a backup; or, to go on as a new author (who owns none of the "
-            f"old key's conversations), run `{suggestions.INIT_NEW_KEY(home=home)}`", path=str(key))
+    if has_db and not has_key and need_key:
+        raise missing_key(home)
     if has_db and db.stat().st_size == 0:
         raise UnusableStoreError(
             f"{db} is an empty file (0 bytes), not a replica store: restore it from a backup; or, to "

@@ -54,6 +54,9 @@ SERVE_SPOOL: Final = Suggestion("convgraph serve --spool {root}")
 SERVE_WITNESS: Final = Suggestion("convgraph serve --witness")
 SYNC_NEW_KEY: Final = Suggestion("convgraph sync {url} --accept-new-key")
 VIEW: Final = Suggestion("convgraph view")
+DEVICE_ADD: Final = Suggestion("convgraph device add")
+DEMO_KEEP: Final = Suggestion("convgraph demo --dir DIR")
+LOG_HOME: Final = Suggestion("convgraph --home {home} log --conv {conv}")
 
 ALL: Final = {name: value for name, value in sorted(globals().items()) if isinstance(value, Suggestion)}
 """Every suggestion by its name here, for the tests that run them all."""

@@ -121,6 +121,20 @@ def test_demo_runs_and_agrees(tmp_path: Path) -> None:
     assert "lacks `write`" in out and "it is rejected: authority" in out  # the stranger
     assert 'The laptop starts a conversation, "trip planning": cg1' in out  # a rooted one
     assert "genesis  trip planning" in out and "grant " in out and "read, write" in out
+    assert f"Two replicas in {tmp_path / 'demo'} (kept)" in out
+    laptop = json.loads(run(tmp_path / "demo" / "laptop", "log", "--conv", "trip", "--json").stdout)
+    for name in ("phone", "tablet", "stranger"):  # the demo's alias, in every replica it kept
+        held = json.loads(run(tmp_path / "demo" / name, "log", "--conv", "trip", "--json").stdout)
+        assert held["conv"] == laptop["conv"]
+    assert f"--home {tmp_path / 'demo' / 'laptop'} log --conv trip" in out.splitlines()[-1]
+
+
+def test_demo_says_its_temporary_directory_goes_and_how_to_keep_it(tmp_path: Path) -> None:
+    lines = run(tmp_path / "unused", "demo").stdout.splitlines()
+    assert "(a temporary directory, deleted when the demo ends; --dir DIR keeps them)" in lines[0]
+    temporary = Path(lines[0].split(" in ", 1)[1].split(" (", 1)[0])
+    assert not temporary.exists()
+    assert "convgraph demo --dir DIR" in lines[-1] and "log --conv trip" in lines[-1]
 
 
 def test_verify_reports_a_wrong_turn_index_row_and_repair_rebuilds_it(tmp_path: Path) -> None:

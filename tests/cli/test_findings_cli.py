@@ -43,6 +43,7 @@ def test_verify_and_findings_report_a_record_equivocation(tmp_path: Path) -> Non
     assert json.loads(run(home, "findings", "--conv", "elsewhere", "--json").stdout) == {"findings": []}
     saved = tmp_path / "proofs"
     text = run(home, "findings", "--save", str(saved)).stdout
-    assert "1 finding(s)" in text and "record_equivocation" in text
+    assert "1 finding(s)" in text and text.count("record_equivocation") == 1  # the kind said once
+    assert f"{listed[0]['id'][-12:]}  actor " in text  # then what the proof says, without the kind
     (bundle,) = saved.iterdir()
     assert bundle.name == f"{listed[0]['id']}.cgev" and verify_bundle(bundle.read_bytes()).ok

@@ -51,3 +51,38 @@ def test_every_record_drawn_exactly_once_on_random_dags() -> None:
     drawn = [x.split("  ")[-1] for x in lines if "*" in x]
     assert sorted(drawn) == sorted(str(r.payload["content"]) for r in records)
     assert drawn == [str(r.payload["content"]) for r in reversed(records)]
+
+
+def _text(r: Record) -> str:
+    return str(r.payload.get("content") or r.payload.get("name") or r.kind)
+
+
+def test_a_branch_forks_from_its_fork_point_and_a_merge_joins_it_back(replica: Replica) -> None:
+    conv = replica.create("forks")
+    one = replica.say(conv, "user", "one")
+    replica.say(conv, "assistant", "two")
+    replica.branch(conv, "alt", one.cid)  # its DAG parent is "two", the head; it forks from "one"
+    replica.say(conv, "user", "b1", branch="alt")
+    replica.say(conv, "assistant", "b2", branch="alt")
+    replica.say(conv, "user", "three")  # main again: its DAG parent is b2, its line's is "two"
+    assert render(replica.records(conv), _text) == [
+        "*  three",
+        "| *  b2",
+        "| *  b1",
+        "| *  alt",
+        "* |  two",
+        "| /",
+        "*  one",
+        "*  genesis",
+    ]
+    replica.merge(conv, "alt")
+    assert render(replica.records(conv), _text)[:3] == ["*  merge", "| \\", "* |  three"]
+
+
+def test_a_fork_point_outside_the_records_drawn_keeps_its_lane_open(replica: Replica) -> None:
+    conv = replica.create("window")
+    one = replica.say(conv, "user", "one")
+    replica.say(conv, "assistant", "two")
+    replica.branch(conv, "alt", one.cid)
+    replica.say(conv, "user", "b1", branch="alt")
+    assert render(replica.records(conv)[-2:], _text) == ["*  b1", "*  alt"]

@@ -28,7 +28,25 @@ with open(sys.argv[1], "w") as f:
 def test_times_are_utc_to_the_millisecond_with_the_counter_when_there_is_one() -> None:
     assert listing.utc(Hlc(0, 0)) == "1970-01-01 00:00:00.000Z"
     assert listing.utc(Hlc(1_764_800_000_123, 0)) == "2025-12-03 22:13:20.123Z"
-    assert listing.utc(Hlc(1_764_800_000_007, 3)) == "2025-12-03 22:13:20.007Z+3"
+    assert listing.utc(Hlc(1_764_800_000_007, 3)) == "2025-12-03 22:13:20.007Z+3"  # --json's form
+
+
+def test_a_person_reads_the_counter_as_a_counter_not_a_time_zone() -> None:
+    assert listing.when(Hlc(1_764_800_000_123, 0)) == "2025-12-03 22:13:20.123Z"
+    assert listing.when(Hlc(1_764_800_000_007, 3)) == "2025-12-03 22:13:20.007Z c3"
+    helped = CliRunner().invoke(cli, ["log", "--help"], obj={}).output
+    assert "c2" in helped and "counter" in helped and "time zone" in helped
+
+
+def test_log_prints_a_shared_millisecond_with_its_counter(tmp_path: Path) -> None:
+    with Replica.open(tmp_path / "r", clock=lambda: 1_764_800_000_007) as replica:
+        conv = replica.create("stopped clock")
+        replica.say(conv, "user", "same millisecond")
+    out = CliRunner().invoke(cli, ["--home", str(tmp_path / "r"), "log", "--conv", conv], obj={}).output
+    assert "2025-12-03 22:13:20.007Z c1" in out and "Z+" not in out, out
+    shown = json.loads(CliRunner().invoke(cli, ["--home", str(tmp_path / "r"), "log", "--conv", conv, "--json"],
+                                          obj={}).output)
+    assert [r["hlc"] for r in shown["records"]] == [[1_764_800_000_007, 0], [1_764_800_000_007, 1]]
 
 
 def test_rows_are_columns_and_a_cells_further_lines_start_blank() -> None:

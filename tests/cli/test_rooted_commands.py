@@ -5,12 +5,14 @@ conversation, and legacy conversations read-only: in process with the replica as
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 from test_cli import run
 
+import cli_process
 from convgraph import Config, Replica, decode_record, is_rooted
 from convgraph.cli import aliases
 from convgraph.cli.main import cli
@@ -189,3 +191,17 @@ def test_conversations_reads_the_genesis_row_and_the_snapshot_once_compacted(tmp
         first = replica.store.first(conv)
         assert first is not None and decode_record(first[1]).kind == "checkpoint"
     assert listed(tmp_path)[conv]["title"] == "kept title"  # from the fold of the snapshot
+
+
+def test_conversations_fits_80_columns_with_every_id_whole(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    run(home, "init")
+    convs = [run(home, "new", "a title long enough to need cutting on a narrow screen" * i).stdout.strip()
+             for i in (1, 2)]
+    env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "80"}
+    table = cli_process.run(["conversations"], text=True, env=env, timeout=60).stdout
+    assert all(len(line) <= 80 for line in table.splitlines()), table
+    assert all(any(conv in line for line in table.splitlines()) for conv in convs), table  # whole, one line
+    listed = json.loads(cli_process.run(["conversations", "--json"], text=True, env=env, timeout=60).stdout)
+    assert {c["conv"] for c in listed["conversations"]} == set(convs)
+    assert all(c["last_activity"].endswith("Z") for c in listed["conversations"])  # --json: to the ms

@@ -196,3 +196,21 @@ def test_every_suggestion_is_provoked_here_or_needs_a_server() -> None:
     assert not set(SERVED) & set(PROVOKED)
     assert set(SERVED) | set(PROVOKED) == set(suggestions.ALL), sorted(
         set(suggestions.ALL) ^ (set(SERVED) | set(PROVOKED)))
+
+
+@provokes("DEVICE_ADD")
+def test_an_unknown_short_actor_names_the_command_that_prints_a_whole_id(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    cg(home, "init")
+    cg(home, "say", "hello")
+    [command] = printed(cg(home, "why", "zzzz", "write", ok=False).stderr)
+    assert "device add" in command
+    assert run_printed(home, command, suggestions.DEVICE_ADD, tmp_path).returncode == 0
+
+
+@provokes("DEMO_KEEP", "LOG_HOME")
+def test_the_demo_names_how_to_keep_its_replicas_and_read_them_again(tmp_path: Path) -> None:
+    keep, log = printed(cg(tmp_path / "unused", "demo").stdout)[-2:]
+    assert run_printed(tmp_path, keep, suggestions.DEMO_KEEP, tmp_path, DIR=str(tmp_path / "kept")).returncode == 0
+    shown = run_printed(tmp_path, log, suggestions.LOG_HOME, tmp_path, DIR=str(tmp_path / "kept"))
+    assert shown.returncode == 0 and "user_message" in shown.stdout

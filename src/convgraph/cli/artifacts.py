@@ -20,8 +20,6 @@ from convgraph.artifacts.blocks import decode_manifest
 from convgraph.cli import inputs, safe_text
 from convgraph.core import short_cid
 from convgraph.core.cid import CID, DAG_CBOR
-from convgraph.core.keys import parse_actor
-from convgraph.errors import ConvgraphError
 from convgraph.replica import Replica
 from convgraph.replica_code import VERDICTS
 
@@ -46,13 +44,6 @@ def artifact_size(r: Replica, cid: CID) -> int | None:
     if block is None:
         return None
     return decode_manifest(block).size if cid.codec == DAG_CBOR else len(block)
-
-
-def _reviewer(text: str) -> bytes:
-    try:
-        return parse_actor(text)
-    except ConvgraphError as exc:
-        raise click.BadParameter(f"must be a 52-character actor id: {exc}", param_hint="--reviewer") from exc
 
 
 def _stdin() -> BinaryIO:
@@ -194,7 +185,7 @@ def _register_review(cli: click.Group) -> None:
     @click.option("--reviews", type=click.IntRange(min=0), default=None,
                   help="Distinct reviews of the subject a decision needs first.")
     @click.option("--reviewer", "reviewers", multiple=True, type=TEXT,
-                  help="An actor id (52 characters) whose review a decision needs first (repeatable).")
+                  help="An actor id (or a short one) whose review a decision needs first (repeatable).")
     @conv_option
     @json_option
     @click.pass_context
@@ -205,9 +196,9 @@ def _register_review(cli: click.Group) -> None:
     ) -> None:
         """Write a decision_request asking QUESTION about --subject (rooted conversations: the
         reviews a decision needs first, docs/authority.md §8.4)."""
-        actors = [_reviewer(x) for x in reviewers]
         with _replica(ctx) as r:
             where = inputs.existing(ctx.obj["home"], r, conv)
+            actors = [inputs.actor(r, x, [where]) for x in reviewers]
             about = None if subject is None else inputs.cid(r, subject)
             rec = r.ask(where, question, subject=about, options=options, reviews=reviews, reviewers=actors)
         _emit({"cid": str(rec.cid)}) if as_json else out.print(str(rec.cid))

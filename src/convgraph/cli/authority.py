@@ -18,9 +18,8 @@ from rich.table import Table
 from convgraph import suggestions
 from convgraph.cli import home as cli_home
 from convgraph.cli import inputs, safe_text
-from convgraph.core.keys import actor_text, fingerprint, parse_actor
+from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import CAPABILITIES
-from convgraph.errors import ConvgraphError
 from convgraph.projections.authority import Answer, Authority
 from convgraph.replica import Replica
 
@@ -36,13 +35,6 @@ def expires_at(text: str, now_ms: int) -> int:
     if text.isdigit():
         return int(text)
     raise click.BadParameter(f"{text!r}: expected a span such as 90m, 12h or 7d, or a time in ms")
-
-
-def _actor(text: str) -> bytes:
-    try:
-        return parse_actor(text)
-    except ConvgraphError as exc:
-        raise click.BadParameter(f"ACTOR must be a 52-character actor id: {exc}") from exc
 
 
 def answer_json(a: Answer) -> dict[str, Any]:
@@ -75,6 +67,8 @@ def _chain_lines(authority: Authority, answer: Answer) -> list[str]:
 
 
 _CAPS = click.Choice(CAPABILITIES)
+_SHORT_ACTOR = 12  # characters of an actor id a table shows (as git shows a short hash)
+_SHORT_CID = 10  # characters of a CID's end, as `log` prints it
 
 
 class _Shell(NamedTuple):
@@ -99,13 +93,14 @@ def register(cli: click.Group) -> None:
     _register_answers(cli, shell)
 
 
-def _revoke(ctx: click.Context, grantee: bytes, rights: tuple[str, ...], reason: str | None,
+def _revoke(ctx: click.Context, actor: str, rights: tuple[str, ...], reason: str | None,
             conv: str | None) -> Any:
-    payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(rights))}
-    if reason:
-        payload["reason"] = reason
     with cli_home.opened(ctx) as r:
-        return r.write(inputs.existing(ctx.obj["home"], r, conv), "revocation", payload)
+        target = inputs.existing(ctx.obj["home"], r, conv)
+        payload: dict[str, Any] = {"grantee": inputs.actor(r, actor, [target]), "rights": sorted(set(rights))}
+        if reason:
+            payload["reason"] = reason
+        return r.write(target, "revocation", payload)
 
 
 def _register_changes(cli: click.Group, shell: _Shell) -> None:
@@ -124,10 +119,14 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
         ctx: click.Context, actor: str, capabilities: tuple[str, ...], expires: str | None,
         note: str | None, conv: str | None, as_json: bool,
     ) -> None:
-        """Give ACTOR the CAPABILITIES (read write review decide merge admin) in the conversation."""
-        grantee = _actor(actor)
+        """Give ACTOR the CAPABILITIES (read write review decide merge admin) in the conversation.
+
+        ACTOR is the whole actor id (a key new here must be given whole), or the start of a known
+        key's id or fingerprint, as `members` and `log` print them.
+        """
         with _replica(ctx) as r:
             target = inputs.existing(ctx.obj["home"], r, conv)
+            grantee = inputs.actor(r, actor, [target])
             payload: dict[str, Any] = {"grantee": grantee, "rights": sorted(set(capabilities) | {"read"})}
             if expires is not None:
                 payload["expires_ms"] = expires_at(expires, r.clock())
@@ -151,8 +150,9 @@ def _register_changes(cli: click.Group, shell: _Shell) -> None:
         ctx: click.Context, actor: str, capabilities: tuple[str, ...], reason: str | None, conv: str | None,
         as_json: bool,
     ) -> None:
-        """Take CAPABILITIES from ACTOR; with none, end its membership (revoke `read`)."""
-        record = _revoke(ctx, _actor(actor), capabilities or ("read",), reason, conv)
+        """Take CAPABILITIES from ACTOR (an actor id, or a short one); with none, end its membership
+        (revoke `read`)."""
+        record = _revoke(ctx, actor, capabilities or ("read",), reason, conv)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))
 
     @cli.command()
@@ -206,11 +206,13 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
                 {"actor": actor_text(a), "capabilities": [answer_json(x) for x in answers]}
                 for a, answers in found.items()]})
             return
-        table = Table("actor", "fingerprint", "capabilities", "granted by")
+        # short ids, as a command takes them (`why`, `revoke`, `show`); --json has them whole
+        table = Table("actor", "fingerprint", "capabilities", "granted by",
+                      caption="ids cut short: --json prints them whole")
         for actor, answers in found.items():
-            role = "owner" if actor == authority.owner else str(answers[0].chain[-1])
+            role = "owner" if actor == authority.owner else str(answers[0].chain[-1])[-_SHORT_CID:]
             held = " ".join(a.capability for a in answers)
-            table.add_row(actor_text(actor), fingerprint(actor), held, role)
+            table.add_row(actor_text(actor)[:_SHORT_ACTOR], fingerprint(actor), held, role)
         out.print(table)
 
     @cli.command()
@@ -221,10 +223,12 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
     @click.pass_context
     @_errors
     def why(ctx: click.Context, actor: str, capability: str, conv: str | None, as_json: bool) -> None:
-        """Print the chain of records by which ACTOR holds CAPABILITY, or what it lacks."""
+        """Print the chain of records by which ACTOR (an actor id, or a short one) holds CAPABILITY,
+        or what it lacks."""
         with _replica(ctx) as r:
-            authority = r.authority(inputs.existing(ctx.obj["home"], r, conv))
-            answer = authority.who_can(_actor(actor), capability)
+            target = inputs.existing(ctx.obj["home"], r, conv)
+            authority = r.authority(target)
+            answer = authority.who_can(inputs.actor(r, actor, [target]), capability)
             lines = _chain_lines(authority, answer)
         if as_json:
             _emit(answer_json(answer))
@@ -264,6 +268,6 @@ def _register_answers(cli: click.Group, shell: _Shell) -> None:
     @click.pass_context
     @_errors
     def device_revoke(ctx: click.Context, actor: str, reason: str, conv: str | None, as_json: bool) -> None:
-        """Shut a lost device out: revoke everything it holds."""
-        record = _revoke(ctx, _actor(actor), ("read",), reason, conv)
+        """Shut a lost device out: revoke everything it holds (ACTOR: an actor id, or a short one)."""
+        record = _revoke(ctx, actor, ("read",), reason, conv)
         _emit({"cid": str(record.cid)}) if as_json else out.print(str(record.cid))

@@ -6,6 +6,10 @@ tablet is granted and revoked, and a stranger is refused). They
 write at the same moment without seeing each other, exchange their records, join the two
 lines with the next write, refuse a tampered copy, verify everything and agree on one
 history; then both fold the same transcript and resume it, valid, for each provider.
+
+The replicas live in a temporary directory, deleted when the demo ends (it says so), unless
+`--dir DIR` keeps them; each kept replica has the alias `ALIAS` for the conversation, so
+`convgraph --home DIR/laptop log --conv trip` reads it again.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from convgraph.cli import graph_view, safe_text
+from convgraph import suggestions
+from convgraph.cli import aliases, graph_view, safe_text
 from convgraph.cli.main import _label
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
@@ -32,6 +37,7 @@ from convgraph.replica import Replica
 from convgraph.sync.local import sync_replicas
 
 TITLE = "trip planning"
+ALIAS = "trip"  # what each replica kept with --dir calls the conversation
 
 
 def _sync(out: Console, laptop: Replica, phone: Replica, conv_id: str, other: str = "phone") -> None:
@@ -57,7 +63,9 @@ def run(out: Console, where: Path | None) -> dict[str, Any]:
         base = where or Path(tmp)
         laptop, phone = Replica.open(base / "laptop"), Replica.open(base / "phone")
         with laptop, phone:
-            out.print(f"[bold]Two replicas[/bold] in {escape(str(base))}", markup=True)
+            kept = "kept" if where else \
+                "a temporary directory, deleted when the demo ends; --dir DIR keeps them"
+            out.print(f"[bold]Two replicas[/bold] in {escape(str(base))} ({kept})", markup=True)
             out.print(f"  laptop actor {fingerprint(laptop.actor)}, phone actor {fingerprint(phone.actor)}")
             conv = laptop.create(TITLE)
             out.print(f'[bold]The laptop starts a conversation[/bold], "{TITLE}": {conv}', markup=True)
@@ -119,9 +127,31 @@ def run(out: Console, where: Path | None) -> dict[str, Any]:
             if not same:
                 raise SystemExit(1)
             _resume(out, laptop, phone, conv)
+            _coda(out, where, conv)
             return {"dir": str(where) if where else None, "conv": conv, "records": len(laptop.records(conv)),
                     "heads": [str(h) for h in laptop.heads(conv)], "order_digest": _digest(laptop, conv),
                     "same": same, "turns": len(laptop.transcript(conv))}
+
+
+def _alias(base: Path, conv: str) -> None:
+    """Name `conv` `ALIAS` in every replica the demo makes under `base` (each will hold it)."""
+    for name in ("laptop", "phone", "tablet", "stranger"):
+        with aliases.editing(base / name) as table:
+            table[ALIAS] = conv
+
+
+def _coda(out: Console, where: Path | None, conv: str) -> None:
+    """How to look at the replicas again: where they are kept (aliasing `conv` there), or how
+    to keep them."""
+    if where is None:
+        out.print("[bold]The replicas are deleted now[/bold] (a temporary directory); to keep them and "
+                  f"read them again: `{suggestions.DEMO_KEEP}`, then "
+                  f"`{suggestions.LOG_HOME(home='DIR/laptop', conv=ALIAS)}`", markup=True)
+        return
+    _alias(where, conv)
+    out.print(f"[bold]The replicas are kept[/bold] in {escape(str(where))} (laptop, phone, tablet, "
+              f"stranger), the conversation aliased {ALIAS!r} in each: "
+              f"`{escape(suggestions.LOG_HOME(home=where / 'laptop', conv=ALIAS))}`", markup=True)
 
 
 def _tampered(out: Console, phone: Replica, data: bytes) -> None:

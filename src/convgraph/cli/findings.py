@@ -13,12 +13,12 @@ import click
 
 from convgraph.cli import safe_text
 from convgraph.errors import ConvgraphError
-from convgraph.integrity.findings import Finding
+from convgraph.integrity.findings import Finding, reason
 
 
 def finding_line(f: Finding) -> str:
-    """One line naming a finding, for listings (foreign text made safe)."""
-    return safe_text.line(f"{f.kind:20} {f.conv[:48]} {str(f.id)[-12:]}  {f.summary}")
+    """One line naming a finding, for listings (foreign text made safe): its kind said once."""
+    return safe_text.line(f"{f.kind:20} {f.conv[:48]} {str(f.id)[-12:]}  {reason(f.kind, f.summary)}")
 
 
 def save_bundles(found: list[Finding], where: Path) -> list[Path]:

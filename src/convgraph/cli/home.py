@@ -4,8 +4,10 @@ The group's `--home` (or `CONVGRAPH_HOME`, default `./.convgraph`) names the rep
 directory; each command takes `--home` too (`convgraph init --home X`), and the nearer one
 wins. Only `init` creates a replica: every other command on a directory with none stops with
 `NoReplicaError` (exit 2), naming the path and the `init` command, so a mistyped `--home`
-never makes a new store and a new signing key. Invariant: no command but `init` creates a
-file in a home that holds no replica.
+never makes a new store and a new signing key. A replica whose `actor.key` is lost can still
+be read: the commands in `READ_ONLY` open it, saying once on stderr that writes need the key;
+any other stops with `MissingKeyError`. Invariant: no command but `init` creates a file in a
+home that holds no replica, and none outside `READ_ONLY` runs without the key.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Final
 import click
 
 from convgraph import replica_home, suggestions
+from convgraph.cli import safe_text
 from convgraph.replica import Replica
 from convgraph.replica_home import KEY_FILE
 from convgraph.store.sqlite import Synchronous
@@ -25,6 +28,11 @@ from convgraph.store.sqlite import Synchronous
 HELP: Final = f"Replica directory (env CONVGRAPH_HOME; created only by `{suggestions.INIT_HERE}`)."
 # commands that read no replica: the demo makes its own, verify-evidence reads only its file
 WITHOUT_HOME: Final = frozenset({"demo", "verify-evidence"})
+# commands that sign nothing, so they run on a replica whose key is lost (by command path)
+READ_ONLY: Final = frozenset({
+    "alias", "cat", "checkpoint status", "conversations", "export", "findings", "log", "members", "show",
+    "transcript", "verify", "why", "witness list",
+})
 
 
 def _set(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
@@ -54,10 +62,36 @@ def of(ctx: click.Context) -> Path:
     return home
 
 
+def command_path(ctx: click.Context) -> str:
+    """The command's path below the program (`log`, `checkpoint status`)."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+def reads_only(ctx: click.Context) -> bool:
+    """True when the command signs nothing (`READ_ONLY`): it may run without the key."""
+    return command_path(ctx) in READ_ONLY
+
+
+def _note_lost_key(ctx: click.Context, home: Path) -> None:
+    """Say once per command, on stderr, that this replica's key is lost and writes need it."""
+    meta = ctx.find_root().meta
+    if replica_home.lost_key(home) and not meta.get("convgraph.lost_key_said"):
+        meta["convgraph.lost_key_said"] = True
+        click.echo(safe_text.line(
+            f"note: {home / KEY_FILE} is missing: reading only (a write needs the key; restore it, or "
+            f"`{replica_home.init_command(home)} --new-key` goes on as a new author)"), err=True)
+
+
 def required(ctx: click.Context) -> Path:
-    """The home, which must hold a replica (`NoReplicaError` otherwise, saying how to make one)."""
+    """The home, which must hold a replica (`NoReplicaError` otherwise, saying how to make one),
+    and its key unless the command only reads."""
     home = of(ctx)
-    replica_home.check(home, create=False)
+    replica_home.check(home, create=False, need_key=not reads_only(ctx))
+    _note_lost_key(ctx, home)
     return home
 
 
@@ -73,6 +107,10 @@ def required_key(ctx: click.Context) -> Path:
 def opened(
     ctx: click.Context, *, create: bool = False, synchronous: Synchronous = "NORMAL"
 ) -> Iterator[Replica]:
-    """The replica in the command's home, opened; made first only when `create` (for `init`)."""
-    with Replica.open(of(ctx), create=create, synchronous=synchronous) as replica:
+    """The replica in the command's home, opened; made first only when `create` (for `init`).
+    A command that only reads opens one whose key is lost, and says so once."""
+    need_key = create or not reads_only(ctx)
+    with Replica.open(of(ctx), create=create, synchronous=synchronous, need_key=need_key) as replica:
+        if not need_key:
+            _note_lost_key(ctx, of(ctx))
         yield replica

@@ -5,6 +5,10 @@
   A 20 MB payload thus never meets the shell's limit on an argument list.
 * CIDs (`cid`): a whole CID or a short one, at least 4 characters from its start or its end,
   as `log` prints it (`core/short_cid.py`).
+* Actors (`actor`): a whole actor id (52 characters; it may name a key that has written
+  nothing yet) or a short one, at least 4 characters from the start of the id or of its
+  fingerprint, among the keys the replica knows in the conversations concerned
+  (`core/short_actor.py`).
 * Conversations that must exist (`existing`): a command that reads one, or that adds to one
   but must not start it (`checkpoint`, `merge`, `branch`), names what it looked for and the
   conversations held, rather than answering "0 records" or creating it.
@@ -13,6 +17,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,8 +25,9 @@ import click
 
 from convgraph import suggestions
 from convgraph.cli import aliases, safe_text
-from convgraph.core import short_cid
+from convgraph.core import short_actor, short_cid
 from convgraph.core.cid import CID
+from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import InvalidTextError, UnknownConversationError
 from convgraph.replica import Replica
@@ -63,6 +69,30 @@ CONTENT = _Content()
 def cid(replica: Replica, text: str) -> CID:
     """The record `text` names (a whole or short CID) among those `replica` holds."""
     return short_cid.resolve(text.strip(), replica.store.cids_like)
+
+
+def actor(replica: Replica, text: str, convs: Iterable[str]) -> bytes:
+    """The key `text` names (a whole or short actor id) among those `replica` knows in `convs`."""
+    wanted = list(convs)
+    where = f"conversation {wanted[0]}" if len(wanted) == 1 else "this replica"
+    return short_actor.resolve(text.strip(), lambda: known_actors(replica, wanted), where)
+
+
+def known_actors(replica: Replica, convs: Iterable[str]) -> set[bytes]:
+    """The keys `replica` knows in `convs`: the authors of their records, and the keys their
+    grants and revocations name (members included, whose grants a checkpoint compacted)."""
+    keys: set[bytes] = set()
+    for conv in convs:
+        for entry in replica.state(conv).entries.values():
+            keys.add(entry.actor)
+            named = entry.payload.get("grantee") if entry.kind in ("grant", "revocation") else None
+            if isinstance(named, bytes):
+                keys.add(named)
+        if is_rooted(conv):
+            authority = replica.authority(conv)
+            keys.update(authority.members())
+            keys.update([authority.owner] if authority.owner is not None else [])
+    return keys
 
 
 def existing(home: Path, replica: Replica, name: str | None) -> str:

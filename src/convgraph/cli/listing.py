@@ -28,10 +28,22 @@ _NO_PAGER: Final = frozenset({"", "cat"})
 
 
 def utc(hlc: Hlc) -> str:
-    """The stamp as a UTC time to the millisecond; a counter above 0 follows as `+n`."""
-    wall = datetime.fromtimestamp(hlc.wall_ms / 1000, tz=UTC)
-    text = wall.strftime("%Y-%m-%d %H:%M:%S.") + f"{hlc.wall_ms % 1000:03d}Z"
+    """The stamp as a UTC time to the millisecond; a counter above 0 follows as `+n` (the form
+    `--json` has always given: machine readers keep it)."""
+    text = _wall(hlc)
     return text + (f"+{hlc.counter}" if hlc.counter else "")
+
+
+def when(hlc: Hlc) -> str:
+    """The stamp for a person: UTC to the millisecond, then a counter above 0 as ` cN`, which
+    cannot pass for a time zone as `+N` did (`convgraph log --help` explains it)."""
+    text = _wall(hlc)
+    return text + (f" c{hlc.counter}" if hlc.counter else "")
+
+
+def _wall(hlc: Hlc) -> str:
+    wall = datetime.fromtimestamp(hlc.wall_ms / 1000, tz=UTC)
+    return wall.strftime("%Y-%m-%d %H:%M:%S.") + f"{hlc.wall_ms % 1000:03d}Z"
 
 
 def rows(cells: Iterable[tuple[str, ...]], widths: tuple[int, ...]) -> Iterator[str]:

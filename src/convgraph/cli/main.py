@@ -271,7 +271,13 @@ def append(  # noqa: PLR0917 - click passes options positionally
 @click.pass_context
 @_errors
 def log(ctx: click.Context, conv: str | None, graph: bool, last: int | None, as_json: bool) -> None:
-    """The conversation's records in canonical order, streamed (paged on a terminal)."""
+    """The conversation's records in canonical order, streamed (paged on a terminal).
+
+    A time is the record's hybrid logical clock stamp: the wall clock in UTC to the millisecond,
+    then, when the clock had not moved past an earlier stamp, a counter that orders the records
+    stamped in that millisecond: `12:03:04.120Z c2` is counter 2 (--json keeps `hlc` as
+    [wall_ms, counter]). The counter is not a time zone.
+    """
     with _replica(ctx) as r:
         target = inputs.existing(ctx.obj["home"], r, conv)
         heads = r.heads(target)
@@ -300,7 +306,7 @@ _LOG_HEADER: Final = next(listing.rows([("cid", "author", "seq", "time (UTC)", "
 
 def _log_cells(records: Iterable[Record]) -> Iterator[tuple[str, ...]]:
     for x in records:
-        yield (str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq), listing.utc(x.hlc), _kind(x),
+        yield (str(x.cid)[-10:], fingerprint(x.actor)[:8], str(x.seq), listing.when(x.hlc), _kind(x),
                summary(x))
 
 
@@ -389,7 +395,8 @@ def verify(ctx: click.Context, as_json: bool, repair: bool) -> None:
 
 @cli.command()
 @click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
-              help="Keep the demo replicas here instead of a temp dir.")
+              help="Keep the demo's replicas in DIR, the conversation aliased 'trip' in each "
+                   "(else they are made in a temporary directory and deleted at the end).")
 @json_option
 @_errors
 def demo(where: Path | None, as_json: bool) -> None:

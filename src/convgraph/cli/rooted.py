@@ -18,7 +18,7 @@ from rich.text import Text
 from convgraph import suggestions
 from convgraph.cli import aliases, safe_text
 from convgraph.cli import home as cli_home
-from convgraph.cli.listing import utc
+from convgraph.cli.listing import utc, when
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import load_trusted
@@ -52,6 +52,10 @@ class Listed:
         if shadowed:
             body["shadowed"] = True  # its name is an alias now: `--conv NAME` reaches the alias
         return body
+
+
+_ID_CHARS = 35  # a rooted conversation id: `cg1` and 32 base32 characters
+_BESIDE_TITLE = 7 + _ID_CHARS + 7 + 16 + 10  # the other columns of `conversations` and their padding
 
 
 def genesis(state: ConvState) -> Entry | None:
@@ -168,11 +172,17 @@ def _register_listings(cli: click.Group) -> None:
         if as_json:
             _emit({"conversations": [x.to_json(x.conv in table) for x in listed]})
             return
-        view = Table("alias", "conversation", "title", "records", Column("last activity (UTC)", no_wrap=True),
-                     box=None)
+        # fits 80 columns: the id is never cut or wrapped (it is what --conv takes when there is
+        # no alias), the title gives way, the last activity is to the minute (--json: whole)
+        title = max(4, out.width - _BESIDE_TITLE)
+        view = Table(Column("alias", min_width=7, max_width=16, overflow="fold"),
+                     Column("conversation", no_wrap=True, min_width=_ID_CHARS),
+                     Column("title", no_wrap=True, max_width=title, overflow="ellipsis"),
+                     Column("records", no_wrap=True), Column("last (UTC)", no_wrap=True), box=None)
         for x in listed:
             view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
-                         _title(x, shadowed=x.conv in table), str(x.records), utc(x.last) if x.last else "-")
+                         _title(x, shadowed=x.conv in table), str(x.records),
+                         when(x.last)[:16] if x.last else "-")
         out.print(view)
         if not listed:
             out.print(f"no conversations yet: `{suggestions.NEW}` starts one")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,12 +26,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from convgraph import replica_home, suggestions
-from convgraph.cli import safe_text
+from convgraph.cli import inputs, safe_text
+from convgraph.core import short_actor
 from convgraph.core.keys import actor_text, load_key
-from convgraph.errors import ConvgraphError
-from convgraph.integrity.findings import Finding
+from convgraph.errors import AccessConfigError, ConvgraphError
+from convgraph.integrity.findings import Finding, reason
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
-from convgraph.server.access import Access
+from convgraph.server.access import ANY, Access
 from convgraph.server.auth import NonceLog
 from convgraph.sync import pins
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
@@ -58,6 +60,30 @@ def _server_replica(
     replica = Replica(PostgresStore(db, schema=schema), load_key(home / KEY_FILE))
     # nonces in the shared database: a replay sent to another instance is refused there too
     return replica, lambda: listen(db, schema), PostgresNonces(db, schema)
+
+
+_ACTOR_CHARS: Final = 52  # a whole actor id; anything shorter is resolved against the known keys
+_BASE32: Final = re.compile(r"[a-z2-7]+")  # what else is no actor id: the rule is refused before listening
+
+
+def _short_allow(rule: str) -> bool:
+    """True when the `--allow` rule's actor is cut short (neither `*` nor a whole id)."""
+    actor, sep, _ = rule.partition("=")
+    return bool(sep) and actor != ANY and len(actor) < _ACTOR_CHARS and _BASE32.fullmatch(actor) is not None
+
+
+def _whole_allow(rules: Iterable[str], replica: Replica) -> list[str]:
+    """The short `--allow` rules with each actor written whole: a key the server replica knows
+    (an author or a key named in a grant of a conversation it holds)."""
+    known = functools.cache(lambda: inputs.known_actors(replica, replica.store.conversations()))
+    whole = []
+    for rule in filter(_short_allow, rules):
+        actor, _, target = rule.partition("=")
+        try:
+            whole.append(f"{actor_text(short_actor.resolve(actor, known, 'the server replica'))}={target}")
+        except ConvgraphError as exc:
+            raise AccessConfigError(f"access rule {rule!r}: {exc.message}") from exc
+    return whole
 
 
 def register(cli: click.Group) -> None:
@@ -98,12 +124,14 @@ def register(cli: click.Group) -> None:
         from convgraph.server import listener  # noqa: PLC0415 - only the server needs uvicorn
         from convgraph.server.app import ServerConfig, create_app  # noqa: PLC0415
 
-        access = Access.from_rules(rules)
+        # checked before anything listens; a rule with a short actor id waits for the replica
+        access = Access.from_rules(rule for rule in rules if not _short_allow(rule))
         if access_file is not None:
             access = access.merged(Access.load(access_file))
         sock = listener.bind(host, port)  # first, so nothing is announced that is not listening
         try:
             replica, listen, nonces = _server_replica(ctx.obj["home"], db, schema)
+            access = access.merged(Access.from_rules(_whole_allow(rules, replica)))
         except BaseException:
             sock.close()
             raise
@@ -198,8 +226,9 @@ def _print(summary: dict[str, Any], out: Any) -> None:
         for cid in art["missing_here"]:
             out.print(f"  missing artifact block {cid}: a record names it; the peer did not send it")
     for finding in summary["findings"]:
+        said = reason(finding["kind"], finding["summary"])  # the kind is said once, first
         out.print(Text(f"FINDING {finding['kind']} in {safe_text.line(finding['conv'])}: "
-                       f"{safe_text.line(finding['summary'])} ({finding['id']})", "bold red"))
+                       f"{safe_text.line(said)} ({finding['id']})", "bold red"))
     out.print(f"{summary['round_trips']} round trips, {summary['bytes_sent']} bytes sent, "
               f"{summary['bytes_received']} received")
 

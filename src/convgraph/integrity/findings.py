@@ -38,6 +38,12 @@ STATEMENT_KINDS: Final = (ROLLBACK, DELETION, WITHHOLDING, SERVER_EQUIVOCATION)
 """The kinds whose claim is a pair of statements `{"earlier": i, "later": j}`."""
 
 
+def reason(kind: str, summary: str) -> str:
+    """What a finding's `summary` says after its kind (`deletion: X` gives `X`), for a line that
+    names the kind already; a summary that does not begin with its kind is returned whole."""
+    return summary.removeprefix(f"{kind}: ")
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One finding: what kind of lie, about which conversation, and the bundle proving it.

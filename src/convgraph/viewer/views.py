@@ -25,6 +25,7 @@ from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.record import Record, decode_record, load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ConvgraphError
+from convgraph.integrity.findings import reason
 from convgraph.projections.authority import Authority
 from convgraph.projections.turn import Turn
 from convgraph.replica import Replica
@@ -161,7 +162,8 @@ def conversations(replica: Replica, readable: Iterable[str], aliases: Mapping[st
 
 def badges(replica: Replica, conv: str) -> Badges:
     """The authority and findings badges of `conv`, where the projections provide them."""
-    found = tuple((safe_text.line(f.kind), safe_text.line(f.summary)) for f in replica.findings(conv))
+    found = tuple((safe_text.line(f.kind), safe_text.line(reason(f.kind, f.summary)))
+                  for f in replica.findings(conv))
     authority = _authority(replica, conv)
     if authority is None:
         return Badges(findings=found)
