@@ -98,7 +98,9 @@ from rich.table import Table
 from convgraph import CID, Hlc, Record, Replica, SigningKey, SqliteStore, sign_record
 from convgraph.core import codec
 from convgraph.core import hlc as hlc_
+from convgraph.core.keys import save_key
 from convgraph.core.record import load_trusted
+from convgraph.replica_home import KEY_FILE
 from convgraph.store.base import WriteSet
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
@@ -284,7 +286,7 @@ def dataset(sizes: Sizes, where: Path, progress: Progress, *, rebuild: bool) -> 
     if batch:
         replica.store.commit(WriteSet(records=batch, fresh=True))
     replica.close()
-    (work / "base" / "actor.key").unlink()
+    (work / "base" / KEY_FILE).unlink()  # `measure` gives each side a key of its own
     stats = {
         "records": sizes.n, "actors": len(MAIN_ACTORS), "merges": writers.merges,
         "mean_record_bytes": record_bytes / sizes.n, "mean_content_chars": payload_chars / sizes.n,
@@ -582,6 +584,7 @@ def measure(
     for name, extra in sides.items():
         shutil.copytree(common, work / name)
         commit_into(work / name, extra)
+        save_key(SigningKey.generate(), work / name / KEY_FILE)  # each side its own author, as two machines
     client, server = Replica.open(work / "client"), Replica.open(work / "server")
     try:
         client.store.sync_keys(CONV)  # warm both files into the page cache alike
