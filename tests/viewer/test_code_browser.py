@@ -15,7 +15,8 @@ from playwright.sync_api import Browser, Page, expect
 from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core.cid import CID
 from convgraph.replica import Replica
-from viewer.process import ViewProcess, chromium
+from servers import ViewProcess
+from viewer.process import chromium
 
 HOSTILE = "<script>alert('x')</script>\u202e & <b>bold</b>\n"
 OLD = b"def total(xs):\n    return sum(xs)\n"

@@ -20,7 +20,8 @@ from playwright.sync_api import Browser, Page, expect
 from convgraph.projections.turn import ToolCall
 from convgraph.replica import Replica
 from convgraph.viewer.app import CSP, conv_url, record_url
-from viewer.process import ViewProcess, chromium
+from servers import ViewProcess
+from viewer.process import chromium
 
 
 @pytest.fixture(scope="module")
