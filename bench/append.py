@@ -108,6 +108,8 @@ FULL_SIZES = Sizes(
 QUICK_SIZES = Sizes(
     n=10_000, single_full=1_000, single_normal=3_000, big=100_000, big_convs=10, reads=200, rounds=2
 )
+# checks that every phase runs (tests/bench/test_smoke.py), in seconds: its figures mean nothing
+SMOKE_SIZES = Sizes(n=2_000, single_full=50, single_normal=100, big=2_000, big_convs=2, reads=10, rounds=1)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -615,6 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="reduced sizes, for smoke-testing")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs, in seconds")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--tmp", type=Path, help="parent directory for the scratch stores (default: $TMPDIR)")
     parser.add_argument(
@@ -624,13 +627,14 @@ def run(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if DOMAIN != SIGNING_DOMAIN:
         raise SystemExit("the floor's signing domain differs from convgraph's")
-    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else QUICK_SIZES if args.quick else FULL_SIZES
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     console = Console(width=None if sys.stdout.isatty() else 170)
     env = environment(("cbrrr", "pynacl"))
     env["convgraph_imported_from"] = str(Path(convgraph.__file__).parent)
     env["convgraph_src_sha256"] = tree_digest(Path(convgraph.__file__).parent)
     env["replica_open_default_synchronous"] = DEFAULT_SYNC
-    console.print(f"[bold]convgraph append/ingest benchmark[/] ({'quick' if args.quick else 'full'}): {env}")
+    console.print(f"[bold]convgraph append/ingest benchmark[/] ({mode}): {env}")
     console.print(f"sizes: {sizes}")
     tmp = Path(tempfile.mkdtemp(prefix="convgraph-bench-", dir=args.tmp))
     big: dict[str, dict[str, Any]] = {}

@@ -22,7 +22,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import socket
+import select
 import statistics
 import subprocess
 import sys
@@ -32,18 +32,13 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from _common import ROOT, environment, machine_busy_s, on_snapshot
 from rich.console import Console
 from rich.table import Table
 
 console = Console(highlight=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -121,51 +116,51 @@ def run(argv: Sequence[str]) -> int:
                   f"{args.seconds:.0f} s, store {'PostgreSQL' if args.db else 'SQLite'}  ({env['cpu']}, "
                   f"{env['cores']} cores, code {env['convgraph']})")
     seeds = [os.urandom(32) for _ in range(args.clients)]
-    home = Path(tempfile.mkdtemp(prefix="convgraph-load-"))
-    port = _free_port()
-    # only `init` makes a replica (and the key the server signs with)
-    subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"], cwd=ROOT,
-                   check=True, capture_output=True)
-    cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve"]
-    cmd += ["--port", str(port)]
-    cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
     schema = "load_" + uuid.uuid4().hex[:10]
-    if args.db:
-        cmd += ["--db", args.db, "--schema", schema]
-    server = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_up(port, server)
-        busy0, t0 = machine_busy_s(), time.monotonic()
-        queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
-        ctx = mp.get_context("fork")
-        url = f"http://127.0.0.1:{port}"
-        procs = [ctx.Process(target=_clients, args=(url, seeds[i :: args.processes], args.seconds, queue))
-                 for i in range(args.processes)]
-        for p in procs:
-            p.start()
-        results = [r for _ in procs for r in queue.get()]
-        for p in procs:
-            p.join()
-        wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
-        server.terminate()
-        server.wait(30)
+    with tempfile.TemporaryDirectory(prefix="convgraph-load-") as tmp:  # the server's home goes with it
+        home = Path(tmp)
+        # only `init` makes a replica (and the key the server signs with)
+        subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"],
+                       cwd=ROOT, check=True, capture_output=True)
+        cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve", "--port", "0",
+               "--json"]
+        cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
         if args.db:
-            from convgraph.store.postgres import PostgresStore
+            cmd += ["--db", args.db, "--schema", schema]
+        with (home / "server.log").open("w+") as log:  # a file: a pipe nobody reads would fill and stall it
+            server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+            try:
+                url = _wait_up(server, log)
+                busy0, t0 = machine_busy_s(), time.monotonic()
+                queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+                ctx = mp.get_context("fork")
+                procs = [ctx.Process(target=_clients, args=(url, seeds[i :: args.processes], args.seconds,
+                                                            queue)) for i in range(args.processes)]
+                for p in procs:
+                    p.start()
+                results = [r for _ in procs for r in queue.get()]
+                for p in procs:
+                    p.join()
+                wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+                server.terminate()
+                server.wait(30)
+                if args.db:
+                    from convgraph.store.postgres import PostgresStore
 
-            replica = Replica(PostgresStore(args.db, schema=schema), SigningKey.generate())
-        else:
-            replica = Replica.open(home / "server")
-        with replica:
-            held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
-            verified = replica.verify().ok
-        if args.db:
-            import psycopg
-
-            with psycopg.connect(args.db, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    finally:
-        if server.poll() is None:
-            server.kill()
+                    replica = Replica(PostgresStore(args.db, schema=schema), SigningKey.generate())
+                else:
+                    replica = Replica.open(home / "server")
+                with replica:
+                    held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
+                    verified = replica.verify().ok
+            finally:
+                if server.poll() is None:
+                    server.kill()
+                server.wait()
+                if server.stdout is not None:
+                    server.stdout.close()
+                if args.db:  # whatever happened, the schema goes too
+                    _drop(args.db, schema)
     exchanges = [x for r in results for x in r["exchanges"]]  # type: ignore[attr-defined]
     syncs = [x for r in results for x in r["syncs"]]  # type: ignore[attr-defined]
     written = {c for r in results for c in r["written"]}  # type: ignore[attr-defined]
@@ -194,19 +189,30 @@ def run(argv: Sequence[str]) -> int:
     return 0 if lost == 0 and verified else 1
 
 
-def _wait_up(port: int, server: subprocess.Popen[str]) -> None:
-    import httpx
+def _drop(db: str, schema: str) -> None:
+    """Drop the run's schema; a failure is said, not raised (it must not hide why the run ended)."""
+    import psycopg
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"server exited: {server.stderr.read() if server.stderr else ''}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit("server did not come up")
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except psycopg.Error as exc:
+        console.print(f"[red]could not drop schema {schema}[/]: {exc}")
+
+
+def _wait_up(server: subprocess.Popen[str], log: IO[str]) -> str:
+    """The server's URL, from the JSON line `serve --json` prints once it answers requests (a
+    minute at most: a loaded machine may take many seconds to start it)."""
+    assert server.stdout is not None
+    said, _, _ = select.select([server.stdout], [], [], 60)
+    line = server.stdout.readline() if said else ""  # the line, or end of file if it exits first
+    try:
+        return str(json.loads(line)["url"])
+    except (ValueError, KeyError, TypeError):
+        server.kill()
+        server.wait()
+        log.seek(0)
+        raise SystemExit(f"the server did not start (exit {server.returncode}): {line}{log.read()}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -124,6 +124,8 @@ class Sizes:
 
 FULL_SIZES = Sizes(side=(250, 1000, 2000), ours=(250, 1000, 2000, 10_000, 100_000), calls=200, slow_calls=50)
 QUICK_SIZES = Sizes(side=(50, 250), ours=(50, 250, 1000, 5000), calls=100, slow_calls=50)
+# checks that every peer runs (tests/bench/test_smoke.py), in seconds: its figures mean nothing
+SMOKE_SIZES = Sizes(side=(10,), ours=(10, 30), calls=5, slow_calls=5)
 
 
 # --------------------------------------------------------------------------- the conversation
@@ -693,6 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="reduced sizes, for smoke-testing")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs, in seconds")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--tmp", type=Path, help="parent directory for the scratch stores (default: $TMPDIR)")
     parser.add_argument(
@@ -720,7 +723,8 @@ def run(argv: Sequence[str]) -> int:
         help="milestones of the long convgraph run, comma-separated (e.g. 1000,10000,100000)",
     )
     args = parser.parse_args(argv)
-    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else QUICK_SIZES if args.quick else FULL_SIZES
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.long:
         sizes = Sizes(sizes.side, tuple(sorted(args.long)), sizes.calls, sizes.slow_calls)
     console = Console(width=None if sys.stdout.isatty() else 180)
@@ -729,7 +733,7 @@ def run(argv: Sequence[str]) -> int:
     where = Path(spec.origin).parent if spec and spec.origin else None
     env["convgraph_imported_from"] = str(where)
     env["convgraph_src_sha256"] = tree_digest(where) if where else "?"
-    console.print(f"[bold]convgraph resume benchmark[/] ({'quick' if args.quick else 'full'}): {env}")
+    console.print(f"[bold]convgraph resume benchmark[/] ({mode}): {env}")
     console.print(f"sizes: {sizes}")
     runs = [
         r

@@ -8,6 +8,8 @@ Run from the project root:
     --json PATH      also write the raw figures
     --tmp DIR        parent directory for the scratch replicas (default: $TMPDIR)
     --rebuild        regenerate the cached dataset under bench/out/ even if present
+    --cache DIR      cache datasets here instead of bench/out/
+    --smoke          n = 300 and d in {0, 1, 10}: checks that it runs, in seconds
 
 Budget, on the 2-core box this was written on (with other work running): the full run
 takes about 6 minutes (generating the 100,000-record dataset the first time, 20 s of it;
@@ -98,7 +100,9 @@ from rich.table import Table
 from convgraph import CID, Hlc, Record, Replica, SigningKey, SqliteStore, sign_record
 from convgraph.core import codec
 from convgraph.core import hlc as hlc_
+from convgraph.core.keys import save_key
 from convgraph.core.record import load_trusted
+from convgraph.replica_home import KEY_FILE
 from convgraph.store.base import WriteSet
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
@@ -126,6 +130,9 @@ class Sizes:
 
 FULL_SIZES = Sizes(n=100_000, ds=(0, 1, 10, 1000, 10_000))
 QUICK_SIZES = Sizes(n=10_000, ds=(0, 1, 10, 1000))
+# checks that every case runs (tests/bench/test_smoke.py), in seconds: its figures mean nothing
+SMOKE_SIZES = Sizes(n=300, ds=(0, 1, 10))
+CACHE = ROOT / "bench" / "out"
 CONFIGS = (
     ("tail", "client lacks d", "tail (newest): the client lacks the newest d records"),
     ("tail", "split", "tail (newest), split: ceil(d/2) only on the client, floor(d/2) only on the server"),
@@ -244,9 +251,9 @@ def code_digest(where: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def dataset(sizes: Sizes, where: Path, progress: Progress, *, rebuild: bool) -> Dataset:
+def dataset(sizes: Sizes, where: Path, progress: Progress, *, rebuild: bool, cache: Path = CACHE) -> Dataset:
     dmax = max(sizes.ds)
-    home = ROOT / "bench" / "out" / f"sync-n{sizes.n}-d{dmax}-s{SEED}-f{CACHE_FORMAT}-{code_digest(where)}"
+    home = cache / f"sync-n{sizes.n}-d{dmax}-s{SEED}-f{CACHE_FORMAT}-{code_digest(where)}"
     index = home / "history.pickle"
     if index.exists() and not rebuild:
         with index.open("rb") as f:
@@ -284,7 +291,7 @@ def dataset(sizes: Sizes, where: Path, progress: Progress, *, rebuild: bool) -> 
     if batch:
         replica.store.commit(WriteSet(records=batch, fresh=True))
     replica.close()
-    (work / "base" / "actor.key").unlink()
+    (work / "base" / KEY_FILE).unlink()  # `measure` gives each side a key of its own
     stats = {
         "records": sizes.n, "actors": len(MAIN_ACTORS), "merges": writers.merges,
         "mean_record_bytes": record_bytes / sizes.n, "mean_content_chars": payload_chars / sizes.n,
@@ -582,6 +589,7 @@ def measure(
     for name, extra in sides.items():
         shutil.copytree(common, work / name)
         commit_into(work / name, extra)
+        save_key(SigningKey.generate(), work / name / KEY_FILE)  # each side its own author, as two machines
     client, server = Replica.open(work / "client"), Replica.open(work / "server")
     try:
         client.store.sync_keys(CONV)  # warm both files into the page cache alike
@@ -617,21 +625,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 10,000 and d up to 1,000")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it runs, in seconds")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--tmp", type=Path, help="where the scratch replicas go (default: $TMPDIR)")
     parser.add_argument("--rebuild", action="store_true", help="regenerate the cached dataset")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where datasets are kept (bench/out)")
     parser.add_argument(
         "--no-snapshot", action="store_true", help="import src/ live instead of from a copy taken at start"
     )
     args = parser.parse_args(argv)
-    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else QUICK_SIZES if args.quick else FULL_SIZES
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     console = Console(width=None if sys.stdout.isatty() else 180)
     env = environment(_DISTS)
     spec = importlib.util.find_spec("convgraph")
     where = Path(spec.origin).parent if spec and spec.origin else ROOT / "src" / "convgraph"
     env["convgraph_imported_from"] = str(where)
     env["convgraph_src_sha256"] = tree_digest(where)
-    console.print(f"[bold]convgraph sync benchmark[/] ({'quick' if args.quick else 'full'}): {env}")
+    console.print(f"[bold]convgraph sync benchmark[/] ({mode}): {env}")
     console.print(f"sizes: {sizes}")
     salt_rng = random.Random(SEED)
 
@@ -644,7 +655,7 @@ def run(argv: Sequence[str]) -> int:
     try:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
-            ds = dataset(sizes, where, progress, rebuild=args.rebuild)
+            ds = dataset(sizes, where, progress, rebuild=args.rebuild, cache=args.cache)
             ready = time.perf_counter()
             none = (("all", "no difference", "d = 0"),)
             plan = [(d, cfg) for d in sizes.ds for cfg in (none if d == 0 else CONFIGS)]
@@ -673,7 +684,7 @@ def run(argv: Sequence[str]) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.perf_counter() - started
     env["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    console.print(f"dataset: {ds.stats} (cache {ds.home.relative_to(ROOT)})")
+    console.print(f"dataset: {ds.stats} (cache {ds.home})")
     verdicts = render(console, cases)
     console.print(
         f"total time {elapsed:.0f} s (dataset ready after {ready - started:.0f} s); load average at start "

@@ -161,10 +161,12 @@ def _in_process(store_spec: dict[str, Any], conv: str, view: str, how: str, out:
     out.send(result)
 
 
-def in_process(store_spec: dict[str, Any], conv: str, view: str, how: str) -> dict[str, Any]:
+def in_process(
+    store_spec: dict[str, Any], conv: str, view: str, how: str, tries: int = TRIES
+) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     samples = []
-    for _ in range(TRIES):
+    for _ in range(tries):
         recv, send = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_in_process, args=(store_spec, conv, view, how, send))
         p.start()
@@ -184,14 +186,14 @@ main()
 """
 
 
-def cli(home: Path, conv: str, view: str) -> dict[str, Any]:
+def cli(home: Path, conv: str, view: str, tries: int = TRIES) -> dict[str, Any]:
     """Spawn the CLI; time to its first byte and to exit; its peak RSS from wait4."""
     # the child reports its own VmHWM at exit: wait4's ru_maxrss would count the pages of this
     # (large) process that the child holds between fork and exec
     argv = [sys.executable, "-c", _CLI_CHILD, "--home", str(home), "--no-pager", view, "--conv", conv,
             "--last", str(LAST)]
     samples = []
-    for _ in range(TRIES):
+    for _ in range(tries):
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         assert p.stdout is not None
@@ -233,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100_000, help="agent steps (3 records each)")
     parser.add_argument("--pg", default=None, help="also PostgreSQL at this DSN")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true",
+                        help="100 steps, one try of each: checks that the script runs, measures nothing")
     args = parser.parse_args(argv)
+    tries = 1 if args.smoke else TRIES
+    if args.smoke:
+        args.steps = 100
     console = Console()
     results: dict[str, Any] = {"steps": args.steps, "records": 3 * args.steps + 1,
                                "env": environment(["cbrrr", "pynacl", "psycopg"]),
@@ -247,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"SQLite: {args.steps:,} steps written in {time.perf_counter() - t:.0f} s")
         sqlite_spec = {"kind": "sqlite", "home": str(home)}
         for view in ("log", "transcript"):
-            results[f"sqlite {view} cli"] = cli(home, conv, view)
-            results[f"sqlite {view} cli, in process"] = in_process(sqlite_spec, conv, view, "cli")
-            results[f"sqlite {view} api"] = in_process(sqlite_spec, conv, view, "api")
-        results["sqlite resume api"] = in_process(sqlite_spec, conv, "resume", "api")
+            results[f"sqlite {view} cli"] = cli(home, conv, view, tries)
+            results[f"sqlite {view} cli, in process"] = in_process(sqlite_spec, conv, view, "cli", tries)
+            results[f"sqlite {view} api"] = in_process(sqlite_spec, conv, view, "api", tries)
+        results["sqlite resume api"] = in_process(sqlite_spec, conv, "resume", "api", tries)
         if args.pg:
             from convgraph.store.postgres import PostgresStore
 
@@ -263,15 +270,15 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"PostgreSQL: written in {time.perf_counter() - t:.0f} s")
                 pg_spec = {"kind": "pg", "dsn": args.pg, "schema": schema}
                 for view in ("log", "transcript"):
-                    results[f"postgres {view} api"] = in_process(pg_spec, pg_conv, view, "api")
-                results["postgres resume api"] = in_process(pg_spec, pg_conv, "resume", "api")
+                    results[f"postgres {view} api"] = in_process(pg_spec, pg_conv, view, "api", tries)
+                results["postgres resume api"] = in_process(pg_spec, pg_conv, "resume", "api", tries)
             finally:
                 import psycopg
 
                 with psycopg.connect(args.pg, autocommit=True) as c:
                     c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     results["load_end"] = os.getloadavg()[0]
-    table = Table(title=f"--last {LAST} on {results['records']:,} records (median of {TRIES})")
+    table = Table(title=f"--last {LAST} on {results['records']:,} records (median of {tries})")
     columns = ("view", "first output ms", "done ms", "peak RSS MiB", "lines", "import ms", "open ms",
                "warm ms")
     for col in columns:

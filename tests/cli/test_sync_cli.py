@@ -9,6 +9,7 @@ rooted ones, and sync treats both alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,13 +29,13 @@ import cli_process
 from convgraph import Config, Replica, SigningKey
 from convgraph.cli.sync import _server_replica
 from convgraph.core.cid import CID
-from convgraph.core.keys import fingerprint
+from convgraph.core.keys import actor_text, fingerprint
 from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from liars import Resigning
 from server.live import LiveServer
-from server.process import ServeProcess
+from servers import ServeProcess
 
 CLI = [sys.executable, "-m", "convgraph.cli"]
 ENV = {**os.environ, "COLUMNS": "200"}
@@ -129,38 +130,14 @@ def free_port() -> int:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[object]:
-    """Start `convgraph serve` with the given arguments; every server started is stopped at teardown."""
-    started: list[subprocess.Popen[str]] = []
+    """Start `convgraph serve` with the given arguments and return its URL once it answers
+    (`servers.ServeProcess`); every server started is stopped at teardown."""
+    with contextlib.ExitStack() as started:
 
-    def start(*args: str) -> str:
-        if not (tmp_path / "server" / "actor.key").exists():
-            run(tmp_path / "server", "init")
-        port = free_port()
-        proc = subprocess.Popen([*CLI, "--home", str(tmp_path / "server"), "serve", "--port", str(port), *args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        started.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"convgraph serve exited with {proc.returncode}: {proc.communicate()[1]}")
-            try:
-                if httpx.get(url + "/v1/health", timeout=1).json()["ok"] is True:
-                    return url
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("convgraph serve did not answer /v1/health within 15 s")
-            time.sleep(0.05)
+        def start(*args: str) -> str:
+            return started.enter_context(ServeProcess(tmp_path / "server", *args)).url
 
-    yield start
-    for proc in started:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        yield start
 
 
 def test_push_and_pull_through_convgraph_serve(tmp_path: Path, serve: object) -> None:
@@ -285,18 +262,14 @@ def test_serve_prints_its_key_and_sync_pins_it_and_refuses_another(tmp_path: Pat
 
 def test_serve_announces_the_key_it_signs_statements_with(tmp_path: Path) -> None:
     home = tmp_path / "server"
-    run(home, "init")
-    proc = subprocess.Popen([*CLI, "--home", str(home), "serve", "--port", "0"], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, env=ENV)
-    try:
-        assert proc.stderr is not None
-        lines = [proc.stderr.readline() for _ in range(2)]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
+    with ServeProcess(home) as server:
+        announced = server.announced
+    said = one_line(server.log)  # whole once it has stopped
     with Replica.open(home) as replica:
         expected = f"server key {replica.actor.hex()} (fingerprint {fingerprint(replica.actor)})"
-    assert lines[0].startswith("serving ") and one_line(lines[1]) == expected, lines
+    serving = f"serving {home / 'replica.sqlite'} on {server.url} as {actor_text(replica.actor)}"
+    assert said.startswith(f"{serving} {expected}"), said
+    assert (announced["key"], announced["fingerprint"]) == (replica.actor.hex(), fingerprint(replica.actor))
 
 
 def test_sync_prints_a_new_finding_and_exits_3(tmp_path: Path) -> None:

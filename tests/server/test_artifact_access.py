@@ -26,7 +26,7 @@ from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.wire import Kind, Message, Section
-from server.process import ServeProcess
+from servers import ServeProcess
 
 _salt = itertools.count(1)
 SIZES = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 5]

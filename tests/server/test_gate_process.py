@@ -23,7 +23,7 @@ import pg
 from convgraph import Replica
 from convgraph.core.keys import actor_text
 from convgraph.core.rooted import conv_id
-from server.process import ServeProcess
+from servers import ServeProcess
 
 NONCE = bytes(range(16))
 

@@ -14,7 +14,8 @@ import resource
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx
@@ -26,7 +27,7 @@ from starlette.routing import Route
 
 from convgraph.errors import BindError
 from convgraph.server import listener
-from server.process import ServeProcess
+from servers import DEADLINE_S, ServeProcess
 
 FLOOD = 1100
 HEADER_TIMEOUT_S = 2.0
@@ -68,13 +69,11 @@ class _App:
 def _guarded(app: _App, **limits: float) -> Iterator[tuple[str, int]]:
     """`listener.server` in a thread of this process, on a free port of 127.0.0.1."""
     sock = listener.bind("127.0.0.1", 0)
-    served = listener.server(app.starlette(), listener.ConnectionLimits(**limits))  # type: ignore[arg-type]
+    ready = threading.Event()
+    served = listener.server(app.starlette(), listener.ConnectionLimits(**limits), ready.set)  # type: ignore[arg-type]
     thread = threading.Thread(target=served.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not served.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
+    assert ready.wait(DEADLINE_S), "the server did not start"
     try:
         yield sock.getsockname()[:2]
     finally:
@@ -82,6 +81,59 @@ def _guarded(app: _App, **limits: float) -> Iterator[tuple[str, int]]:
         served.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def _starting(lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]]) -> list[str]:
+    """Runs `listener.server` over an app with `lifespan` until its `on_ready`: whether the
+    lifespan had started when it ran, then the answer to a request made at once."""
+    seen: list[str] = []
+    sock = listener.bind("127.0.0.1", 0)
+    url = listener.url_of(sock)
+
+    def ready() -> None:  # on the event loop: a request made here is answered only once it returns
+        seen.append("after startup" if started.is_set() else "before startup")
+
+    started = threading.Event()
+    app = Starlette(routes=[Route("/health", lambda _: PlainTextResponse("ok"))], lifespan=lifespan)
+    app.state.started = started
+    served = listener.server(app, on_ready=ready)
+    thread = threading.Thread(target=served.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while not seen and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if seen:
+        seen.append(httpx.get(url + "/health", timeout=DEADLINE_S).text)
+    served.should_exit = True
+    thread.join(DEADLINE_S)
+    sock.close()
+    return seen
+
+
+def test_on_ready_runs_once_the_app_has_started_and_its_requests_are_answered() -> None:
+    """What `serve --json` and `view --json` announce in: the socket is bound long before."""
+
+    @contextlib.asynccontextmanager
+    async def slow(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.sleep(0.3)  # a slow start: a hook run once the port is merely bound comes first
+        app.state.started.set()
+        yield
+
+    seen = _starting(slow)
+    assert seen == ["after startup", "ok"]
+
+
+def test_on_ready_never_runs_when_the_app_fails_to_start() -> None:
+    @contextlib.asynccontextmanager
+    async def failing(_: Starlette) -> AsyncIterator[None]:
+        raise RuntimeError("no store")
+        yield  # an async generator all the same
+
+    seen: list[str] = []
+    served = listener.server(Starlette(lifespan=failing), on_ready=lambda: seen.append("ready"))
+    with listener.bind("127.0.0.1", 0) as sock, pytest.raises(SystemExit):  # uvicorn's own way out
+        served.run(sockets=[sock])
+    assert seen == []
 
 
 def _wait_closed(sock: socket.socket, within_s: float) -> bool:

@@ -20,7 +20,7 @@ from convgraph.sync import wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import Initiator, synchronize
 from convgraph.sync.peer import ReplicaPeer
-from server.process import ServeProcess
+from servers import ServeProcess
 
 WRITER = SigningKey(bytes([1]) * 32)
 

@@ -35,7 +35,7 @@ from convgraph.sync.initiator import SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer, trusting
 from convgraph.sync.responder import Responder
 from server.live import LiveServer
-from server.process import ServeProcess
+from servers import ServeProcess
 
 T0 = 1_700_000_000_000
 PROVIDERS = ("anthropic", "openai", "openai-responses", "gemini")

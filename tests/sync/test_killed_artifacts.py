@@ -16,7 +16,7 @@ from convgraph.errors import SyncError
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
-from server.process import ServeProcess
+from servers import ServeProcess
 
 _salt = itertools.count(1)
 

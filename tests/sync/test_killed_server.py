@@ -49,7 +49,7 @@ from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import ReplicaPeer
-from server.process import ServeProcess
+from servers import ServeProcess
 
 CONVS = ["plan", "chat"]
 BULK = 500  # records of the doomed push: several messages of `BUDGET`, each ingest long enough to be caught in

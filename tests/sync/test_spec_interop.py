@@ -29,7 +29,7 @@ import pytest
 from convgraph import Replica, SigningKey
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import sign_record
-from server.process import ServeProcess
+from servers import ServeProcess
 
 SEED = bytes(range(32))
 INF = None  # the bound above every key

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.responder import Responder
 from convgraph.sync.spool import SpoolTransport, answer_spool, prepare
+from servers import SpoolProcess
 
 
 @pytest.fixture
@@ -93,24 +92,16 @@ def test_a_spool_nobody_serves_is_waited_on_as_long_as_the_error_says(tmp_path: 
 
 
 def test_cli_serve_spool_and_sync_spool(tmp_path: Path) -> None:
-    cli = [sys.executable, "-m", "convgraph.cli"]
     run = lambda *a: cli_process.run(a, text=True, timeout=60)  # noqa: E731
     for side in ("b", "a"):  # a legacy conversation both wrote (the CLI writes only rooted ones)
         with Replica.open(tmp_path / side, config=Config(legacy_writes=True)) as replica:
             replica.say("c", "user", f"from {side}")
     spool = tmp_path / "spool"
-    server = subprocess.Popen([*cli, "--home", str(tmp_path / "b"), "serve", "--spool", str(spool)],
-                              stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while not (spool / "requests").is_dir() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with SpoolProcess(tmp_path / "b", spool) as server:  # its folders are there once it says so
+        assert server.announced["spool"] == str(spool) and (spool / "requests").is_dir()
         done = run("--home", str(tmp_path / "a"), "sync", f"spool:{spool}", "--conv", "c")
         assert done.returncode == 0, done.stderr
         assert "converged" in done.stdout
-    finally:
-        server.terminate()
-        server.wait(10)
     a = run("--home", str(tmp_path / "a"), "transcript", "--conv", "c", "--format", "json").stdout
     b = run("--home", str(tmp_path / "b"), "transcript", "--conv", "c", "--format", "json").stdout
     assert a == b and "from a" in a and "from b" in a

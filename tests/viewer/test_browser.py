@@ -18,7 +18,8 @@ from playwright.sync_api import Browser, Page, expect
 from convgraph.core.keys import fingerprint
 from convgraph.replica import Replica
 from convgraph.viewer.app import CSP
-from viewer.process import ViewProcess, chromium
+from servers import ViewProcess
+from viewer.process import chromium
 from viewer.world import TITLE, World, two_devices
 
 

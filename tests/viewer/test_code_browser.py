@@ -18,7 +18,8 @@ from convgraph.artifacts.diff import make_unified_diff
 from convgraph.core.cid import CID
 from convgraph.replica import Replica
 from convgraph.viewer.app import artifact_url
-from viewer.process import ViewProcess, chromium
+from servers import ViewProcess
+from viewer.process import chromium
 
 HOSTILE = "<script>alert('x')</script>\u202e & <b>bold</b>\n"
 OLD = b"def total(xs):\n    return sum(xs)\n"

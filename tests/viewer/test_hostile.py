@@ -22,7 +22,8 @@ from convgraph.artifacts.diff import make_unified_diff
 from convgraph.projections.turn import ToolCall
 from convgraph.replica import Replica
 from convgraph.viewer.app import CSP, artifact_url, conv_url, record_url
-from viewer.process import ViewProcess, chromium
+from servers import ViewProcess
+from viewer.process import chromium
 
 
 @pytest.fixture(scope="module")

@@ -109,7 +109,8 @@ def register(cli: click.Group) -> None:
     @click.option("--witness-name", default=None, type=TEXT,
                   help="The witness's C2SP key name.  [default: convgraph/witness/<actor>]")
     @click.option("--json", "as_json", is_flag=True,
-                  help="Also announce the URL and server key as one JSON line on stdout, once listening.")
+                  help="Also announce the URL (or spool) and server key as one JSON line on stdout, "
+                       "once answering.")
     @click.pass_context
     @_errors
     def serve(  # noqa: PLR0917 - click passes options positionally
@@ -119,7 +120,7 @@ def register(cli: click.Group) -> None:
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
         if spool is not None:
-            _serve_spool(ctx.obj["home"], spool, err)
+            _serve_spool(ctx.obj["home"], spool, err, as_json=as_json)
             return
         from convgraph.server import listener  # noqa: PLC0415 - only the server needs uvicorn
         from convgraph.server.app import ServerConfig, create_app  # noqa: PLC0415
@@ -128,7 +129,7 @@ def register(cli: click.Group) -> None:
         access = Access.from_rules(rule for rule in rules if not _short_allow(rule))
         if access_file is not None:
             access = access.merged(Access.load(access_file))
-        sock = listener.bind(host, port)  # first, so nothing is announced that is not listening
+        sock = listener.bind(host, port)  # first: a port in use is said before the store is opened
         try:
             replica, listen, nonces = _server_replica(ctx.obj["home"], db, schema)
             access = access.merged(Access.from_rules(_whole_allow(rules, replica)))
@@ -136,22 +137,21 @@ def register(cli: click.Group) -> None:
             sock.close()
             raise
         where = f"PostgreSQL schema {schema}" if db else str(Path(ctx.obj["home"]) / DB_FILE)
-        _announce(err, replica, listener.url_of(sock), where, as_json=as_json)
-        if not access.writers and not access.readers:
-            err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
-                           "members of rooted conversations held here are admitted (their grants)", "yellow"))
         cosigner = None
         if as_witness:  # its memory of what it cosigned lives in the home, whatever the store
             from convgraph.server.witness import cosigner_for  # noqa: PLC0415
 
             cosigner = cosigner_for(Path(ctx.obj["home"]), replica.store, replica.key, name=witness_name,
                                     clock_s=lambda: int(time.time()))
-            add = suggestions.WITNESS_ADD(name=cosigner.name, key=replica.actor.hex())
-            err.print(f"witness {cosigner.name}: `{add}` trusts it")
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces,
                          cosigner=cosigner)
+
+        def ready() -> None:  # once requests are answered: whoever waits for the URL may use it at once
+            _announce(err, replica, listener.url_of(sock), where, as_json=as_json)
+            _warn_open(err, access, replica, cosigner)
+
         try:
-            listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout))
+            listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout), ready)
         finally:
             sock.close()
             replica.close()
@@ -187,6 +187,17 @@ def register(cli: click.Group) -> None:
             sys.exit(3)
         if not summary["ok"]:
             sys.exit(1)
+
+
+def _warn_open(err: Any, access: Access, replica: Replica, cosigner: Any) -> None:
+    """What a server operator should know once it answers: nobody admitted by rule, and how
+    clients trust its witness."""
+    if not access.writers and not access.readers:
+        err.print(Text("no key may create conversations or use legacy ones (see --allow); only "
+                       "members of rooted conversations held here are admitted (their grants)", "yellow"))
+    if cosigner is not None:
+        add = suggestions.WITNESS_ADD(name=cosigner.name, key=replica.actor.hex())
+        err.print(f"witness {cosigner.name}: `{add}` trusts it")
 
 
 def _announce(err: Any, replica: Replica, url: str, where: str, *, as_json: bool) -> None:
@@ -233,15 +244,20 @@ def _print(summary: dict[str, Any], out: Any) -> None:
               f"{summary['bytes_received']} received")
 
 
-def _serve_spool(home: Path, spool: Path, err: Any) -> None:
+def _serve_spool(home: Path, spool: Path, err: Any, *, as_json: bool) -> None:
     import threading  # noqa: PLC0415
 
-    from convgraph.sync.spool import answer_spool  # noqa: PLC0415
+    from convgraph.sync.spool import answer_spool, prepare  # noqa: PLC0415
 
     stop = threading.Event()
     replica, _, _ = _server_replica(home, None, "")  # it signs receipts as `serve` does
     with replica:
+        prepare(spool)  # before the announcement: a client that waited for it finds the folders
         err.print(f"answering sync messages in {spool} for {Path(home) / DB_FILE}")
+        if as_json:
+            click.echo(json.dumps({"spool": str(spool), "actor": actor_text(replica.actor),
+                                   "key": replica.actor.hex(), "store": str(Path(home) / DB_FILE)}))
+            sys.stdout.flush()
         try:
             responder = Responder(ReplicaPeer(replica), key=replica.key, clock=replica.clock,
                                   witness=witness_of(replica))

@@ -56,9 +56,13 @@ def register(cli: click.Group) -> None:
                 token = sessions.issue(None, expires=False)
                 viewer = Viewer(replica, sessions, lambda _session: Everything(), Hub(), threading.RLock(),
                                 aliases=lambda: aliases.load(home))
-                _announce(f"{listener.url_of(sock)}{BASE}/?token={token}", open_browser, as_json=as_json)
-                err.print("serving until interrupted (Ctrl-C)")
-                listener.serve(standalone(viewer), sock)
+                url = f"{listener.url_of(sock)}{BASE}/?token={token}"
+
+                def ready() -> None:  # once pages are answered, so the link works when it is printed
+                    _announce(url, open_browser, as_json=as_json)
+                    err.print("serving until interrupted (Ctrl-C)")
+
+                listener.serve(standalone(viewer), sock, on_ready=ready)
             finally:
                 sock.close()
 

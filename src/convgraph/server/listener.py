@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -86,38 +87,48 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits()) -> None:
-    """Serve `app` on `sock` with uvicorn until interrupted."""
-    server(app, limits).run(sockets=[sock])
+def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits(),
+          on_ready: Callable[[], None] | None = None) -> None:
+    """Serve `app` on `sock` with uvicorn until interrupted; `on_ready` runs once it accepts."""
+    server(app, limits, on_ready).run(sockets=[sock])
 
 
-def server(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits()) -> uvicorn.Server:
-    """The uvicorn server `serve` runs; `run(sockets=[sock])` it, set `should_exit` to stop it."""
+def server(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits(),
+           on_ready: Callable[[], None] | None = None) -> uvicorn.Server:
+    """The uvicorn server `serve` runs; `run(sockets=[sock])` it, set `should_exit` to stop it.
+    `on_ready` runs once the app has started and connections are being accepted, not before."""
     config = uvicorn.Config(
         app, http=guarded_protocol(limits), loop="asyncio", lifespan="on", log_level="warning",
         timeout_keep_alive=limits.keep_alive_s, h11_max_incomplete_event_size=limits.max_head,
         backlog=_ACCEPT_BATCH,
     )
-    return _Server(config, _QUEUE)
+    return _Server(config, _QUEUE, on_ready)
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, with the kernel's accept queue long again once asyncio has set it short.
+    """uvicorn's server, with the kernel's accept queue long again once asyncio has set it short,
+    and a hook for the moment it serves.
 
     asyncio takes `backlog` both as the listen queue and as how many connections it accepts
     per wake-up, before any of them reaches `connection_made`; a long batch would open
     descriptors past the connection cap. So the batch is short and the queue set back long,
-    where a burst of connections waits without costing this process a descriptor.
+    where a burst of connections waits without costing this process a descriptor. A bound
+    socket already completes TCP handshakes, but nothing answers until the app's lifespan has
+    started and asyncio accepts: only then is `on_ready` called, so an announcement made there
+    is a true readiness signal (a client waiting for it never races a loaded machine's start).
     """
 
-    def __init__(self, config: uvicorn.Config, queue: int) -> None:
+    def __init__(self, config: uvicorn.Config, queue: int, on_ready: Callable[[], None] | None) -> None:
         super().__init__(config)
         self._queue = queue
+        self._on_ready = on_ready
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         for sock in sockets or ():
             sock.listen(self._queue)
+        if self.started and not self.should_exit and self._on_ready is not None:
+            self._on_ready()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
