@@ -9,6 +9,7 @@ from __future__ import annotations
 from convgraph.errors import (
     ArtifactTooLargeError,
     ConvgraphError,
+    ForbiddenError,
     PatchApplyError,
     SizeLimitError,
     StoreBusyError,
@@ -24,6 +25,8 @@ def hint(exc: ConvgraphError) -> str | None:
         return "another convgraph process is writing to this replica: try again when it is done"
     if isinstance(exc, ArtifactTooLargeError):
         return "the replica's Config.max_artifact_bytes bounds an artifact (at most 1 GiB): split the file"
+    if isinstance(exc, ForbiddenError) and exc.hint:  # the server's: which `--allow` rule would admit it
+        return exc.hint
     if isinstance(exc, PatchApplyError):
         return "make the diff against the base itself: `convgraph cat BASE > old; diff -u old new`"
     return None
