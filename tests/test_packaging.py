@@ -1,18 +1,26 @@
-"""`pip install convgraph` is the library and the CLI on SQLite, with a minimal, fixed set of
-dependencies; the PostgreSQL store and the sync server are extras (`[postgres]`, `[server]`).
+"""`pip install .` (from a checkout: convgraph is on no index) is the library and the CLI on
+SQLite, with a minimal, fixed set of dependencies; the PostgreSQL store and the sync server are
+extras (`[postgres]`, `[server]`).
 
 The core list is pinned by name here, so it cannot grow without this test changing. The CLI's
 local commands are run in a Python whose import system refuses every module that the core
 install would not bring (and the HTTP client stack too, which only `sync URL` loads); a command
-that needs a missing extra says which to install and exits 2, with no traceback.
+that needs a missing extra says which to install and exits 2, with no traceback. And the real
+thing, once: the sdist and the wheel built from it by the pinned backend, the wheel installed
+in a fresh venv with the lock's core dependencies, and `convgraph` run from there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from importlib.metadata import PackageNotFoundError, packages_distributions, requires, version
 from pathlib import Path
 
@@ -20,7 +28,11 @@ import pytest
 
 import pins
 
-LOCK = pins.PYPROJECT.parent / "requirements-dev.lock"
+ROOT = pins.PYPROJECT.parent
+LOCK = ROOT / "requirements-dev.lock"
+BOOTSTRAP = ROOT / "requirements-bootstrap.lock"
+# what a build reads from a checkout: the metadata, the long description it names, the packages
+BUILD_INPUTS = ("pyproject.toml", "README.md", "src")
 CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
 EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "jinja2"}}
 # loaded only by `sync URL` and witness cosigning, never by a local command
@@ -236,3 +248,96 @@ def test_the_api_behind_an_extra_raises_the_typed_error(blocked: set[str]) -> No
     done = subprocess.run([sys.executable, "-c", _IMPORTS, json.dumps(sorted(blocked))],
                           check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def _locked(lock: Path) -> dict[str, str]:
+    """Each distribution a pip-compile lock pins, to its whole entry (`name==version` and hashes)."""
+    entries = re.finditer(r"^([A-Za-z0-9][\w.-]*)==\S+(?: \\\n\s+--hash=\S+)+", lock.read_text(), re.M)
+    return {pins.normal(m[1]): m[0] for m in entries}
+
+
+def _run(*command: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+         ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(c) for c in command], check=False, capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=env)
+    if ok:
+        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _sources() -> set[str]:
+    """The files of src/ a build must carry: modules, py.typed, the viewer's templates and static files."""
+    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "src").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and not any(d.endswith(".egg-info") for d in p.parts)}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("install")  # builds and installs: one such test at a time on a worker
+def test_the_wheel_built_from_the_sdist_installs_in_a_fresh_venv_and_runs(tmp_path: Path) -> None:
+    """As README.md says to build and install it, with this venv's pip and setuptools (the pinned,
+    hash-checked ones of requirements-bootstrap.lock) and nothing fetched for the build; the
+    fresh venv gets the lock's hash-checked core dependencies, so the install is the same on any
+    machine. `python -m build` would call the same setuptools hooks (it is not a dependency here)."""
+    bootstrap = _locked(BOOTSTRAP)
+    for tool in ("pip", "setuptools", "wheel"):
+        assert bootstrap[tool].startswith(f"{tool}=={version(tool)} "), f"{tool} {version(tool)} is not the pinned one"
+    checkout = tmp_path / "checkout"  # a copy, so the build's egg-info and build/ land outside the tree
+    checkout.mkdir()
+    for name in BUILD_INPUTS:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(ROOT / name, checkout / name)
+
+    # the sdist, by the backend hook `python -m build --sdist` calls
+    built = _run(sys.executable, "-c", "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))",
+                 tmp_path / "dist", cwd=checkout)
+    sdist = tmp_path / "dist" / built.stdout.split()[-1]
+    top = f"convgraph-{pins.project()['version']}"
+    with tarfile.open(sdist) as tar:
+        members = set(tar.getnames())
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    needed = {f"{top}/{name}" for name in ("PKG-INFO", "pyproject.toml", "README.md", *_sources())}
+    assert needed - members == set(), "the sdist lacks what a build needs"
+
+    # the wheel, from the unpacked sdist alone: what the sdist holds is enough to build it
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
+         "-w", tmp_path / "wheels", tmp_path / "unpacked" / top)
+    [wheel] = (tmp_path / "wheels").glob("convgraph-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        files = set(archive.namelist())
+        entry_points = archive.read(f"{top}.dist-info/entry_points.txt").decode()
+    assert {s.removeprefix("src/") for s in _sources()} - files == set(), "the wheel lacks package files"
+    assert "convgraph = convgraph.cli.main:main" in entry_points
+
+    # a fresh venv (no pip of its own: this venv's pinned pip installs into it), the core
+    # dependencies from the lock by hash, no resolution; then pip check says nothing is missing
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", venv / "bin" / "python"]
+    locked = _locked(LOCK)
+    # what the lock lacks is not needed on this Python (a marker excludes it): pip check would say so
+    core = [locked[name] for name in sorted(_closure(pins.project()["dependencies"]) - {"convgraph"}) if name in locked]
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (tmp_path / "requirements.txt").write_text("\n".join([*core, f"{wheel} --hash=sha256:{digest}"]) + "\n")
+    _run(*pip, "install", "--quiet", "--no-deps", "--require-hashes", "-r", tmp_path / "requirements.txt")
+    assert "No broken requirements found" in _run(*pip, "check").stdout
+
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "CONVGRAPH_HOME"}} | {"COLUMNS": "200"}
+    where = _run(venv / "bin" / "python", "-c", "import convgraph; print(convgraph.__file__)", env=env).stdout
+    assert Path(where.strip()).is_relative_to(venv), where  # the installed wheel, not this checkout
+    convgraph = venv / "bin" / "convgraph"
+    assert _run(convgraph, "--help", env=env).stdout.startswith("Usage: convgraph [OPTIONS] COMMAND")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert "actor" in _run(convgraph, "init", cwd=work, env=env).stdout
+    said = _run(convgraph, "say", "plan three days in Lisbon", cwd=work, env=env).stdout.strip()
+    log = _run(convgraph, "log", cwd=work, env=env).stdout
+    assert said[-10:] in log and "plan three days in Lisbon" in log
+    assert "0 failed" in _run(convgraph, "verify", cwd=work, env=env).stdout
+    # the core install has no server; the command it names adds the extra to the installed wheel
+    refused = _run(convgraph, "serve", "--port", "0", cwd=work, env=env, ok=False)
+    assert refused.returncode == 2 and "pip install 'convgraph[server]'" in refused.stderr, refused.stderr
+    extra = _run(*pip, "install", "--dry-run", "--no-index", "convgraph[server]", ok=False)
+    assert "Requirement already satisfied: convgraph[server]" in extra.stdout, extra.stdout
+    assert "No matching distribution found for starlette" in extra.stderr, extra.stderr  # (--no-index)

@@ -30,7 +30,8 @@ PLACEHOLDERS = {"FILE": "notes.txt", "TITLE": "design review", "DIR": "proofs", 
                 "NEW": "calc.py", "TEXT": "see the file", "URL": "https://example.org",
                 "CONVERSATION": CONV}
 FIELDS = {"home": "/tmp/a home", "conv": CONV, "actor": ACTOR, "capability": "write", "cid": CID_TEXT,
-          "name": "example.org/w1", "key": "ab" * 32, "root": "/tmp/spool dir", "url": "https://example.org"}
+          "name": "example.org/w1", "key": "ab" * 32, "root": "/tmp/spool dir", "url": "https://example.org",
+          "rule": f"{ACTOR}={CONV}"}
 
 
 def filled(s: suggestions.Suggestion) -> str:

@@ -522,19 +522,21 @@ class ForbiddenError(AuthError):
 
     In a rooted conversation the refusal cites its authority projection (docs/authority.md §9):
     `conv` names it, `capability` is what the key lacks, and `blocked_by` the CIDs (text) of the
-    revocations that cut its grants, empty when it never had one.
+    revocations that cut its grants, empty when it never had one. `hint` names the server
+    configuration (`serve --allow` rule) that would admit the request, when one would.
     """
 
     status = 403
 
     def __init__(
         self, message: str, *, reason: str = "", cid: object = None, conv: str | None = None,
-        capability: str = "", blocked_by: tuple[str, ...] = (),
+        capability: str = "", blocked_by: tuple[str, ...] = (), hint: str = "",
     ) -> None:
         super().__init__(message, reason=reason, cid=cid)
         self.conv = conv
         self.capability = capability
         self.blocked_by = blocked_by
+        self.hint = hint
 
 
 class ServerBusyError(AuthError):

@@ -55,6 +55,9 @@ SERVE_WITNESS: Final = Suggestion("convgraph serve --witness")
 SYNC_NEW_KEY: Final = Suggestion("convgraph sync {url} --accept-new-key")
 VIEW: Final = Suggestion("convgraph view")
 DEVICE_ADD: Final = Suggestion("convgraph device add")
+SERVE_ALLOW: Final = Suggestion("convgraph serve --allow {rule}")  # more rules: ` --allow RULE` each
+SERVE_ALLOW_ANY: Final = Suggestion("convgraph serve --allow {actor}=CONVERSATION")
+GRANT: Final = Suggestion("convgraph grant {actor} {capability} --conv {conv}")
 DEMO_KEEP: Final = Suggestion("convgraph demo --dir DIR")
 LOG_HOME: Final = Suggestion("convgraph --home {home} log --conv {conv}")
 

@@ -30,7 +30,9 @@ PROVOKED: dict[str, str] = {}
 SERVED = {"FINDINGS_SAVE": "a finding needs a peer caught lying", "CHECKPOINT_COMPACT": "a witness policy",
           "WITNESS_ADD": "serve --witness", "SERVE_SPOOL": "a spool nobody serves, waited out",
           "SERVE_WITNESS": "a server asked to cosign", "SYNC_NEW_KEY": "a server whose key changed",
-          "VIEW": "the viewer's 403 page", "INIT_HERE": "the --home help text"}
+          "VIEW": "the viewer's 403 page", "INIT_HERE": "the --home help text",
+          # a server's 403 hints: test_sync_cli runs the hinted rule against a second server
+          "SERVE_ALLOW": "a server's 403", "SERVE_ALLOW_ANY": "a server's 403", "GRANT": "a server's 403"}
 
 
 def provokes(*names: str) -> Callable[[_F], _F]:

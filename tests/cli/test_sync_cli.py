@@ -183,6 +183,24 @@ def test_a_key_the_server_does_not_admit_gets_exit_2_and_the_reason(tmp_path: Pa
     assert json.loads(run(stranger, "conversations", "--json").stdout)["conversations"] == []
     # the server's reason ("key … is admitted to no conversation") is what tells the user why
     assert "admitted to no conversation" in message, f"the server's reason is not shown: {message!r}"
+    assert f"hint: a server admits this key with `convgraph serve --allow {actor(stranger)}=CONVERSATION`" in message
+
+
+def test_a_refusal_names_the_allow_rule_and_that_rule_admits_the_key(tmp_path: Path, serve: object) -> None:
+    """`--allow KEY=team` names a legacy conversation "team", not the laptop's local alias: the
+    403 says which rule would admit the key, and a server started with it does."""
+    laptop = tmp_path / "laptop"
+    key = actor(laptop)
+    conv = run(laptop, "new", "team plan", "--alias", "team").stdout.strip()
+    run(laptop, "say", "--conv", "team", "Kick-off at 10.")
+    refused = run(laptop, "sync", serve("--allow", f"{key}=team"), "--conv", "team", ok=False)  # type: ignore[operator]
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    hint = re.search(r"^hint: .*`convgraph serve (--allow \S+)`", refused.stderr, re.MULTILINE)
+    assert hint, refused.stderr
+    assert hint[1] == f"--allow {key}={conv}"
+    assert f"`convgraph grant {key} read --conv {conv}`" in refused.stderr  # once the server holds it
+    summary = sync(laptop, serve(hint[1].split()[0], hint[1].split()[1]), "team")  # type: ignore[operator]
+    assert summary["ok"] is True and summary["conversations"][conv]["accepted_there"] == 2  # type: ignore[index]
 
 
 def test_serve_on_a_port_out_of_range_is_a_clear_error(tmp_path: Path) -> None:

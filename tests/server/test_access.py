@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -142,3 +145,20 @@ def test_a_star_actor_admits_every_key_and_star_names_no_conversation() -> None:
     assert "not a conversation name" in caught.value.reason
     from_file = Access.from_json({"conversations": {"team": {"write": ["*"]}}})
     assert from_file.can_write(C, "team") and not from_file.can_write(C, "other")
+
+
+def test_a_refusal_names_the_allow_rules_that_would_admit_the_key() -> None:
+    access = Access.from_rules([f"{actor_text(A)}=team"])
+    with pytest.raises(ForbiddenError) as caught:
+        access.check_read(A, ["team", "hr", "it's here"])
+    command = re.search(r"`convgraph serve ([^`]*)`", caught.value.hint)
+    assert command, caught.value.hint
+    words = shlex.split(command[1])  # quoted for a shell: a name may hold anything
+    rules = [rule for flag, rule in pairwise(words) if flag == "--allow"]
+    assert rules == [f"{actor_text(A)}=hr:read", f"{actor_text(A)}=it's here:read"]
+    widened = access.merged(Access.from_rules(rules))
+    widened.check_read(A, ["team", "hr", "it's here"])  # raises nothing now
+    assert not widened.can_write(A, "hr")  # :read, as the hint says
+    with pytest.raises(ForbiddenError) as nowhere:
+        Access().check_named(B)
+    assert f"`convgraph serve --allow {actor_text(B)}=CONVERSATION`" in nowhere.value.hint

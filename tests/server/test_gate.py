@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -151,7 +154,8 @@ def test_access_to_a_rooted_conversation_follows_its_grants_and_revocations(depl
     raw = signed_get(d.url(1), OUTSIDER, f"/v1/conversations/{CONV}/heads")
     assert raw.status_code == 403 and raw.json() == {
         "error": "forbidden", "detail": "no access", "reason": refusal.reason,
-        "conversation": CONV, "capability": "read", "blocked_by": []}
+        "conversation": CONV, "capability": "read", "blocked_by": [], "hint": refusal.hint}
+    assert f"`convgraph serve --allow {actor_text(OUTSIDER.public)}={CONV}`" in refusal.hint
     assert signed_get(d.url(0), OUTSIDER, f"/v1/records/{hello.cid}").status_code == 404
     assert signed_get(d.url(0), OUTSIDER, f"/v1/conversations/{CONV}/authority").status_code == 403
     # their records, pushed directly, are refused whole: nothing is stored
@@ -277,4 +281,44 @@ def test_access_questions_wait_for_the_ingest_lock_and_legacy_ones_do_not(tmp_pa
         thread.join(10)
     assert [answers[i] for i in range(3)] == [None, True, None]
     assert answers[3]["members"] == {actor_text(OWNER.public): ANY}  # type: ignore[index]
+    replica.close()
+
+
+def _rules(hint: str) -> list[str]:
+    """The `--allow` rules the `convgraph serve` command in `hint` passes, as a shell reads them."""
+    command = re.search(r"`convgraph serve ([^`]*)`", hint)
+    assert command, hint
+    words = shlex.split(command[1])
+    return [rule for flag, rule in pairwise(words) if flag == "--allow"]
+
+
+def test_a_refusal_names_the_allow_rule_that_admits_the_key_held_or_not(tmp_path: Path) -> None:
+    from convgraph.server.gate import Gate
+
+    replica, lock = Replica.open(tmp_path / "server"), threading.RLock()
+    owner = Replica.in_memory(OWNER)
+    owner.write(CONV, "genesis", {"nonce": NONCE})
+    outsider = actor_text(OUTSIDER.public)
+    with pytest.raises(ForbiddenError) as unheld:
+        Gate(replica, _access(), lock).check_read(OUTSIDER.public, [CONV])
+    assert _rules(unheld.value.hint) == [f"{outsider}={CONV}"]
+    admitted = Gate(replica, _access().merged(Access.from_rules(_rules(unheld.value.hint))), lock)
+    assert admitted.can_read(OUTSIDER.public, CONV)  # may create it here
+    # held: the same words, so the refusal does not tell; the grant it names is what admits the key
+    replica.ingest([r.data for r in owner.records(CONV)])
+    gate = Gate(replica, _access(), lock)
+    with pytest.raises(ForbiddenError) as held:
+        gate.check_read(OUTSIDER.public, [CONV])
+    assert (held.value.reason, held.value.hint) == (unheld.value.reason, unheld.value.hint)
+    grant = re.search(r"`convgraph grant (\S+) (\w+) --conv (\S+)`", held.value.hint)
+    assert grant and grant.groups() == (outsider, "read", CONV)
+    granted = owner.write(CONV, "grant", {"grantee": OUTSIDER.public, "rights": [grant[2]]})
+    replica.ingest([granted.data])
+    assert gate.can_read(OUTSIDER.public, CONV)
+    # revoked: no rule of the configuration would admit the key, so none is named
+    revoked = owner.write(CONV, "revocation", {"grantee": OUTSIDER.public, "rights": ["read"], "reason": "left"})
+    replica.ingest([revoked.data])
+    with pytest.raises(ForbiddenError) as cut:
+        gate.check_read(OUTSIDER.public, [CONV])
+    assert cut.value.blocked_by == (str(revoked.cid),) and cut.value.hint == ""
     replica.close()

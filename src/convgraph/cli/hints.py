@@ -10,6 +10,7 @@ from convgraph import suggestions
 from convgraph.errors import (
     ArtifactTooLargeError,
     ConvgraphError,
+    ForbiddenError,
     PatchApplyError,
     SizeLimitError,
     StoreBusyError,
@@ -25,6 +26,8 @@ def hint(exc: ConvgraphError) -> str | None:
         return "another convgraph process is writing to this replica: try again when it is done"
     if isinstance(exc, ArtifactTooLargeError):
         return "the replica's Config.max_artifact_bytes bounds an artifact (at most 1 GiB): split the file"
+    if isinstance(exc, ForbiddenError) and exc.hint:  # the server's: which `--allow` rule would admit it
+        return exc.hint
     if isinstance(exc, PatchApplyError):
         return f"make the diff against the base itself: `{suggestions.REDIFF}`"
     return None

@@ -12,11 +12,13 @@ conversation unless a line of the configuration names it (or names every key).
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from convgraph import suggestions
 from convgraph.core.keys import actor_text, parse_actor
 from convgraph.errors import AccessConfigError, ForbiddenError, KeyFileError
 
@@ -51,7 +53,7 @@ class Access:
         """Raise `ForbiddenError` when no line of the configuration names `actor` at all."""
         if not self.names(actor):
             why = f"key {actor_text(actor)} is admitted to no conversation"
-            raise ForbiddenError("no access", reason=why)
+            raise ForbiddenError("no access", reason=why, hint=allow_hint(actor))
 
     def check_read(self, actor: bytes, convs: Iterable[str]) -> None:
         """Raise `ForbiddenError` naming every conversation `actor` may not read."""
@@ -62,6 +64,7 @@ class Access:
             raise ForbiddenError(
                 "no access",
                 reason=f"key {actor_text(actor)} may not read conversation(s) {', '.join(denied)}",
+                hint=allow_hint(actor, denied, read=True),
             )
 
     def writable(self, actor: bytes, convs: Iterable[str]) -> set[str]:
@@ -125,6 +128,20 @@ class Access:
             return {c: a.get(c, frozenset()) | b.get(c, frozenset()) for c in {*a, *b}}
 
         return Access(union(self.writers, other.writers), union(self.readers, other.readers))
+
+
+def allow_hint(actor: bytes, convs: Iterable[str] = (), *, read: bool = False) -> str:
+    """The `serve --allow` rules that would admit `actor` to each of `convs` (to read only, with
+    `read`), as a hint a refused client can pass on; with no conversation, the rule's shape."""
+    who = actor_text(actor)
+    rules = [f"{who}={c}" + (":read" if read else "") for c in convs]
+    if not rules:
+        return (f"a server admits this key with `{suggestions.SERVE_ALLOW_ANY(actor=who)}` "
+                "(CONVERSATION: a conversation's id, or * for all)")
+    more = "".join(f" --allow {shlex.quote(r)}" for r in rules[1:])
+    command = suggestions.SERVE_ALLOW(rule=rules[0]) + more
+    return f"the server would admit this key with `{command}`" + (
+        " (without :read, to write too)" if read else "")
 
 
 def _actor(text: str) -> bytes:

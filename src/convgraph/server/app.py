@@ -149,10 +149,13 @@ def _error(status: int, rule: str, detail: str, reason: str = "") -> JSONRespons
 
 
 def _forbidden_body(exc: ForbiddenError) -> dict[str, Any]:
-    """A 403's body; in a rooted conversation it cites the projection: capability, revocations."""
+    """A 403's body; in a rooted conversation it cites the projection: capability, revocations;
+    `hint` names the `--allow` rule that would admit the request, when one would."""
     body: dict[str, Any] = {"error": exc.rule, "detail": exc.message, "reason": exc.reason}
     if exc.capability:
         body |= {"conversation": exc.conv, "capability": exc.capability, "blocked_by": list(exc.blocked_by)}
+    if exc.hint:
+        body["hint"] = exc.hint
     return body
 
 

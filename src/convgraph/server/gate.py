@@ -16,13 +16,14 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from convgraph import suggestions
 from convgraph.core.keys import actor_text
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ForbiddenError, NotFoundError, ProjectionError
 from convgraph.projections.authority import READ, Answer, Authority
 from convgraph.projections.authority_json import authority_json
 from convgraph.replica import Replica
-from convgraph.server.access import ANY, RESERVED, Access
+from convgraph.server.access import ANY, RESERVED, Access, allow_hint
 from convgraph.server.members import MemberIndex
 
 READ_ONLY = "this key may read but not write the conversation"
@@ -111,9 +112,17 @@ class Gate:
 
 
 def refused(conv: str, answer: Answer) -> ForbiddenError:
-    """The 403 for an answer that says no, citing the revocations in the way or the lack of a grant."""
+    """The 403 for an answer that says no, citing the revocations in the way or the lack of a grant.
+
+    Without a grant, the hint names both ways in (the `--allow` rule that lets the key create the
+    conversation, and a grant once it is held), so it does not tell whether the server holds it.
+    """
     blocked = tuple(str(u) for u in answer.blocked_by)
     because = f"revoked by {', '.join(blocked)}" if blocked else "no grant of it"
     who, cap = actor_text(answer.actor), answer.capability
+    grant = suggestions.GRANT(actor=who, capability=cap, conv=conv)
+    hint = "" if blocked else (
+        f"{allow_hint(answer.actor, [conv])} if it holds none of the conversation yet; "
+        f"if it does, only a grant in it admits the key: `{grant}`")
     return ForbiddenError("no access", reason=f"key {who} lacks `{cap}` in conversation {conv}: {because}",
-                          conv=conv, capability=cap, blocked_by=blocked)
+                          conv=conv, capability=cap, blocked_by=blocked, hint=hint)

@@ -419,6 +419,8 @@ SPEC: Final[dict[str, Any]] = {
                         "type": "array", "items": {"type": "string"},
                         "description": "403: the revocations that cut the key's grants; empty: no grant",
                     },
+                    "hint": {"type": "string",
+                             "description": "403: the `--allow` rule that would admit the key"},
                 },
             },
             "Authority": _AUTHORITY,

@@ -6,7 +6,8 @@ client's actor key (`server/auth.py`); the server's typed refusals come back as 
 typed errors (401 `UnauthenticatedError`, 403 `ForbiddenError`, 400 `ProtocolError`),
 anything else outside the protocol as `TransportError`. A 403 in a rooted conversation keeps
 what the server cited from its authority projection: the capability lacked and the
-revocations in the way, in `ForbiddenError.reason`, `capability` and `blocked_by`. Every
+revocations in the way, in `ForbiddenError.reason`, `capability` and `blocked_by`; any 403 keeps
+the `--allow` rule that would admit the key, in `hint`. Every
 answer is read with a bound on its size and a minimum rate (`SlowTransferError`), and
 every record that `record`, `heads` and `events` hand back has been verified
 (`sync/verify.py`). Invariant: a reply is returned only for a 200 answer of the sync type,
@@ -383,6 +384,7 @@ def _forbidden(message: str, body: Any) -> ForbiddenError:
         message, reason=str(fields.get("reason", "")), conv=conv if isinstance(conv, str) else None,
         capability=capability if isinstance(capability, str) else "",
         blocked_by=tuple(str(u) for u in blocked) if isinstance(blocked, list) else (),
+        hint=str(fields.get("hint", "")),
     )
 
 
