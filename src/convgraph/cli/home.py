@@ -13,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from convgraph import replica_home
-from convgraph.replica import Replica
 from convgraph.replica_home import KEY_FILE
-from convgraph.store.sqlite import Synchronous
+
+if TYPE_CHECKING:  # imported by `opened`: `--help` and completion never open a replica
+    from convgraph.replica import Replica
+    from convgraph.store.sqlite import Synchronous
 
 HELP: Final = "Replica directory (env CONVGRAPH_HOME; created only by `convgraph init`)."
 # commands that read no replica: the demo makes its own, verify-evidence reads only its file
@@ -74,5 +76,7 @@ def opened(
     ctx: click.Context, *, create: bool = False, synchronous: Synchronous = "NORMAL"
 ) -> Iterator[Replica]:
     """The replica in the command's home, opened; made first only when `create` (for `init`)."""
+    from convgraph.replica import Replica  # noqa: PLC0415 - see the TYPE_CHECKING import
+
     with Replica.open(of(ctx), create=create, synchronous=synchronous) as replica:
         yield replica
