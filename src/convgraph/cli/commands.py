@@ -75,6 +75,11 @@ _SUMMARIES: Final[dict[str, dict[str, str]]] = {
         "migrate": "Copy legacy conversation OLD (its literal name) into a rooted one owned by this key.",
         "new": "Start a rooted conversation owned by this replica's key and print its id.",
     },
+    "status": {
+        "status": (
+            "One screen that sums up the replica: conversations, held records, findings, witnesses, peers."
+        ),
+    },
     "sync": {
         "serve": "Run the sync server over HTTP (or on a spool folder) until interrupted.",
         "sync": "Reconcile with TARGET: a server URL, another replica's directory, or spool:FOLDER.",
