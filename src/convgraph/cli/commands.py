@@ -13,6 +13,7 @@ import importlib
 from typing import Final
 
 import click
+from click.shell_completion import CompletionItem
 
 # module under convgraph.cli: its commands, each with the first sentence of its help
 _SUMMARIES: Final[dict[str, dict[str, str]]] = {
@@ -121,14 +122,26 @@ class LazyGroup(click.Group):
             load(self, LAZY[cmd_name][0])
         return self.commands.get(cmd_name)
 
+    def _visible(self, ctx: click.Context) -> list[str]:
+        return [n for n in self.list_commands(ctx) if n not in self.commands or not self.commands[n].hidden]
+
+    def _summary(self, name: str, limit: int) -> str:
+        # a stand-in Command cuts a summary short exactly as the real one's help would be
+        return (self.commands.get(name) or click.Command(name, help=LAZY[name][1])).get_short_help_str(limit)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """As `click.Group` lists them, but a command not yet loaded by its summary in `LAZY`."""
-        names = [n for n in self.list_commands(ctx) if n not in self.commands or not self.commands[n].hidden]
+        names = self._visible(ctx)
         if not names:
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
-        # a stand-in Command cuts a summary short exactly as the real one's help would be
-        rows = [(n, (self.commands.get(n) or click.Command(n, help=LAZY[n][1])).get_short_help_str(limit))
-                for n in names]
         with formatter.section("Commands"):
-            formatter.write_dl(rows)
+            formatter.write_dl([(n, self._summary(n, limit)) for n in names])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """As `click.Group` completes a command name (zsh and fish show each one's summary), but
+        without importing the commands that match: a Tab press costs what `--help` does."""
+        names = [n for n in self._visible(ctx) if n.startswith(incomplete)]
+        # click.Command's: the group's own options, when `incomplete` starts with a dash
+        return [CompletionItem(n, help=self._summary(n, 45)) for n in names] + \
+            click.Command.shell_complete(self, ctx, incomplete)
