@@ -6,6 +6,7 @@ Run from the project root:
     .venv/bin/python bench/startup.py                 # 300,001 records (built once: minutes), 9 runs
     .venv/bin/python bench/startup.py --quick         # 3,001 records, 3 runs: a smoke test
     .venv/bin/python bench/startup.py --json bench/results-startup.json
+    .venv/bin/python bench/startup.py --before ../old/src   # also an older tree's, in the same rounds
 
 Side by side, each a fresh process, in rounds (one of each per round, so a burst of load from
 elsewhere lands on all of them): `python -c pass`, `python -c "import convgraph"`, `convgraph
@@ -68,10 +69,10 @@ def replica(steps: int) -> tuple[Path, str]:
     return where / "home", conv
 
 
-def once(argv: Sequence[str]) -> tuple[float, float]:
+def once(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Spawn `argv`: (ms to its first byte on stdout, or to its exit; its CPU ms)."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, env=env)
     assert p.stdout is not None
     assert p.stderr is not None
     first = p.stdout.read(1)
@@ -101,14 +102,19 @@ def cases(home: Path, conv: str) -> dict[str, list[str]]:
     }
 
 
-def measure(runs: int, home: Path, conv: str) -> dict[str, dict[str, Any]]:
-    todo = cases(home, conv)
-    for argv in todo.values():  # once each, untimed: the page cache and .pyc files are warm
-        once(argv)
+def measure(runs: int, home: Path, conv: str, before: Path | None) -> dict[str, dict[str, Any]]:
+    todo: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        name: (argv, None) for name, argv in cases(home, conv).items()}
+    if before is not None:  # the same commands on another src/, in the same rounds
+        env = {**os.environ, "PYTHONPATH": str(before)}
+        todo |= {f"before: {name}": (argv, env) for name, argv in cases(home, conv).items()
+                 if name != "python -c pass"}
+    for argv, env in todo.values():  # once each, untimed: the page cache and .pyc files are warm
+        once(argv, env)
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
     for _ in range(runs):
-        for name, argv in todo.items():
-            samples[name].append(once(argv))
+        for name, (argv, env) in todo.items():
+            samples[name].append(once(argv, env))
     floor = statistics.median(f for f, _ in samples["python -c pass"])
     return {name: {"first_ms_min": min(f for f, _ in s),
                    "first_ms_median": statistics.median(f for f, _ in s),
@@ -127,12 +133,14 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="1,000 steps, 3 runs")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--no-snapshot", action="store_true", help="import src/ as it is, not a copy")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="also time the same commands importing convgraph from this src/ (to compare)")
     args = parser.parse_args(list(argv))
     steps, runs = (1_000, 3) if args.quick else (args.steps, args.runs)
     console = Console()
     home, conv = replica(steps)
     load_start = os.getloadavg()[0]
-    results = measure(runs, home, conv)
+    results = measure(runs, home, conv, args.before)
     load_end = os.getloadavg()[0]
     table = Table(title=f"start-up, {3 * steps + 1:,} records, {runs} runs "
                         f"(load {load_start:.2f} -> {load_end:.2f})")
