@@ -3,8 +3,9 @@
 It shows the conversations (aliases, id, records, heads, last activity), the records held
 back (waiting for their parents, or for the clock: beyond the allowed drift), the findings
 not yet shown by `convgraph findings`, the configured witnesses with the last cosignature
-of each that the replica holds, and the last sync with each peer (`cli/journal.py`). Pure
-reads: `status` writes nothing, and marks nothing seen. Registered by `register`.
+of each that the replica holds, and the last sync with each peer (`cli/journal.py`). It marks
+no finding seen, and writes only what `convgraph findings` would: the findings of checkpoints
+not yet settled, which it checks first as `findings` does. Registered by `register`.
 """
 
 from __future__ import annotations
