@@ -261,6 +261,11 @@ def _preload() -> None:
     try:
         for name in PRELOAD:
             importlib.import_module(name)
+        # the commands a fresh process imports when it runs one (cli/commands.py), all of them
+        from convgraph.cli.commands import load_all
+        from convgraph.cli.main import cli
+
+        load_all(cli)
     finally:
         Console.__init__ = init  # type: ignore[method-assign]
 

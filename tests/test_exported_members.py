@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,29 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: object) -> None
     finally:
         os.chdir(cwd)
     assert (tmp_path / "laptop" / "replica.sqlite").exists()
+
+
+def test_the_lazy_table_is_what_type_checkers_see() -> None:
+    # __init__ imports each public name under TYPE_CHECKING and looks it up in _EXPORTS at run
+    # time: both must name the same module for every name, and together be __all__
+    tree = ast.parse(Path(convgraph.__file__ or "").read_text())
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    static = {a.name: n.module for n in guarded.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    lazy = {name: module for module, names in convgraph._EXPORTS.items() for name in names}
+    assert static == lazy
+    assert sorted(lazy) == convgraph.__all__
+
+
+def test_import_convgraph_imports_none_of_its_modules() -> None:
+    code = "import sys, convgraph; print(sorted(m for m in sys.modules if m.startswith('convgraph')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['convgraph']"
+    code = "from convgraph import Replica, fold; import convgraph; print(convgraph.Replica is Replica)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        convgraph.no_such_name  # noqa: B018 - the lookup is the test
+    assert not hasattr(convgraph, "_FROM_nothing")

@@ -308,7 +308,7 @@ def test_the_wheel_built_from_the_sdist_installs_in_a_fresh_venv_and_runs(tmp_pa
         files = set(archive.namelist())
         entry_points = archive.read(f"{top}.dist-info/entry_points.txt").decode()
     assert {s.removeprefix("src/") for s in _sources()} - files == set(), "the wheel lacks package files"
-    assert "convgraph = convgraph.cli.main:main" in entry_points
+    assert "convgraph = convgraph.cli.entry:main" in entry_points
 
     # a fresh venv (no pip of its own: this venv's pinned pip installs into it), the core
     # dependencies from the lock by hash, no resolution; then pip check says nothing is missing

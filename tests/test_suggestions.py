@@ -28,7 +28,7 @@ CONV = "cg1rj6t6mrwlq7wb3o46vbkolm7pnuqta6b"
 # what a reader puts for each upper-case word, and the values the callers pass for each field
 PLACEHOLDERS = {"FILE": "notes.txt", "TITLE": "design review", "DIR": "proofs", "BASE": CID_TEXT,
                 "NEW": "calc.py", "TEXT": "see the file", "URL": "https://example.org",
-                "CONVERSATION": CONV}
+                "CONVERSATION": CONV, "NAME": "example.org/w1", "KEYHEX": "ab" * 32, "TARGET": "../phone"}
 FIELDS = {"home": "/tmp/a home", "conv": CONV, "actor": ACTOR, "capability": "write", "cid": CID_TEXT,
           "name": "example.org/w1", "key": "ab" * 32, "root": "/tmp/spool dir", "url": "https://example.org",
           "rule": f"{ACTOR}={CONV}"}

@@ -1,5 +1,5 @@
 """`python -m convgraph` runs the command line, as the `convgraph` script does."""
 
-from convgraph.cli.main import main
+from convgraph.cli.entry import main
 
 main()

@@ -3,8 +3,9 @@
 An error, a hint or a note that tells someone what to run builds the command here: a
 `Suggestion` is a template whose `{fields}` are filled with shell-quoted values when the
 situation is known, and whose upper-case words (FILE, TITLE, DIR, BASE, NEW, TEXT, URL,
-CONVERSATION) are for the reader to fill. Invariant: each suggestion, filled, parses as printed
-(tests/test_suggestions.py runs every one), and no other module spells a `convgraph …` command.
+CONVERSATION, NAME, KEYHEX, TARGET) are for the reader to fill. Invariant: each suggestion,
+filled, parses as printed (tests/test_suggestions.py runs every one), and no other module
+spells a `convgraph …` command.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ DEVICE_ADD: Final = Suggestion("convgraph device add")
 SERVE_ALLOW: Final = Suggestion("convgraph serve --allow {rule}")  # more rules: ` --allow RULE` each
 SERVE_ALLOW_ANY: Final = Suggestion("convgraph serve --allow {actor}=CONVERSATION")
 GRANT: Final = Suggestion("convgraph grant {actor} {capability} --conv {conv}")
+FINDINGS: Final = Suggestion("convgraph findings")
+WITNESS_ADD_ANY: Final = Suggestion("convgraph witness add NAME KEYHEX URL")
+SYNC: Final = Suggestion("convgraph sync TARGET")
 DEMO_KEEP: Final = Suggestion("convgraph demo --dir DIR")
 LOG_HOME: Final = Suggestion("convgraph --home {home} log --conv {conv}")
 

@@ -73,7 +73,7 @@ def test_log_streams_every_record_in_order_and_json_is_the_same_value(home: Path
     lines = result.output.splitlines()
     assert lines[0].split() == ["cid", "author", "seq", "time", "(UTC)", "kind", "content"]
     assert [line[:10] for line in lines[1:-1]] == [str(r.cid)[-10:] for r in records]
-    assert listing.utc(records[3].hlc) in lines[4] and lines[-1] == "26 records, 1 head(s)"
+    assert listing.when(records[3].hlc) in lines[4] and lines[-1] == "26 records, 1 head(s)"
     shown = json.loads(CliRunner().invoke(cli, ["--home", str(home), "log", "--json"], obj={}).output)
     assert [r["cid"] for r in shown["records"]] == [str(r.cid) for r in records]
     assert shown["records"][5]["hlc"] == [records[5].hlc.wall_ms, records[5].hlc.counter]  # raw stays

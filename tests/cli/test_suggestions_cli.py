@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import cli_process
-from convgraph import Replica, suggestions
+from convgraph import Replica, SigningKey, suggestions
 from convgraph.core.cid import CID
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -32,7 +32,8 @@ SERVED = {"FINDINGS_SAVE": "a finding needs a peer caught lying", "CHECKPOINT_CO
           "SERVE_WITNESS": "a server asked to cosign", "SYNC_NEW_KEY": "a server whose key changed",
           "VIEW": "the viewer's 403 page", "INIT_HERE": "the --home help text",
           # a server's 403 hints: test_sync_cli runs the hinted rule against a second server
-          "SERVE_ALLOW": "a server's 403", "SERVE_ALLOW_ANY": "a server's 403", "GRANT": "a server's 403"}
+          "SERVE_ALLOW": "a server's 403", "SERVE_ALLOW_ANY": "a server's 403", "GRANT": "a server's 403",
+          "FINDINGS": "status with a finding not yet seen: a peer caught lying"}
 
 
 def provokes(*names: str) -> Callable[[_F], _F]:
@@ -216,3 +217,18 @@ def test_the_demo_names_how_to_keep_its_replicas_and_read_them_again(tmp_path: P
     assert run_printed(tmp_path, keep, suggestions.DEMO_KEEP, tmp_path, DIR=str(tmp_path / "kept")).returncode == 0
     shown = run_printed(tmp_path, log, suggestions.LOG_HOME, tmp_path, DIR=str(tmp_path / "kept"))
     assert shown.returncode == 0 and "user_message" in shown.stdout
+
+
+@provokes("WITNESS_ADD_ANY", "SYNC")
+def test_status_of_a_new_replica_names_commands_that_fill_its_empty_sections(tmp_path: Path) -> None:
+    home, other = tmp_path / "r", tmp_path / "other"
+    cg(home, "init")
+    cg(other, "init")
+    cg(other, "say", "hello")
+    witness, sync = printed(cg(home, "status").stdout)[-2:]
+    done = run_printed(home, witness, suggestions.WITNESS_ADD_ANY, tmp_path, NAME="example.org/w1",
+                       KEYHEX=SigningKey.generate().public.hex(), URL="http://127.0.0.1:9")
+    assert done.returncode == 0, done.stderr
+    assert run_printed(home, sync, suggestions.SYNC, tmp_path, TARGET=str(other)).returncode == 0
+    [conv] = json.loads(cg(other, "conversations", "--json").stdout)["conversations"]
+    assert "hello" in cg(home, "transcript", "--conv", conv["conv"]).stdout

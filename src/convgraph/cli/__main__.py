@@ -1,5 +1,5 @@
 """`python -m convgraph.cli` runs the command line."""
 
-from convgraph.cli.main import main
+from convgraph.cli.entry import main
 
 main()

@@ -8,7 +8,7 @@ error that repeats the CID.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -17,7 +17,9 @@ from convgraph.cli import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.errors import NotFoundError
-from convgraph.replica import Replica
+
+if TYPE_CHECKING:  # `show` has opened the replica already
+    from convgraph.replica import Replica
 
 
 def describe(replica: Replica, cid: CID) -> dict[str, Any]:

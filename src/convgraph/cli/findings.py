@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from convgraph.cli import safe_text
+from convgraph.cli import journal, safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding, reason
 
@@ -61,6 +61,7 @@ def register(cli: click.Group) -> None:
         with _replica(ctx) as r:
             found = r.findings(target)
         saved = save_bundles(found, save) if save is not None else []
+        journal.mark_seen(ctx.obj["home"], (str(f.id) for f in found))  # `status` counts the others
         if as_json:
             _emit({"findings": [f.to_json() for f in found]})
             return

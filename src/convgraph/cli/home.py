@@ -15,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from convgraph import replica_home, suggestions
 from convgraph.cli import safe_text
-from convgraph.replica import Replica
 from convgraph.replica_home import KEY_FILE
-from convgraph.store.sqlite import Synchronous
+
+if TYPE_CHECKING:  # imported by `opened`: `--help` and completion never open a replica
+    from convgraph.replica import Replica
+    from convgraph.store.sqlite import Synchronous
 
 HELP: Final = f"Replica directory (env CONVGRAPH_HOME; created only by `{suggestions.INIT_HERE}`)."
 # commands that read no replica: the demo makes its own, verify-evidence reads only its file
@@ -109,6 +111,8 @@ def opened(
 ) -> Iterator[Replica]:
     """The replica in the command's home, opened; made first only when `create` (for `init`).
     A command that only reads opens one whose key is lost, and says so once."""
+    from convgraph.replica import Replica  # noqa: PLC0415 - see the TYPE_CHECKING import
+
     need_key = create or not reads_only(ctx)
     with Replica.open(of(ctx), create=create, synchronous=synchronous, need_key=need_key) as replica:
         if not need_key:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -30,7 +30,9 @@ from convgraph.core.cid import CID
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import InvalidTextError, UnknownConversationError
-from convgraph.replica import Replica
+
+if TYPE_CHECKING:  # the commands that take inputs have imported it already
+    from convgraph.replica import Replica
 
 _KNOWN_SHOWN: Final = 20
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
@@ -30,7 +30,7 @@ from rich.highlighter import JSONHighlighter
 from rich.text import Text
 
 from convgraph import suggestions
-from convgraph.cli import aliases, compacted, graph_view, hints, home, inputs, listing, safe_text
+from convgraph.cli import aliases, commands, compacted, graph_view, hints, home, inputs, listing, safe_text
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
@@ -39,8 +39,10 @@ from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import CompactedError, ConvgraphError, InvalidTextError
-from convgraph.replica import DB_FILE, Replica
-from convgraph.replica_home import replace_lost_key
+from convgraph.replica_home import DB_FILE, replace_lost_key
+
+if TYPE_CHECKING:  # the replica is imported when a command opens one, not for --help
+    from convgraph.replica import Replica
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -177,7 +179,7 @@ def _emit_stream(head: dict[str, Any], name: str, items: Iterable[Any]) -> None:
     click.echo("]\n}" if first else "\n  ]\n}")
 
 
-@click.group()
+@click.group(cls=commands.LazyGroup)
 @click.option(
     "--home", envvar="CONVGRAPH_HOME", default=".convgraph", show_default=True,
     type=click.Path(path_type=Path), help=home.HELP,
@@ -409,37 +411,10 @@ def demo(where: Path | None, as_json: bool) -> None:
 
 
 def main() -> None:
-    """Entry point of the `convgraph` console script."""
-    cli(obj={})
+    """The `convgraph` command as the console script runs it (`cli/entry.py`: Ctrl-C exits 130)."""
+    from convgraph.cli.entry import main as run  # noqa: PLC0415 - entry imports this module
+
+    run()
 
 
-def _register() -> None:
-    from convgraph.cli import (  # noqa: PLC0415 - they read this module's helpers
-        artifacts,
-        authority,
-        car,
-        conversation,
-        evidence,
-        findings,
-        imports,
-        rooted,
-        sync,
-        view,
-        witness,
-    )
-
-    authority.register(cli)
-    findings.register(cli)
-    conversation.register(cli)
-    artifacts.register(cli)
-    rooted.register(cli)
-    car.register(cli)
-    evidence.register(cli)
-    sync.register(cli)
-    witness.register(cli)
-    view.register(cli)
-    imports.register(cli)
-    home.add_everywhere(cli)  # last: every command registered above takes --home
-
-
-_register()
+home.add_everywhere(cli)  # the commands above; `commands.load` gives the others theirs

@@ -26,7 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from convgraph import replica_home, suggestions
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import inputs, journal, safe_text
 from convgraph.core import short_actor
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import AccessConfigError, ConvgraphError
@@ -179,6 +179,7 @@ def register(cli: click.Group) -> None:
             report = _run(replica, Path(ctx.obj["home"]), target, names, show=show, timeout_s=timeout_s,
                           accept_new_key=accept_new_key)
         summary = _summary(report, target)
+        journal.record_sync(Path(ctx.obj["home"]), target, summary, int(time.time() * 1000))  # for `status`
         if as_json:
             _emit(summary)
         else:
