@@ -46,10 +46,20 @@ if TYPE_CHECKING:  # the replica is imported when a command opens one, not for -
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+
+def _console(**options: Any) -> Console:
+    """A console that reads COLUMNS when it prints, not when this module is imported (rich keeps
+    the value it saw at construction), so a command run in-process sees its own environment."""
+    made = Console(**options)
+    made._width = None  # rich has no public way to unpin it
+    return made
+
+
 # no markup or emoji codes: "[bold]" or ":smile:" in a record's text is printed as written
-out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+out = _console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 # soft_wrap: an error and its hint (a command to copy) are never broken across lines
-err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
+err = _console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 def error_line(label: str, message: str) -> Text:
