@@ -50,9 +50,9 @@ sys.exit(main())
 """
 
 
-def replica(steps: int) -> tuple[Path, str]:
-    """The cached replica of `steps` steps and its conversation, built on first use."""
-    where = OUT / f"startup-{steps}"
+def replica(steps: int, cache: Path = OUT) -> tuple[Path, str]:
+    """The cached replica of `steps` steps (under `cache`) and its conversation, built on first use."""
+    where = cache / f"startup-{steps}"
     done = where / "conv.txt"
     if done.exists():
         return where / "home", done.read_text().strip()
@@ -132,13 +132,14 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--runs", type=int, default=9, help="rounds of measurement")
     parser.add_argument("--quick", action="store_true", help="1,000 steps, 3 runs")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--cache", type=Path, default=OUT, help="where the replica is built and kept")
     parser.add_argument("--no-snapshot", action="store_true", help="import src/ as it is, not a copy")
     parser.add_argument("--before", type=Path, default=None,
                         help="also time the same commands importing convgraph from this src/ (to compare)")
     args = parser.parse_args(list(argv))
     steps, runs = (1_000, 3) if args.quick else (args.steps, args.runs)
     console = Console()
-    home, conv = replica(steps)
+    home, conv = replica(steps, args.cache)
     load_start = os.getloadavg()[0]
     results = measure(runs, home, conv, args.before)
     load_end = os.getloadavg()[0]

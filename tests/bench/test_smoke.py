@@ -29,6 +29,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "resume.py": ("--smoke", "--json", "{json}", "--tmp", "{tmp}"),
     "resume_warm.py": ("--steps", "100", "--rounds", "1", "--calls", "5", "--json", "{json}"),
     "session_window.py": ("40",),
+    "startup.py": ("--quick", "--cache", "{tmp}", "--json", "{json}"),
     "sync.py": ("--smoke", "--cache", "{tmp}", "--json", "{json}", "--tmp", "{tmp}"),
     "sync_artifacts.py": ("--records", "20", "--artifacts", "3", "--json", "{json}"),
     "system_prompt.py": ("200",),
