@@ -224,7 +224,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         with self._lock:
             conv = self._find(thread_id)
             thread = None if conv is None else self._thread(conv)
-            ck = None if thread is None else (thread.live(ns, checkpoint_id) if checkpoint_id else thread.latest(ns))
+            ck = None
+            if thread is not None:
+                ck = thread.live(ns, checkpoint_id) if checkpoint_id else thread.latest(ns)
             if thread is None or ck is None:
                 raise NotFoundError(f"no checkpoint of thread {thread_id[:64]!r} is held here")
             holder = thread.values.get((ns, channel, ck.tree["at"].get(channel)))
