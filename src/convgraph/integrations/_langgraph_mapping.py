@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from convgraph.core import codec
+from convgraph.core.cid import CID
+from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.kinds import check_payload
 from convgraph.errors import AdapterError, ConvgraphError
+from convgraph.integrations._langgraph_thread import MESSAGE_ID
+from convgraph.projections.turn import Turn, turn_from
 from convgraph.replica_drafts import Draft
 
 _NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
@@ -45,12 +50,38 @@ def turn_draft(
     else:
         return None  # system and custom-role messages: no turn kind says what they are
     payload["meta"] = {"langchain": dump(message.model_copy(update={"content": ""}))}
+    if isinstance(message.id, str):
+        payload["meta"][MESSAGE_ID] = message.id  # what an edit or removal names
     try:
         check_payload(kind, payload, rooted=True)
         codec.encode(payload)
     except (ConvgraphError, TypeError, ValueError, OverflowError):
         return None  # content DAG-CBOR or the turn schema cannot hold: kept inline instead
     return Draft(kind, payload, branch=branch)
+
+
+@dataclass(frozen=True)
+class _Drafted:
+    """A turn draft standing in for its record, for `turn_from`."""
+
+    cid: CID
+    kind: str
+    payload: dict[str, Any]
+    actor: bytes = b""
+    hlc: Hlc = ZERO
+    branch: str | None = None
+
+
+def state_turns(conv: str, entries: list[Any], messages: list[Any], dump: Callable[[Any], Any]) -> list[Turn]:
+    """The turns a checkpoint's messages make, in the state's order: each as its turn record
+    would hold it now (a message no turn kind holds, such as a system message, is left out)."""
+    turns = []
+    for i, (entry, message) in enumerate(zip(entries, messages, strict=True)):
+        draft = turn_draft(conv, message, None, dump)
+        if draft is not None:
+            op = entry if type(entry) is CID else CID.of_raw(codec.encode([conv, i, draft.payload]))
+            turns.append(turn_from(_Drafted(op, draft.kind, draft.payload)))
+    return turns
 
 
 def bare_message(payload: dict[str, Any]) -> BaseMessage:

@@ -13,7 +13,7 @@ holds exactly what the store held at its last `refresh`, whatever order the reco
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ CHECKPOINT_PATH: Final = "langgraph/checkpoint"
 WRITES_PATH: Final = "langgraph/writes"
 LANGUAGE: Final = "langgraph"
 TURN_KINDS: Final = frozenset({"user_message", "agent_message", "tool_result"})
+MESSAGE_ID: Final = "langchain_id"  # payload meta: the LangChain message id a turn or edit holds
 _CACHED_LISTS: Final = 8  # materialized message lists kept: the tips a run reads and extends
 Listed = tuple[list[Any], list[Any]]  # a messages channel: its delta entries and the messages they load to
 
@@ -68,6 +69,9 @@ class Thread:
     )
     turns: list[CID] = field(default_factory=list)
     retracted: set[CID] = field(default_factory=set)
+    # a LangChain message id -> the record holding its latest version (a turn or a supersession)
+    by_id: dict[str, CID] = field(default_factory=dict)
+    originals: dict[CID, CID] = field(default_factory=dict)  # supersession -> the turn it edits
     lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
 
@@ -81,6 +85,10 @@ class Thread:
         kind, payload = record.kind, record.payload
         if kind in TURN_KINDS:
             self.turns.append(record.cid)
+            self._fold_message_id(record)
+        elif kind == "supersession":
+            self.originals[record.cid] = payload["target"]
+            self._fold_message_id(record)
         elif kind == "retraction":
             self.retracted.add(payload["target"])
             self.tips.clear()
@@ -90,6 +98,12 @@ class Thread:
                 self._fold_checkpoint(record, tree)
             elif payload.get("path", "").startswith(WRITES_PATH):
                 self._fold_writes(record.cid, tree)
+
+    def _fold_message_id(self, record: Record) -> None:
+        meta = record.payload.get("meta")
+        found = meta.get(MESSAGE_ID) if type(meta) is dict else None
+        if type(found) is str:  # anyone's record: check shapes
+            self.by_id[found] = record.cid
 
     def _fold_checkpoint(self, record: Record, tree: dict[str, Any]) -> None:
         ns, parent = tree["ns"], tree.get("parent")
@@ -173,12 +187,15 @@ class Thread:
             delta = self.by_cid[at].tree["messages"][channel]
             chain.append((at, delta))
             at = delta.get("base")
-        loaded = iter(load([e for _, delta in reversed(chain) for e in delta["add"]]))  # one batch
+        loaded = iter(load([e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
         for at, delta in reversed(chain):
-            keep, add = delta["keep"], delta["add"]
-            entries, messages = entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
+            entries, messages = applied(delta, entries, messages, loaded)
             self.remember(at, channel, (entries, messages))
         return entries, messages
+
+    def original(self, cid: CID) -> CID:
+        """The turn a message record stands for: itself, or the turn a supersession edits."""
+        return self.originals.get(cid, cid)
 
     def remember(self, cid: CID, channel: str, listed: Listed) -> None:
         """Keep the materialized list of `channel` at record `cid` (a few, newest used last)."""
@@ -186,3 +203,45 @@ class Thread:
         self.lists.move_to_end((cid, channel))
         while len(self.lists) > _CACHED_LISTS:
             self.lists.popitem(last=False)
+
+
+def spans(plan: list[int | Any]) -> list[Any]:
+    """A messages delta's `spans`: runs of positions into the base list as `[start, stop]`
+    slices, anything else (a new entry) as itself. `plan` holds a base position or an entry
+    per message of the new list."""
+    out: list[Any] = []
+    for item in plan:
+        if type(item) is int:
+            if out and type(out[-1]) is list and out[-1][1] == item:
+                out[-1][1] = item + 1
+                continue
+            out.append([item, item + 1])
+        else:
+            out.append(item)
+    return out
+
+
+def added(delta: dict[str, Any]) -> list[Any]:
+    """The entries a messages delta adds (in order): those not taken from its base."""
+    if "spans" in delta:
+        return [item for item in delta["spans"] if type(item) is not list]
+    return list(delta["add"])  # the first form: the base's first `keep`, then `add`
+
+
+def applied(delta: dict[str, Any], entries: list[Any], messages: list[Any], loaded: Iterator[Any]) -> Listed:
+    """The (entries, messages) a delta makes of its base's, taking the messages of the entries
+    it adds from `loaded`, in order."""
+    if "spans" not in delta:
+        keep, add = delta["keep"], delta["add"]
+        return entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
+    out_entries: list[Any] = []
+    out_messages: list[Any] = []
+    for item in delta["spans"]:
+        if type(item) is list:
+            start, stop = item
+            out_entries += entries[start:stop]
+            out_messages += messages[start:stop]
+        else:
+            out_entries.append(item)
+            out_messages.append(next(loaded))
+    return out_entries, out_messages

@@ -23,6 +23,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain_core.messages import BaseMessage
@@ -41,10 +42,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from convgraph.core.cid import CID
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import conv_id
-from convgraph.errors import AdapterError
+from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations._langgraph_mapping import (
     bare_message,
     config_of,
+    state_turns,
     target,
     text,
     thread_nonce,
@@ -58,8 +60,11 @@ from convgraph.integrations._langgraph_thread import (
     Listed,
     Thread,
     path_of,
+    spans,
     version_key,
 )
+from convgraph.projections.resume import to_provider
+from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica
 from convgraph.replica_drafts import Draft
 
@@ -205,6 +210,32 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                     left -= 1
                 yield self._tuple(thread, thread_id, ck)
 
+    def resume(
+        self, config: RunnableConfig | str, provider: str = "anthropic", *, last: int | None = None,
+        channel: str = "messages",
+    ) -> builtins.list[dict[str, Any]]:
+        """The provider-valid message list of what the graph's state holds at `config`'s
+        checkpoint (a thread id: its latest): exactly the messages LangGraph would send, trimmed
+        or edited as the graph left them, repaired as `Replica.resume` repairs; at least the final
+        `last`, widened back to a user turn with text. System messages are not in it."""
+        if isinstance(config, str):
+            config = config_of(config, "", None)
+        thread_id, ns, checkpoint_id = target(config)
+        with self._lock:
+            conv = self._find(thread_id)
+            thread = None if conv is None else self._thread(conv)
+            ck = None
+            if thread is not None:
+                ck = thread.live(ns, checkpoint_id) if checkpoint_id else thread.latest(ns)
+            if thread is None or ck is None:
+                raise NotFoundError(f"no checkpoint of thread {thread_id[:64]!r} is held here")
+            holder = thread.values.get((ns, channel, ck.tree["at"].get(channel)))
+            if holder is None or channel not in thread.by_cid[holder].tree.get("messages", {}):
+                raise AdapterError(f"channel {channel!r} of thread {thread_id[:64]!r} holds no messages here")
+            entries, messages = thread.messages(holder, channel, self._messages)
+            turns = state_turns(thread.conv, entries, messages, self._dump)
+        return to_provider(window_of(reversed(turns), last).turns, provider)
+
     def _meta(self, ck: Checkpoint) -> CheckpointMetadata:
         found = self._metadata.get(ck.cid)
         if found is None:
@@ -310,9 +341,12 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         self, thread: Thread, channel: str, messages: builtins.list[Any], *, ns: str,
         parent: Checkpoint | None, branch: str | None,
     ) -> tuple[dict[str, Any], Listed] | None:
-        """The delta of a messages channel against the parent's version, with the turns of the
-        messages it adds written, and the channel's (entries, messages); None when the list
-        holds something other than messages."""
+        """The delta of a messages channel against the parent's version, with what it changes
+        written, and the channel's (entries, messages); None when the list holds something other
+        than messages. A message is written once: kept ones are named by position in the parent's
+        list, an edit (same id, other value) supersedes its turn, and a removed turn is retracted."""
+        if not all(isinstance(m, BaseMessage) for m in messages):
+            return None
         base: CID | None = None
         entries: builtins.list[Any] = []
         prior: builtins.list[Any] = []
@@ -321,21 +355,29 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if holder is not None and channel in thread.by_cid[holder].tree.get("messages", {}):
             base = holder
             entries, prior = thread.messages(holder, channel, self._messages)
-        keep = min(len(prior), len(messages))
-        if messages[:keep] != prior[:keep]:  # in C, identity first: the common case is one pass
-            keep = next(i for i in range(keep) if not (prior[i] is messages[i] or prior[i] == messages[i]))
-        added = messages[keep:]
-        if not all(isinstance(m, BaseMessage) for m in added):
-            return None
-        # a subgraph's messages are its parent's, seen again: only the root namespace's are turns
-        drafts = [turn_draft(thread.conv, m, branch, self._dump) if ns == "" else None for m in added]
-        records = iter(self.replica.write_many(thread.conv, [d for d in drafts if d is not None]))
-        new = [next(records).cid if d is not None else self._dump(m)
-               for d, m in zip(drafts, added, strict=True)]
-        delta: dict[str, Any] = {"keep": keep, "add": new}
+        # a subgraph's messages are its parent's, seen again: only the root namespace writes records
+        edits = _Edits(self, thread, branch) if ns == "" else None
+        plan: builtins.list[Any] = []
+        used: set[int] = set()
+        for i, message in enumerate(messages):
+            j = _position(prior, message, i, used)
+            if j is not None and (prior[j] is message or prior[j] == message):
+                plan.append(j)
+            elif edits is None:
+                plan.append(self._dump(message))
+            else:
+                plan.append(edits.entry(message, None if j is None else entries[j]))
+        if edits is not None:
+            named = [entries[e] if type(e) is int else e for e in plan]
+            kept = {e for e in named if type(e) is CID}
+            edits.retract(e for j, e in enumerate(entries) if j not in used and e not in kept)
+            plan = edits.written(plan)
+        delta: dict[str, Any] = {"spans": spans(plan)}
         if base is not None:
             delta["base"] = base
-        return delta, (entries[:keep] + new, prior[:keep] + added)
+        new_entries = [entries[e] if type(e) is int else e for e in plan]
+        new_messages = [prior[e] if type(e) is int else m for e, m in zip(plan, messages, strict=True)]
+        return delta, (new_entries, new_messages)
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
@@ -490,3 +532,83 @@ def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]
     for ck in checkpoints:
         out += [ck.cid, *sorted(thread.write_records(ck.ns, ck.id))]
     return out
+
+
+def _position(prior: list[Any], message: BaseMessage, i: int, used: set[int]) -> int | None:
+    """Where `message` stands in the parent's list: at its own index when equal there (the
+    common case, in C, identity first), else the place of the message with its id; marked used."""
+    j: int | None = None
+    if i < len(prior) and i not in used and (prior[i] is message or prior[i] == message):
+        j = i
+    elif isinstance(message.id, str):
+        j = next((k for k, p in enumerate(prior) if k not in used and p.id == message.id), None)
+    if j is not None:
+        used.add(j)
+    return j
+
+
+class _Edits:
+    """The records one checkpoint's messages delta writes, in one batch: new turns, the
+    supersessions of edited ones, the retractions of removed ones. Entries planned before the
+    batch is written stand as `_Pending` until `written` swaps in their records' CIDs."""
+
+    def __init__(self, saver: ConvgraphSaver, thread: Thread, branch: str | None) -> None:
+        self.saver, self.thread, self.branch = saver, thread, branch
+        self.drafts: list[Draft] = []
+        self.doomed: list[CID] = []
+
+    def entry(self, message: BaseMessage, was: Any) -> Any:
+        """The entry of a message the parent's list does not hold as it is: `was`, the entry of
+        the message with its id there (None: none), is edited; else a message with an id this
+        thread already wrote is named again (when unchanged) or edited; else a new turn."""
+        if was is None and isinstance(message.id, str):
+            held = self.thread.by_id.get(message.id)
+            if held is not None:
+                if self.saver._messages([held])[0] == message:
+                    return held
+                was = held
+        draft = turn_draft(self.thread.conv, message, self.branch, self.saver._dump)
+        if draft is None:  # a message no turn kind holds whole (system, custom role) is kept inline
+            if type(was) is CID:
+                self.doomed.append(was)
+            return self.saver._dump(message)
+        if type(was) is CID:
+            original = self.thread.original(was)
+            if original not in self.thread.retracted and _same_turn(self.saver, original, draft):
+                draft = Draft("supersession", {
+                    "target": original, "content": draft.payload["content"], "reason": "LangGraph edit",
+                    "meta": draft.payload["meta"],
+                }, branch=self.branch)
+            else:  # kind, calls or answered call changed: the old turn goes, a new one comes
+                self.doomed.append(was)
+        self.drafts.append(draft)
+        return _Pending(len(self.drafts) - 1)
+
+    def retract(self, removed: Iterable[Any]) -> None:
+        """Retract the turns behind `removed` entries (inline entries have no record)."""
+        self.doomed += [e for e in removed if type(e) is CID]
+
+    def written(self, plan: list[Any]) -> list[Any]:
+        """Write the batch and return `plan` with each pending entry's record CID."""
+        originals = dict.fromkeys(self.thread.original(c) for c in self.doomed)
+        doomed = [c for c in originals if c not in self.thread.retracted]
+        drafts = self.drafts + [Draft("retraction", {"target": c, "reason": "LangGraph RemoveMessage"},
+                                      branch=self.branch) for c in doomed]
+        if not drafts:
+            return plan
+        records = self.saver.replica.write_many(self.thread.conv, drafts)
+        return [records[e.index].cid if type(e) is _Pending else e for e in plan]
+
+
+@dataclass(frozen=True)
+class _Pending:
+    index: int  # of its draft in the batch
+
+
+def _same_turn(saver: ConvgraphSaver, original: CID, draft: Draft) -> bool:
+    """Whether `draft` differs from turn `original` only in content (so a supersession says it)."""
+    held = saver.replica.get(original)
+    if held.kind != draft.kind:
+        return False
+    fields = ("role", "tool_calls", "tool_use_id", "is_error")
+    return all(held.payload.get(f) == draft.payload.get(f) for f in fields)
