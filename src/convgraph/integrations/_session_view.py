@@ -175,18 +175,21 @@ def move(store: Store, view: View, conv: str, branch: str | None, token: object)
         removed = _retracted(store, pairs, turns, rooted)
         if store.change_token() != token:
             return None
-    ops, frags = list(view.ops), list(view.frags)
-    if removed & set(ops):
+    ops, frags = view.ops, view.frags
+    if removed and not removed.isdisjoint(ops):
         kept = [(o, f) for o, f in zip(ops, frags, strict=True) if o not in removed]
-        ops, frags = [o for o, _ in kept], [f for _, f in kept]
+        ops, frags = tuple(o for o, _ in kept), tuple(f for _, f in kept)
+    new_ops: list[CID] = []
+    new_frags: list[Frag] = []
     for entry in turns:
         if entry.cid in removed:
             continue
         for item in items_of(turn_from(entry), residual_of(entry.payload)):
-            ops.append(entry.cid)
-            frags.append(frag(item))
+            new_ops.append(entry.cid)
+            new_frags.append(frag(item))
     top = turns[-1].order_key if turns else view.top
-    return replace(view, token=token, cursor=now, top=top, ops=tuple(ops), frags=tuple(frags))
+    return replace(view, token=token, cursor=now, top=top, ops=ops + tuple(new_ops),
+                   frags=frags + tuple(new_frags))
 
 
 def _classify(
