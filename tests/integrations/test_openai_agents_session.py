@@ -300,3 +300,20 @@ def test_branch_methods_refuse_what_does_not_map() -> None:
 
 def _no_time(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in t.items() if k != "timestamp"} for t in turns]
+
+
+def test_a_view_moved_twice_from_the_same_state_gives_the_same_items() -> None:
+    """A move that was not kept (a commit landed meanwhile) leaves what it appended in the
+    lists it shares with its source; moving that source again must not read them."""
+    replica = Replica.in_memory()
+    conv = replica.create()
+    replica.say(conv, "user", "one")
+    source = _session_view.build(replica, conv, None, None)
+    replica.say(conv, "assistant", "two")
+    first = _session_view.move(replica.store, source, conv, None, replica.store.change_token())
+    replica.say(conv, "user", "three")
+    again = _session_view.move(replica.store, source, conv, None, replica.store.change_token())
+    assert first is not None and again is not None
+    assert [i["content"] for i in first.items()] == [[{"type": "input_text", "text": "one"}], "two"]
+    assert again.items() == _session_view.build(replica, conv, None, None).items()
+    assert first.items() == [first.items()[0], {"type": "message", "role": "assistant", "content": "two"}]

@@ -51,18 +51,25 @@ class View:
     hidden: frozenset[CID] | None  # rooted: the hidden set read with it (None: rebuild on change)
     top: OrderKey | None  # the last key on the view's own line, of any row
     cut: OrderKey | None  # a branch view: main shows up to here (None: no main part)
-    ops: tuple[CID, ...]  # per item: the turn it comes from
-    frags: tuple[Frag, ...]
+    # per item, the turn it comes from and the item: the view's are the first `length`, and a
+    # later view of the same branch may share the lists, having appended to them (never more)
+    ops: list[CID]
+    frags: list[Frag]
+    length: int
     complete: bool  # the whole history, or only the latest whole turns of it
 
     def holds(self, want: int | None) -> bool:
         """Whether the view answers a read of the latest `want` items (all when None)."""
-        return self.complete or (want is not None and len(self.frags) >= want)
+        return self.complete or (want is not None and self.length >= want)
+
+    def turn_ops(self) -> list[CID]:
+        """Per item, the turn it comes from."""
+        return self.ops[:self.length]
 
     def items(self, limit: int | None = None) -> list[Item]:
         """The latest `limit` items (all when None), fresh objects the caller may change."""
-        n = len(self.frags)
-        frags = self.frags if limit is None or limit >= n else self.frags[n - limit:]
+        n = self.length
+        frags = self.frags[:n] if limit is None or limit >= n else self.frags[n - limit:n]
         if all(type(f) is str for f in frags):
             return list(json.loads("[" + ",".join(frags) + "]"))  # type: ignore[arg-type]
         return [json.loads(f) if isinstance(f, str) else copy.deepcopy(f) for f in frags]
@@ -146,7 +153,7 @@ def build(replica: Replica, conv: str, branch: str | None, last: int | None) -> 
             ops.append(turn.op)
             frags.append(frag(item))
     complete = last is None or len(turns) < last
-    return View(token, cursor, hidden, top[0].key if top else None, cut, tuple(ops), tuple(frags), complete)
+    return View(token, cursor, hidden, top[0].key if top else None, cut, ops, frags, len(ops), complete)
 
 
 def move(store: Store, view: View, conv: str, branch: str | None, token: object) -> View | None:
@@ -175,10 +182,12 @@ def move(store: Store, view: View, conv: str, branch: str | None, token: object)
         removed = _retracted(store, pairs, turns, rooted)
         if store.change_token() != token:
             return None
-    ops, frags = view.ops, view.frags
-    if removed and not removed.isdisjoint(ops):
-        kept = [(o, f) for o, f in zip(ops, frags, strict=True) if o not in removed]
-        ops, frags = tuple(o for o, _ in kept), tuple(f for _, f in kept)
+    ops, frags, n = view.ops, view.frags, view.length
+    if removed and not removed.isdisjoint(ops[:n]):
+        kept = [(o, f) for o, f in zip(ops[:n], frags[:n], strict=True) if o not in removed]
+        ops, frags = [o for o, _ in kept], [f for _, f in kept]
+    elif len(ops) != n:  # a move that was not kept appended to them: theirs no more
+        ops, frags = ops[:n], frags[:n]
     new_ops: list[CID] = []
     new_frags: list[Frag] = []
     for entry in turns:
@@ -188,8 +197,9 @@ def move(store: Store, view: View, conv: str, branch: str | None, token: object)
             new_ops.append(entry.cid)
             new_frags.append(frag(item))
     top = turns[-1].order_key if turns else view.top
-    return replace(view, token=token, cursor=now, top=top, ops=ops + tuple(new_ops),
-                   frags=frags + tuple(new_frags))
+    ops.extend(new_ops)  # under the conversation's lock; readers of `view` read its first n
+    frags.extend(new_frags)
+    return replace(view, token=token, cursor=now, top=top, ops=ops, frags=frags, length=len(ops))
 
 
 def _classify(

@@ -18,8 +18,14 @@ What the turn does not say of an item (its `type`, `id`, `status`, string conten
 the payload's `meta["openai_agents"]`, so `get_items` gives back items equal to those added.
 Turns other writers made (`say`, `record_response`, another device) are read as the
 Responses renderer shows them. `pop_item` writes a retraction and `clear_session` one per
-visible turn: nothing is deleted. Invariant: `get_items(limit=n)` reads O(n) turns, not the
-history, through the turn index.
+visible turn: nothing is deleted.
+
+Every method does its store work in a worker thread, under a lock per conversation, and reads
+come from the items kept as JSON text per conversation and branch (`_session_view`), moved on
+by what arrives. The branch methods are AdvancedSQLiteSession's, on convgraph's own branches:
+a branch forks from main at a record, and shows main up to there and then its own turns.
+Invariant: `get_items` gives the items the transcript of the same records gives, and a first
+`get_items(limit=n)` reads O(n) turns, not the history, through the turn index.
 """
 
 from __future__ import annotations
@@ -154,19 +160,19 @@ class ConvgraphSession:
 
     def _pop(self) -> TResponseInputItem | None:
         view = self._view(self.branch, 1)
-        ops = view.ops
-        if not ops:
+        ops, n = view.ops, view.length
+        if not n:
             return None
-        start = len(ops) - 1  # the latest turn's items are the last ones, together
-        while start > 0 and ops[start - 1] == ops[-1]:
+        start = n - 1  # the latest turn's items are the last ones, together
+        while start > 0 and ops[start - 1] == ops[n - 1]:
             start -= 1
-        items = view.items(len(ops) - start)
-        retraction = Draft("retraction", {"target": ops[-1]})
+        items = view.items(n - start)
+        retraction = Draft("retraction", {"target": ops[n - 1]})
         self.replica.write_many(self.session_id, [retraction, *map(self._draft, items[:-1])])
         return cast(TResponseInputItem, items[-1])
 
     def _clear(self) -> None:
-        ops = dict.fromkeys(self._view(self.branch, None).ops)
+        ops = dict.fromkeys(self._view(self.branch, None).turn_ops())
         if ops:
             self.replica.write_many(self.session_id, [Draft("retraction", {"target": op}) for op in ops])
 
@@ -198,10 +204,11 @@ class ConvgraphSession:
         if not name.strip() or name in taken:
             raise AdapterError(f"branch name {name!r} is empty or taken", what=name)
         before = users[turn_number - 1]
-        on_main = self._on_main(view.ops[:before])  # a branch forks from main: what it added is written again
+        ops = view.turn_ops()
+        on_main = self._on_main(ops[:before])  # a branch forks from main: what it added is written again
         store = self.replica.store
         first = store.first(self.session_id)
-        at = view.ops[on_main - 1] if on_main else first[0] if first else None
+        at = ops[on_main - 1] if on_main else first[0] if first else None
         if at is None:
             raise AdapterError("an empty conversation has nothing to fork from", what=self.session_id)
         again = [self._draft(i, name) for i in items[on_main:before]]
@@ -239,10 +246,11 @@ class ConvgraphSession:
 
     def _turns(self, branch: str | None, preview: int | None) -> list[dict[str, Any]]:
         view, items, users = self._users(branch)
-        metas = self.replica.store.metas([view.ops[i] for i in users])
+        ops = view.turn_ops()
+        metas = self.replica.store.metas([ops[i] for i in users])
         return [{"turn": n, "content": _preview(items[i].get("content", ""), preview),
                  "full_content": items[i].get("content", ""), "can_branch": True,
-                 "timestamp": _timestamp(metas[view.ops[i]].hlc.wall_ms) if view.ops[i] in metas else None}
+                 "timestamp": _timestamp(metas[ops[i]].hlc.wall_ms) if ops[i] in metas else None}
                 for n, i in enumerate(users, 1)]
 
     @staticmethod
