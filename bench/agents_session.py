@@ -18,6 +18,8 @@ side by side and alternating which goes first:
 * **cold**: the first `get_items()` of a session opened afresh on the same file (the OS page
   cache stays warm), convgraph's replica opened afresh too.
 
+Before each pair of timed reads the script runs `gc.collect()`, so a collection that the
+garbage of earlier reads (10k dicts each) owes does not land on one side's clock at random.
 Each figure is the min and median of `--reps` calls in ms; the ratio is convgraph's median over
 SQLiteSession's. The targets (issue 28 §3): `limit=200` at most 1.0x, unlimited at 10k
 at most 1.5x.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import statistics
 import sys
@@ -96,6 +99,7 @@ class Pair:
     ) -> None:
         ours, theirs = ours or self.ours, theirs or self.theirs
         first, second = (theirs, ours) if flip else (ours, theirs)
+        gc.collect()  # a collection the previous reads' garbage owes lands on neither side's clock
         (t1, i1), (t2, i2) = await timed(first, limit), await timed(second, limit)
         if i1 != i2:
             sys.exit(f"{label}: the two sessions returned different items")
