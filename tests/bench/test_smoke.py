@@ -20,6 +20,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 QUICK: dict[str, tuple[str, ...]] = {
+    "agents_session.py": ("--quick",),
     "append.py": ("--smoke", "--json", "{json}", "--tmp", "{tmp}"),
     "artifacts.py": ("--size-mib", "1", "--runs", "1", "--json", "{json}", "--tmp", "{tmp}"),
     "authority.py": ("--smoke", "--json", "{json}"),
