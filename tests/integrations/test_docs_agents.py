@@ -12,10 +12,10 @@ BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 
 
 def test_the_doc_has_an_example_per_adapter() -> None:
-    assert len(BLOCKS) == 2
+    assert len(BLOCKS) == 3
 
 
 @pytest.mark.usefixtures("product_defaults")  # the examples work as shipped
-@pytest.mark.parametrize("code", BLOCKS, ids=["openai-agents", "langchain"])
+@pytest.mark.parametrize("code", BLOCKS, ids=["openai-agents", "openai-agents-branches", "langchain"])
 def test_each_code_block_runs(code: str) -> None:
     exec(compile(code, str(DOC), "exec"), {})

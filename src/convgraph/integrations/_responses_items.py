@@ -1,17 +1,22 @@
-"""Responses API input items (the OpenAI Agents SDK's session items) as turn payloads. Pure.
+"""Responses API input items (the OpenAI Agents SDK's session items) as turn payloads, and the
+items a turn gives back. Pure.
 
 The mapping `ConvgraphSession` stores and `convgraph import-from` reads (see
 integrations/openai_agents.py for the whole of it). Invariant: what a turn does not say of an
-item is kept in the payload's `meta[META_KEY]`, so the item can be given back exactly.
+item is kept in the payload's `meta[META_KEY]`, so `items_of(turn, residual)` gives the item
+back exactly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from convgraph.errors import AdapterError
+from convgraph.projections.message import message_of
+from convgraph.projections.providers import openai_responses
 from convgraph.projections.providers._common import RESPONSES_ITEMS, parse_arguments
-from convgraph.projections.turn import Block, Role
+from convgraph.projections.turn import Block, Role, ToolCall, Turn
 
 META_KEY: Final = "openai_agents"
 """The payload `meta` key holding what a turn does not say of the item it stores."""
@@ -78,3 +83,52 @@ def _blocks(content: str | list[Any]) -> tuple[list[Block], dict[str, Any]]:
         raise AdapterError("content parts are maps with a type", what=content)
     blocks = [{**p, "type": "text"} if p["type"] in TEXT_PARTS else dict(p) for p in content]
     return blocks, {"types": [p["type"] for p in content]}
+
+
+def residual_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """What a turn's payload keeps of the item it stores (None: a turn others wrote)."""
+    meta = payload.get("meta")
+    found = meta.get(META_KEY) if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def items_of(turn: Turn, residual: dict[str, Any] | None) -> list[Item]:
+    """The session items one turn gives back: exactly those stored, for a turn written here."""
+    shape = residual.get("shape") if residual is not None else None
+    if residual is None or shape is None:
+        return openai_responses.to_wire([message_of(turn)])
+    if shape == "whole":
+        return [residual["item"]] if isinstance(residual.get("item"), dict) else []
+    if shape == "block":
+        return [dict(b) for b in turn.content]
+    if shape == "call":
+        return [_call_item(c) for c in turn.tool_calls]
+    default = "output_text" if turn.role is Role.ASSISTANT else "input_text"
+    content = _content(turn.content, residual, default)
+    envelope: Item = residual.get("item") or {}
+    if shape == "output":
+        return [{**envelope, "call_id": turn.tool_use_id, "output": content}]
+    return [{**envelope, "content": content}]
+
+
+def _call_item(call: ToolCall) -> Item:
+    item: Item = {"type": "function_call", "call_id": call.id, "name": call.name,
+                  "arguments": call.arguments()}
+    extra = call.meta.get("item")
+    if isinstance(extra, dict):
+        item.update(extra)
+    if isinstance(call.meta.get("item_id"), str):
+        item["id"] = call.meta["item_id"]
+    return item
+
+
+def _content(blocks: Sequence[Block], residual: dict[str, Any], default: str) -> str | list[Block]:
+    if residual.get("text") and len(blocks) == 1 and blocks[0].get("type") == "text":
+        return str(blocks[0].get("text", ""))
+    if residual.get("text") and not blocks:
+        return ""
+    types = residual.get("types")
+    if not isinstance(types, list) or len(types) != len(blocks):  # content superseded since
+        types = [default] * len(blocks)
+    return [{**b, "type": t if t in TEXT_PARTS else default} if b.get("type") == "text" else dict(b)
+            for b, t in zip(blocks, types, strict=True)]

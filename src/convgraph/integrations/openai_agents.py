@@ -18,36 +18,50 @@ What the turn does not say of an item (its `type`, `id`, `status`, string conten
 the payload's `meta["openai_agents"]`, so `get_items` gives back items equal to those added.
 Turns other writers made (`say`, `record_response`, another device) are read as the
 Responses renderer shows them. `pop_item` writes a retraction and `clear_session` one per
-visible turn: nothing is deleted. Invariant: `get_items(limit=n)` reads O(n) turns, not the
-history, through the turn index.
+visible turn: nothing is deleted.
+
+Every method does its store work in a worker thread, under a lock per conversation, and reads
+come from the items kept as JSON text per conversation and branch (`_session_view`), moved on
+by what arrives. The branch methods are AdvancedSQLiteSession's, on convgraph's own branches:
+a branch forks from main at a record, and shows main up to there and then its own turns.
+Invariant: `get_items` gives the items the transcript of the same records gives, and a first
+`get_items(limit=n)` reads O(n) turns, not the history, through the turn index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from convgraph.core.cid import CID
-from convgraph.core.record import load_trusted
+from convgraph.errors import AdapterError
 from convgraph.integrations._responses_items import KIND as _KIND
 from convgraph.integrations._responses_items import META_KEY, Item
-from convgraph.integrations._responses_items import TEXT_PARTS as _TEXT_PARTS
 from convgraph.integrations._responses_items import turn_payload as _turn_payload
-from convgraph.projections.message import message_of
-from convgraph.projections.providers import openai_responses
-from convgraph.projections.turn import Block, Role, ToolCall, Turn
+from convgraph.integrations._session_view import View, views_of
+from convgraph.projections.index_rows import BranchRow
+from convgraph.projections.state import entry_from_bytes
 from convgraph.replica import Draft, Replica
 
-__all__ = ["META_KEY", "ConvgraphSession"]
+__all__ = ["MAIN_BRANCH", "META_KEY", "ConvgraphSession"]
 
+MAIN_BRANCH: Final = "main"
+"""The name the branch methods give the main line, as AdvancedSQLiteSession does."""
+_T = TypeVar("_T")
+_CURRENT: Final[Any] = object()  # `_draft`'s default: the session's current branch
 
 
 class ConvgraphSession:
     """A `Session` for `agents.Runner` whose items are the turns of conversation `conv` on
-    `replica` (of `branch`, if given). Calls run on the caller's thread: the store is local."""
+    `replica` (of `branch`, if given). Every call does its store work in a worker thread
+    (`asyncio.to_thread`), one at a time per conversation, so the event loop never waits on it."""
 
     def __init__(
         self, replica: Replica, conv: str, *, branch: str | None = None,
@@ -57,6 +71,7 @@ class ConvgraphSession:
         self.session_id = conv
         self.branch = branch
         self.session_settings = session_settings
+        self._views = views_of(replica)
 
     @classmethod
     def new(cls, replica: Replica, title: str | None = None, **kwargs: Any) -> ConvgraphSession:
@@ -68,117 +83,209 @@ class ConvgraphSession:
         limit = resolve_session_limit(limit, self.session_settings)
         if limit == 0:
             return []
-        if limit is None or limit < 0:
-            return cast(list[TResponseInputItem], self._items(self._turns(None)))
-        n = limit
-        while True:  # a turn others wrote may make no item, or several: widen until enough
-            turns = self._turns(n)
-            items = self._items(turns)
-            if len(items) >= limit or len(turns) < n:
-                return cast(list[TResponseInputItem], items[-limit:])
-            n *= 2
+        want = None if limit is None or limit < 0 else limit
+        return await asyncio.to_thread(self._read, self.branch, want)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append `items` as turns, in one transaction."""
         drafts = [self._draft(cast(Item, item)) for item in items]
         if drafts:
-            self.replica.write_many(self.session_id, drafts)
+            await _settled(self._locked, lambda: self.replica.write_many(self.session_id, drafts))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Retract the turn holding the latest item and return that item (None: no items).
 
         A turn others wrote that makes several items is retracted whole and the items
         before the popped one are written again after the retraction, in the same place."""
-        n = 1
-        while True:
-            turns = self._turns(n)
-            for turn in reversed(turns):
-                items = self._items([turn])
-                if items:
-                    retraction = Draft("retraction", {"target": turn.op})
-                    self.replica.write_many(self.session_id, [retraction, *map(self._draft, items[:-1])])
-                    return cast(TResponseInputItem, items[-1])
-            if len(turns) < n:
-                return None
-            n *= 4
+        return await _settled(self._locked, self._pop)
 
     async def clear_session(self) -> None:
         """Retract every visible turn of the session (the records stay, hidden)."""
-        turns = self._turns(None)
-        if turns:
-            self.replica.write_many(self.session_id, [Draft("retraction", {"target": t.op}) for t in turns])
+        await _settled(self._locked, self._clear)
 
     def resume(self, provider: str = "openai-responses", *, last: int | None = None) -> list[dict[str, Any]]:
         """The session as `provider`'s repaired, valid message list (`Replica.resume`)."""
         return self.replica.resume(self.session_id, provider, last=last, branch=self.branch)
 
-    # ------------------------------------------------------------------ reading
+    # ------------------------------------------------------------------ branches
 
-    def _turns(self, last: int | None) -> list[Turn]:
-        if not self.replica.heads(self.session_id):
-            return []
-        return self.replica.transcript(self.session_id, branch=self.branch, last=last)
+    async def create_branch_from_turn(self, turn_number: int, branch_name: str | None = None) -> str:
+        """Fork before user turn `turn_number` (1-based, of the current branch) and switch to the
+        fork: it holds the items before that turn, and what is added next continues it."""
+        return await _settled(self._locked, lambda: self._fork(turn_number, branch_name))
 
-    def _items(self, turns: Sequence[Turn]) -> list[Item]:
-        kept = _residuals(self.replica, [t.op for t in turns])
-        return [item for t in turns for item in _items_of(t, kept.get(t.op))]
+    async def create_branch_from_content(self, search_term: str, branch_name: str | None = None) -> str:
+        """`create_branch_from_turn` at the first user turn containing `search_term`."""
+        found = await self.find_turns_by_content(search_term)
+        if not found:
+            raise AdapterError(f"no user turn contains {search_term!r}", what=search_term)
+        return await self.create_branch_from_turn(found[0]["turn"], branch_name)
 
-    # ------------------------------------------------------------------ writing
+    async def switch_to_branch(self, branch_id: str) -> None:
+        """Read and write branch `branch_id` ("main": the main line) from now on."""
+        name = None if branch_id == MAIN_BRANCH else branch_id
+        if name is not None and not await asyncio.to_thread(self._exists, name):
+            raise AdapterError(f"no branch {branch_id!r} in this session", what=branch_id)
+        self.branch = name
 
-    def _draft(self, item: Item) -> Draft:
+    async def list_branches(self) -> list[dict[str, Any]]:
+        """Every branch: `branch_id`, `message_count`, `user_turns`, `is_current`, `created_at`."""
+        return await asyncio.to_thread(self._locked, self._branches)
+
+    async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The user turns of a branch (the current one when None): `turn`, `content` (a preview),
+        `full_content`, `timestamp`, `can_branch`."""
+        return await asyncio.to_thread(self._locked, lambda: self._turns(self._name(branch_id), 100))
+
+    async def find_turns_by_content(
+        self, search_term: str, branch_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The user turns of a branch whose text contains `search_term` (ASCII case ignored)."""
+        pattern = re.compile(re.escape(search_term), re.IGNORECASE | re.ASCII)
+        turns = await asyncio.to_thread(self._locked, lambda: self._turns(self._name(branch_id), None))
+        return [t for t in turns if any(pattern.search(s) for s in _texts(t["full_content"]))]
+
+    # ------------------------------------------------------------------ in the worker thread
+
+    def _locked(self, work: Callable[[], _T]) -> _T:
+        with self._views.lock(self.session_id):
+            return work()
+
+    def _read(self, branch: str | None, want: int | None) -> list[TResponseInputItem]:
+        view = self._locked(lambda: self._view(branch, want))
+        return cast(list[TResponseInputItem], view.items(want))
+
+    def _view(self, branch: str | None, want: int | None) -> View:
+        return self._views.view(self.replica, self.session_id, branch, want)
+
+    def _pop(self) -> TResponseInputItem | None:
+        view = self._view(self.branch, 1)
+        ops, n = view.ops, view.length
+        if not n:
+            return None
+        start = n - 1  # the latest turn's items are the last ones, together
+        while start > 0 and ops[start - 1] == ops[n - 1]:
+            start -= 1
+        items = view.items(n - start)
+        retraction = Draft("retraction", {"target": ops[n - 1]})
+        self.replica.write_many(self.session_id, [retraction, *map(self._draft, items[:-1])])
+        return cast(TResponseInputItem, items[-1])
+
+    def _clear(self) -> None:
+        ops = dict.fromkeys(self._view(self.branch, None).turn_ops())
+        if ops:
+            self.replica.write_many(self.session_id, [Draft("retraction", {"target": op}) for op in ops])
+
+    def _draft(self, item: Item, branch: str | None = _CURRENT) -> Draft:
         role, payload = _turn_payload(item)
         payload = {"conversation_id": self.session_id, "role": role.value, **payload}
-        return Draft(_KIND[role], payload, branch=self.branch)
+        return Draft(_KIND[role], payload, branch=self.branch if branch is _CURRENT else branch)
+
+    def _name(self, branch_id: str | None) -> str | None:
+        return self.branch if branch_id is None else None if branch_id == MAIN_BRANCH else branch_id
+
+    def _exists(self, name: str) -> bool:
+        return bool(self.replica.store.branch_rows(self.session_id, name))
+
+    def _users(self, branch: str | None) -> tuple[View, list[Item], list[int]]:
+        """The view of `branch`, its items, and the index of each user item (turn n: `[n - 1]`)."""
+        view = self._view(branch, None)
+        items = view.items()
+        return view, items, [i for i, item in enumerate(items) if item.get("role") == "user"]
+
+    def _fork(self, turn_number: int, branch_name: str | None) -> str:
+        view, items, users = self._users(self.branch)
+        if not 1 <= turn_number <= len(users):
+            where = self._shown(self.branch)
+            raise AdapterError(f"turn {turn_number} is not a user turn of branch {where!r} "
+                               f"(it has {len(users)})", what=turn_number)
+        taken = {MAIN_BRANCH, *self._names()}
+        name = branch_name or f"branch_from_turn_{turn_number}_{int(time.time())}"
+        if not name.strip() or name in taken:
+            raise AdapterError(f"branch name {name!r} is empty or taken", what=name)
+        before = users[turn_number - 1]
+        ops = view.turn_ops()
+        on_main = self._on_main(ops[:before])  # a branch forks from main: what it added is written again
+        store = self.replica.store
+        first = store.first(self.session_id)
+        at = ops[on_main - 1] if on_main else first[0] if first else None
+        if at is None:
+            raise AdapterError("an empty conversation has nothing to fork from", what=self.session_id)
+        again = [self._draft(i, name) for i in items[on_main:before]]
+        self.replica.write_many(self.session_id, [Draft("branch", {"name": name, "from": at}), *again])
+        self.branch = name
+        return name
+
+    def _on_main(self, ops: Sequence[CID]) -> int:
+        """How many of `ops` (a view's, in order) lead it on the main line."""
+        if self.branch is None or not ops:
+            return len(ops)
+        found = self.replica.store.get_many(dict.fromkeys(ops))
+        n = 0
+        while n < len(ops) and entry_from_bytes(ops[n], found[ops[n]]).branch is None:
+            n += 1
+        return n
+
+    def _names(self) -> list[str]:
+        rows = self.replica.store.index_rows(self.session_id)
+        return sorted({r.name for r in rows if isinstance(r, BranchRow)})
+
+    def _branches(self) -> list[dict[str, Any]]:
+        store = self.replica.store
+        first = store.first(self.session_id)
+        out = []
+        for name in [None, *self._names()]:
+            _, items, users = self._users(name)
+            if name is None:
+                wall = entry_from_bytes(*first).hlc.wall_ms if first else 0
+            else:
+                wall = min(r.key for r in store.branch_rows(self.session_id, name))[0]
+            out.append({"branch_id": self._shown(name), "message_count": len(items), "user_turns": len(users),
+                        "is_current": name == self.branch, "created_at": _timestamp(wall)})
+        return sorted(out, key=lambda b: b["created_at"])
+
+    def _turns(self, branch: str | None, preview: int | None) -> list[dict[str, Any]]:
+        view, items, users = self._users(branch)
+        ops = view.turn_ops()
+        metas = self.replica.store.metas([ops[i] for i in users])
+        return [{"turn": n, "content": _preview(items[i].get("content", ""), preview),
+                 "full_content": items[i].get("content", ""), "can_branch": True,
+                 "timestamp": _timestamp(metas[ops[i]].hlc.wall_ms) if ops[i] in metas else None}
+                for n, i in enumerate(users, 1)]
+
+    @staticmethod
+    def _shown(branch: str | None) -> str:
+        return MAIN_BRANCH if branch is None else branch
 
 
-def _residuals(replica: Replica, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
-    """Per turn this adapter wrote: its `meta[META_KEY]` (one batch read; compacted: absent)."""
-    found = replica.store.get_many(ops)
-    out: dict[CID, dict[str, Any]] = {}
-    for cid, data in found.items():
-        meta = load_trusted(data, cid).payload.get("meta")
-        if isinstance(meta, dict) and isinstance(meta.get(META_KEY), dict):
-            out[cid] = meta[META_KEY]
-    return out
+async def _settled(run: Callable[[Callable[[], _T]], _T], work: Callable[[], _T]) -> _T:
+    """`run(work)` in a worker thread, waited for even when the caller is cancelled meanwhile
+    (then cancelled after): a write is never left in flight behind the caller's back."""
+    task = asyncio.ensure_future(asyncio.to_thread(run, work))
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        raise cancelled
+    return task.result()
 
 
-def _items_of(turn: Turn, residual: dict[str, Any] | None) -> list[Item]:
-    """The session items one turn gives back: exactly those stored, for a turn written here."""
-    shape = residual.get("shape") if residual is not None else None
-    if residual is None or shape is None:
-        return openai_responses.to_wire([message_of(turn)])
-    if shape == "whole":
-        return [residual["item"]] if isinstance(residual.get("item"), dict) else []
-    if shape == "block":
-        return [dict(b) for b in turn.content]
-    if shape == "call":
-        return [_call_item(c) for c in turn.tool_calls]
-    default = "output_text" if turn.role is Role.ASSISTANT else "input_text"
-    content = _content(turn.content, residual, default)
-    envelope: Item = residual.get("item") or {}
-    if shape == "output":
-        return [{**envelope, "call_id": turn.tool_use_id, "output": content}]
-    return [{**envelope, "content": content}]
+def _timestamp(wall_ms: int) -> str:
+    """As SQLite's CURRENT_TIMESTAMP writes it (UTC), which AdvancedSQLiteSession returns."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wall_ms / 1000))
 
 
-def _call_item(call: ToolCall) -> Item:
-    item: Item = {"type": "function_call", "call_id": call.id, "name": call.name,
-                  "arguments": call.arguments()}
-    extra = call.meta.get("item")
-    if isinstance(extra, dict):
-        item.update(extra)
-    if isinstance(call.meta.get("item_id"), str):
-        item["id"] = call.meta["item_id"]
-    return item
+def _preview(content: Any, length: int | None) -> str:
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return text[:length] + "..." if length is not None and len(text) > length else text
 
 
-def _content(blocks: Sequence[Block], residual: dict[str, Any], default: str) -> str | list[Block]:
-    if residual.get("text") and len(blocks) == 1 and blocks[0].get("type") == "text":
-        return str(blocks[0].get("text", ""))
-    if residual.get("text") and not blocks:
-        return ""
-    types = residual.get("types")
-    if not isinstance(types, list) or len(types) != len(blocks):  # content superseded since
-        types = [default] * len(blocks)
-    return [{**b, "type": t if t in _TEXT_PARTS else default} if b.get("type") == "text" else dict(b)
-            for b, t in zip(blocks, types, strict=True)]
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [str(p.get("text", "")) for p in content if isinstance(p, dict)]
