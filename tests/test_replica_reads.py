@@ -35,6 +35,7 @@ def test_a_reader_folds_each_record_once_across_a_compaction(tmp_path: Path, sto
     folded: list[Entry] = []
     mark, again = _fold(replica, conv, None, folded)
     assert again and [e.kind for e in folded] == ["genesis"]
+    assert replica.arrived(conv).from_snapshot == 0
     genesis = folded[0]
     before = _written(replica, conv, 3, "before")
     mark, again = _fold(replica, conv, mark, folded)
@@ -48,6 +49,7 @@ def test_a_reader_folds_each_record_once_across_a_compaction(tmp_path: Path, sto
     assert replica.store.get(before[0].cid) is None
     mark, again = _fold(replica, conv, mark, folded)
     assert again and folded == [genesis, *before, plain, compacting]  # snapshot, then what is held
+    assert replica.arrived(conv).from_snapshot == 5
     after = _written(replica, conv, 2, "after")
     mark, again = _fold(replica, conv, mark, folded)
     assert not again and folded == [genesis, *before, plain, compacting, *after]

@@ -32,12 +32,14 @@ class Mark:
 
 @dataclass(frozen=True)
 class Arrived:
-    """What `arrived` read: the entries, in order, the mark to pass next, and whether the
-    entries are the conversation from its start (what was folded before is to be dropped)."""
+    """What `arrived` read: the entries, in order, the mark to pass next, whether the entries
+    are the conversation from its start (what was folded before is to be dropped), and how
+    many of the first entries the snapshot gave (their records may have no bytes here)."""
 
     entries: list[Entry]
     mark: Mark
     again: bool
+    from_snapshot: int = 0
 
 
 def snapshot_entries(data: bytes) -> list[Entry]:
@@ -60,7 +62,8 @@ def arrived(store: Store, conv: str, mark: Mark | None) -> Arrived:
     base = snapshot_entries(snap[1]) if snap is not None else []
     seen = {e.cid for e in base}  # records kept as evidence hold their bytes too
     entries = base + [entry_from_bytes(c, d) for c, d in rows if c not in seen]
-    return Arrived(entries, Mark(cursor, None if snap is None else snap[0]), again=True)
+    mark = Mark(cursor, None if snap is None else snap[0])
+    return Arrived(entries, mark, again=True, from_snapshot=len(base))
 
 
 def first(store: Store, conv: str) -> Entry | None:

@@ -88,6 +88,9 @@ class Thread:
     originals: dict[CID, CID] = field(default_factory=dict)  # supersession -> the turn it edits
     lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
+    # the message records the snapshot gave: their bytes may be gone, and the replica's own
+    # fold of the snapshot need not be built to read them
+    compacted_turns: dict[CID, Entry] = field(default_factory=dict)
 
     def refresh(self, replica: Replica) -> None:
         """Fold in what the replica received for this conversation since the last call; after a
@@ -98,6 +101,9 @@ class Thread:
             for f in fields(self):
                 setattr(self, f.name, getattr(empty, f.name))
         self.mark = got.mark
+        for entry in got.entries[:got.from_snapshot]:
+            if entry.kind in TURN_KINDS or entry.kind == "supersession":
+                self.compacted_turns[entry.cid] = entry
         for entry in got.entries:
             self._fold(entry)
 
@@ -192,10 +198,10 @@ class Thread:
         """The records holding the pending writes of one checkpoint."""
         return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
 
-    def messages(self, cid: CID, channel: str, load: Callable[[str, list[Any]], list[Any]]) -> Listed:
+    def messages(self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]]) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
-        following the chain of deltas back to a cached list or the first one; `load(conv, entries)`
-        gives the messages of delta entries."""
+        following the chain of deltas back to a cached list or the first one; `load(thread,
+        entries)` gives the messages of delta entries."""
         chain: list[tuple[CID, dict[str, Any]]] = []
         at: CID | None = cid
         entries: list[Any] = []
@@ -208,7 +214,7 @@ class Thread:
             delta = self.by_cid[at].tree["messages"][channel]
             chain.append((at, delta))
             at = delta.get("base")
-        loaded = iter(load(self.conv, [e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
+        loaded = iter(load(self, [e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
         for at, delta in reversed(chain):
             entries, messages = applied(delta, entries, messages, loaded)
             self.remember(at, channel, (entries, messages))

@@ -283,10 +283,13 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def _load(self, typed: dict[str, Any]) -> Any:
         return self.serde.loads_typed((typed["t"], typed["b"]))
 
-    def _messages(self, conv: str, entries: builtins.list[Any]) -> builtins.list[Any]:
-        """The messages delta entries name: turn records of `conv` (by CID, read in one batch,
-        compacted ones from its snapshot) or messages serialized inline."""
-        held = self.replica.entries(conv, [e for e in entries if type(e) is CID])
+    def _messages(self, thread: Thread, entries: builtins.list[Any]) -> builtins.list[Any]:
+        """The messages delta entries name: turn records of the thread (by CID, read in one
+        batch, compacted ones from its snapshot) or messages serialized inline."""
+        known = thread.compacted_turns
+        cids = [e for e in entries if type(e) is CID]
+        held = {e: known[e] for e in cids if e in known}
+        held.update(self.replica.entries(thread.conv, [e for e in cids if e not in held]))
         return [self._message(e, held) for e in entries]
 
     def _message(self, entry: Any, held: dict[CID, Entry]) -> Any:
@@ -584,7 +587,7 @@ class _Edits:
         if was is None and isinstance(message.id, str):
             held = self.thread.by_id.get(message.id)
             if held is not None:
-                if self.saver._messages(self.thread.conv, [held])[0] == message:
+                if self.saver._messages(self.thread, [held])[0] == message:
                     return held
                 was = held
         draft = turn_draft(self.thread.conv, message, self.branch, self.saver._dump)
