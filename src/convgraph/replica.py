@@ -7,7 +7,8 @@ transaction. Ingest validates every foreign record on its own and reports what h
 to each. The work lives in rooms of its own: authoring in `replica_writes`, ingest and
 adoption in `replica_intake`, the cached folds in `replica_folds`, drafts of turns in
 `replica_drafts`, checkpoint claims in `replica_checkpoints`, re-checking in
-`replica_verify`, witnessed history in `witnessing` and `checkpointing`. Invariant: the
+`replica_verify`, witnessed history in `witnessing` and `checkpointing`, reading records
+compacted or not in `replica_reads`. Invariant: the
 store only ever holds records that passed every ingest rule.
 """
 
@@ -28,6 +29,7 @@ from convgraph import (
     replica_artifacts,
     replica_code,
     replica_home,
+    replica_reads,
     suggestions,
     turn_index,
     witness_policy,
@@ -449,6 +451,26 @@ class Replica:
     def records(self, conv: str, *, last: int | None = None) -> list[Record]:
         """The conversation's records in canonical order (only the final `last` if given)."""
         return [load_trusted(d, c) for c, d in self.store.records(check_text(conv, "conv"), last)]
+
+    def entries(self, conv: str, cids: Iterable[CID]) -> dict[CID, state_.Entry]:
+        """The entry (header fields and payload) of each of `cids`: from its bytes when held (in
+        any conversation), from `conv`'s fold (its snapshot) when compacted; a CID neither holds
+        is left out."""
+        wanted = list(dict.fromkeys(cids))
+        found = {c: state_.entry_from_bytes(c, d) for c, d in self.store.get_many(wanted).items()}
+        if len(found) < len(wanted):
+            folded = self.state(check_text(conv, "conv")).entries
+            found.update({c: folded[c] for c in wanted if c not in found and c in folded})
+        return found
+
+    def arrived(self, conv: str, mark: replica_reads.Mark | None = None) -> replica_reads.Arrived:
+        """The entries of `conv` that arrived after `mark` (None: all), compacted ones included,
+        and the mark to pass next (`replica_reads.arrived`)."""
+        return replica_reads.arrived(self.store, check_text(conv, "conv"), mark)
+
+    def first(self, conv: str) -> state_.Entry | None:
+        """The entry of `conv`'s first record in canonical order, compacted or not."""
+        return replica_reads.first(self.store, check_text(conv, "conv"))
 
     def conversations(self) -> list[str]:
         """Every conversation this replica holds a record of."""

@@ -6,20 +6,23 @@ at path `langgraph/checkpoint[/<ns>]` whose `tree` holds its header, the channel
 that changed (typed bytes) and, per messages channel, a delta against the record holding
 the parent's version (`base`, `keep`, `add`: links to turn records); pending writes as
 `code_snapshot`s at `langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
-those records, in store arrival order, into the indexes the saver reads. Invariant: it
-holds exactly what the store held at its last `refresh`, whatever order the records came in.
+those records into the indexes the saver reads, as `Replica.arrived` gives them: a compacted
+thread's from its snapshot (canonical order), then those held with bytes (arrival order).
+Invariant: it holds exactly what the store held at its last `refresh`, compacted or not,
+whatever order the records came in.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from convgraph.core.cid import CID
-from convgraph.core.record import Record, load_trusted
-from convgraph.store.base import Store
+from convgraph.projections.state import Entry
+from convgraph.replica import Replica
+from convgraph.replica_reads import Mark, snapshot_entries
 
 CHECKPOINT_PATH: Final = "langgraph/checkpoint"
 WRITES_PATH: Final = "langgraph/writes"
@@ -52,12 +55,23 @@ class Checkpoint:
     tree: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Compacted:
+    """What compaction took from a thread: the checkpoint record it was compacted behind, how
+    many records are held as their snapshot entries only, and the LangGraph checkpoints among
+    them as (namespace, id). Every one still reads back whole."""
+
+    checkpoint: CID
+    records: int
+    checkpoints: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class Thread:
     """The fold of one thread's records: checkpoints, channel values, writes, retractions."""
 
     conv: str
-    cursor: int = 0
+    mark: Mark | None = None  # where the last `refresh` left off (None: nothing read yet)
     checkpoints: dict[tuple[str, str], Checkpoint] = field(default_factory=dict)
     by_cid: dict[CID, Checkpoint] = field(default_factory=dict)
     children: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -74,14 +88,26 @@ class Thread:
     originals: dict[CID, CID] = field(default_factory=dict)  # supersession -> the turn it edits
     lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
+    # the message records the snapshot gave: their bytes may be gone, and the replica's own
+    # fold of the snapshot need not be built to read them
+    compacted_turns: dict[CID, Entry] = field(default_factory=dict)
 
-    def refresh(self, store: Store) -> None:
-        """Fold in what the store received for this conversation since the last call."""
-        fresh, self.cursor = store.since(self.cursor, self.conv)
-        for cid, data in fresh:
-            self._fold(load_trusted(data, cid))
+    def refresh(self, replica: Replica) -> None:
+        """Fold in what the replica received for this conversation since the last call; after a
+        compaction or an adoption brought another snapshot, fold the whole thread again."""
+        got = replica.arrived(self.conv, self.mark)
+        if got.again and self.mark is not None:
+            empty = Thread(self.conv)
+            for f in fields(self):
+                setattr(self, f.name, getattr(empty, f.name))
+        self.mark = got.mark
+        for entry in got.entries[:got.from_snapshot]:
+            if entry.kind in TURN_KINDS or entry.kind == "supersession":
+                self.compacted_turns[entry.cid] = entry
+        for entry in got.entries:
+            self._fold(entry)
 
-    def _fold(self, record: Record) -> None:
+    def _fold(self, record: Entry) -> None:
         kind, payload = record.kind, record.payload
         if kind in TURN_KINDS:
             self.turns.append(record.cid)
@@ -99,13 +125,13 @@ class Thread:
             elif payload.get("path", "").startswith(WRITES_PATH):
                 self._fold_writes(record.cid, tree)
 
-    def _fold_message_id(self, record: Record) -> None:
+    def _fold_message_id(self, record: Entry) -> None:
         meta = record.payload.get("meta")
         found = meta.get(MESSAGE_ID) if type(meta) is dict else None
         if type(found) is str:  # anyone's record: check shapes
             self.by_id[found] = record.cid
 
-    def _fold_checkpoint(self, record: Record, tree: dict[str, Any]) -> None:
+    def _fold_checkpoint(self, record: Entry, tree: dict[str, Any]) -> None:
         ns, parent = tree["ns"], tree.get("parent")
         ck = Checkpoint(record.cid, ns, tree["id"], parent, record.branch, tree)
         if (ns, ck.id) not in self.checkpoints and parent is not None:
@@ -172,9 +198,10 @@ class Thread:
         """The records holding the pending writes of one checkpoint."""
         return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
 
-    def messages(self, cid: CID, channel: str, load: Callable[[list[Any]], list[Any]]) -> Listed:
+    def messages(self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]]) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
-        following the chain of deltas back to a cached list or the first one."""
+        following the chain of deltas back to a cached list or the first one; `load(thread,
+        entries)` gives the messages of delta entries."""
         chain: list[tuple[CID, dict[str, Any]]] = []
         at: CID | None = cid
         entries: list[Any] = []
@@ -187,11 +214,22 @@ class Thread:
             delta = self.by_cid[at].tree["messages"][channel]
             chain.append((at, delta))
             at = delta.get("base")
-        loaded = iter(load([e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
+        loaded = iter(load(self, [e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
         for at, delta in reversed(chain):
             entries, messages = applied(delta, entries, messages, loaded)
             self.remember(at, channel, (entries, messages))
         return entries, messages
+
+    def compacted(self, replica: Replica) -> Compacted | None:
+        """What compaction took the bytes of, as of the last `refresh` (None: nothing)."""
+        snap = replica.store.snapshot(self.conv)
+        if snap is None:
+            return None
+        covered = [e.cid for e in snapshot_entries(snap[1])]
+        held = replica.store.get_many(covered)  # evidence keeps its bytes
+        gone = [c for c in covered if c not in held]
+        found = sorted((ck.ns, ck.id) for c in gone if (ck := self.by_cid.get(c)) is not None)
+        return Compacted(snap[0], len(gone), tuple(found))
 
     def original(self, cid: CID) -> CID:
         """The turn a message record stands for: itself, or the turn a supersession edits."""

@@ -9,7 +9,8 @@ token is the view's is answered from it. When the token moved, the records of th
 conversation that arrived since (`Store.since`) move the view on when all they do is append
 turns to its line after its last key and retract turns; anything else (a record landing
 inside what the view shows, a supersession, a merge on its line, a new fork of its branch, a
-changed hidden set) rebuilds it from the transcript. Nothing read inside an open transaction,
+changed hidden set, a checkpoint: an adopted one brings records as a snapshot only) rebuilds it
+from the transcript, compacted turns' items read from the snapshot. Nothing read inside an open transaction,
 or while a commit landed, is kept. Invariant: a view's items equal, in order, those the
 transcript of the same records gives.
 """
@@ -145,7 +146,7 @@ def build(replica: Replica, conv: str, branch: str | None, last: int | None) -> 
         top = store.line(conv, line_of(branch), None, 1)
         cut = fork_cut(store, conv, branch, hidden or frozenset()) if branch is not None else None
         turns = replica.transcript(conv, branch=branch, last=last) if store.heads(conv) else []
-        residuals = _residuals(store, [t.op for t in turns])
+        residuals = _residuals(replica, conv, [t.op for t in turns])
     ops: list[CID] = []
     frags: list[Frag] = []
     for turn in turns:
@@ -221,9 +222,9 @@ def _classify(
                 return None  # lands inside the part of main the branch shows
         elif e.kind == "retraction":
             retractions.append(e)
-        elif e.kind == "supersession" or (e.kind == "branch" and branch is not None
-                                          and e.payload.get("name") == branch):
-            return None
+        elif e.kind in ("supersession", "checkpoint") or (e.kind == "branch" and branch is not None
+                                                          and e.payload.get("name") == branch):
+            return None  # a checkpoint may come with a snapshot whose records `since` never shows
     turns.sort(key=lambda e: e.order_key)
     if turns and view.top is not None and turns[0].order_key <= view.top:
         return None  # a late turn lands inside the line
@@ -265,11 +266,11 @@ def frag(item: Item) -> Frag:
         return copy.deepcopy(item)
 
 
-def _residuals(store: Store, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
-    """Per turn the adapter wrote: its `meta[META_KEY]` (one batch read; compacted: absent)."""
+def _residuals(replica: Replica, conv: str, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
+    """Per turn the adapter wrote: its `meta[META_KEY]` (one batch read; compacted: from the snapshot)."""
     out: dict[CID, dict[str, Any]] = {}
-    for cid, data in store.get_many(ops).items():
-        residual = residual_of(entry_from_bytes(cid, data).payload) if data else None
+    for cid, entry in replica.entries(conv, ops).items():
+        residual = residual_of(entry.payload)
         if residual is not None:
             out[cid] = residual
     return out

@@ -31,7 +31,6 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from convgraph.core.cid import CID
-from convgraph.core.record import load_trusted
 from convgraph.errors import AdapterError
 from convgraph.projections.turn import Block, Role, ToolCall, Turn
 from convgraph.replica import Draft, Replica
@@ -74,7 +73,7 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
         if not self.replica.heads(self.conv):
             return []
         turns = self.replica.transcript(self.conv, branch=self.branch, last=n)
-        kept = _residuals(self.replica, [t.op for t in turns])
+        kept = _residuals(self.replica, self.conv, [t.op for t in turns])
         return messages_from_dict([d for t in turns if (d := _dict_of(t, kept.get(t.op))) is not None])
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -103,11 +102,11 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
         return Draft(_KIND[role], payload, branch=self.branch)
 
 
-def _residuals(replica: Replica, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
-    """Per turn this adapter wrote: its `meta[META_KEY]` (one batch read; compacted: absent)."""
+def _residuals(replica: Replica, conv: str, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
+    """Per turn this adapter wrote: its `meta[META_KEY]` (one batch read; compacted: from the snapshot)."""
     out: dict[CID, dict[str, Any]] = {}
-    for cid, data in replica.store.get_many(ops).items():
-        meta = load_trusted(data, cid).payload.get("meta")
+    for cid, entry in replica.entries(conv, ops).items():
+        meta = entry.payload.get("meta")
         if isinstance(meta, dict) and isinstance(meta.get(META_KEY), dict):
             out[cid] = meta[META_KEY]
     return out

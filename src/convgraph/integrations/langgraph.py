@@ -40,7 +40,6 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from convgraph.core.cid import CID
-from convgraph.core.record import load_trusted
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations._langgraph_mapping import (
@@ -57,6 +56,7 @@ from convgraph.integrations._langgraph_thread import (
     LANGUAGE,
     WRITES_PATH,
     Checkpoint,
+    Compacted,
     Listed,
     Thread,
     path_of,
@@ -64,11 +64,12 @@ from convgraph.integrations._langgraph_thread import (
     version_key,
 )
 from convgraph.projections.resume import to_provider
+from convgraph.projections.state import Entry
 from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica
 from convgraph.replica_drafts import Draft
 
-__all__ = ["ConvgraphSaver"]
+__all__ = ["Compacted", "ConvgraphSaver"]
 
 
 class ConvgraphSaver(BaseCheckpointSaver[str]):
@@ -115,6 +116,23 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         with self._lock:
             return self._find(text(thread_id, "thread_id"))
 
+    def compact(self, thread_id: str) -> CID:
+        """Checkpoint the thread's conversation and drop the bytes of every record it covers
+        (`Replica.checkpoint(conv, compact=True)`); the thread reads back, and goes on, as before.
+        Returns the checkpoint record's CID."""
+        with self._lock:
+            conv = self._find(text(thread_id, "thread_id"))
+            if conv is None:
+                raise NotFoundError(f"no thread {thread_id[:64]!r} is held here")
+            return self.replica.checkpoint(conv, compact=True).cid
+
+    def compacted(self, thread_id: str) -> Compacted | None:
+        """What compaction took the bytes of in `thread_id` (None: nothing, or no such thread):
+        `get_state_history` still lists each of those checkpoints, read from the snapshot."""
+        with self._lock:
+            conv = self._find(text(thread_id, "thread_id"))
+            return None if conv is None else self._thread(conv).compacted(self.replica)
+
     def _find(self, thread_id: str) -> str | None:
         """The conversation of `thread_id` this replica holds: an owner's, else our own."""
         known = self._convs.get(thread_id)
@@ -145,14 +163,14 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         thread = self._threads.get(conv)
         if thread is None:
             thread = self._threads[conv] = Thread(conv)
-        thread.refresh(self.replica.store)
+        thread.refresh(self.replica)
         return thread
 
     def _all_threads(self) -> list[tuple[str, str]]:
         """(thread id, conversation) of every LangGraph thread this replica holds."""
         for conv in self.replica.conversations():
             if conv not in self._scanned:
-                first = next(self.replica.iter_records(conv, page=1), None)
+                first = self.replica.first(conv)  # a compacted thread's from its snapshot
                 meta = first.payload.get("meta") if first is not None and first.kind == "genesis" else None
                 mark = meta.get("langgraph") if type(meta) is dict else None  # anyone's genesis: check shapes
                 found = mark.get("thread_id") if type(mark) is dict else None
@@ -265,17 +283,22 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def _load(self, typed: dict[str, Any]) -> Any:
         return self.serde.loads_typed((typed["t"], typed["b"]))
 
-    def _messages(self, entries: builtins.list[Any]) -> builtins.list[Any]:
-        """The messages delta entries name: turn records (by CID, read in one batch) or
-        messages serialized inline."""
-        held = self.replica.store.get_many([e for e in entries if type(e) is CID])
+    def _messages(self, thread: Thread, entries: builtins.list[Any]) -> builtins.list[Any]:
+        """The messages delta entries name: turn records of the thread (by CID, read in one
+        batch, compacted ones from its snapshot) or messages serialized inline."""
+        known = thread.compacted_turns
+        cids = [e for e in entries if type(e) is CID]
+        held = {e: known[e] for e in cids if e in known}
+        held.update(self.replica.entries(thread.conv, [e for e in cids if e not in held]))
         return [self._message(e, held) for e in entries]
 
-    def _message(self, entry: Any, held: dict[CID, bytes]) -> Any:
+    def _message(self, entry: Any, held: dict[CID, Entry]) -> Any:
         if type(entry) is not CID:
             return self._load(entry)
-        data = held.get(entry)
-        payload = (self.replica.get(entry) if data is None else load_trusted(data, entry)).payload
+        found = held.get(entry)
+        if found is None:
+            raise NotFoundError(f"no record {entry} is held here, with its bytes or in a snapshot", cid=entry)
+        payload = found.payload
         shell = payload.get("meta", {}).get("langchain")
         if shell is None:  # a turn this saver did not write: rebuild it from the turn alone
             return bare_message(payload)
@@ -320,7 +343,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             record = self.replica.write(conv, "code_snapshot", {
                 "path": path_of(CHECKPOINT_PATH, ns), "language": LANGUAGE, "tree": tree,
             }, branch=branch)
-            thread.refresh(self.replica.store)
+            thread.refresh(self.replica)
             for channel, listed in made.items():
                 thread.remember(record.cid, channel, listed)
         return config_of(thread_id, ns, checkpoint["id"])
@@ -405,7 +428,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             self.replica.write(conv, "code_snapshot", {
                 "path": path_of(WRITES_PATH, ns), "language": LANGUAGE, "tree": tree,
             }, branch=None if ck is None else ck.branch)
-            thread.refresh(self.replica.store)
+            thread.refresh(self.replica)
 
     def _dump(self, value: Any) -> dict[str, Any]:
         kind, data = self.serde.dumps_typed(value)
@@ -458,7 +481,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if fresh:
             self.replica.write_many(thread.conv, [Draft("retraction", {"target": c, "reason": reason})
                                                   for c in fresh])
-            thread.refresh(self.replica.store)
+            thread.refresh(self.replica)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Re-record every live checkpoint of the source, with its writes, in the target thread
@@ -478,10 +501,10 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         conv = self._rooted(target_thread_id)
         target = self._thread(conv)
         branch = target.checkpoints[(ck.ns, ck.id)].branch
-        for cid in sorted(source.write_records(ck.ns, ck.id) - source.retracted):
-            payload = self.replica.get(cid).payload
-            self.replica.write(conv, "code_snapshot", payload, branch=branch)
-        target.refresh(self.replica.store)
+        held = self.replica.entries(source.conv, source.write_records(ck.ns, ck.id) - source.retracted)
+        for cid in sorted(held):
+            self.replica.write(conv, "code_snapshot", held[cid].payload, branch=branch)
+        target.refresh(self.replica)
 
     # ------------------------------------------------------------ versions and async twins
 
@@ -564,7 +587,7 @@ class _Edits:
         if was is None and isinstance(message.id, str):
             held = self.thread.by_id.get(message.id)
             if held is not None:
-                if self.saver._messages([held])[0] == message:
+                if self.saver._messages(self.thread, [held])[0] == message:
                     return held
                 was = held
         draft = turn_draft(self.thread.conv, message, self.branch, self.saver._dump)
@@ -574,7 +597,8 @@ class _Edits:
             return self.saver._dump(message)
         if type(was) is CID:
             original = self.thread.original(was)
-            if original not in self.thread.retracted and _same_turn(self.saver, original, draft):
+            conv = self.thread.conv
+            if original not in self.thread.retracted and _same_turn(self.saver, conv, original, draft):
                 draft = Draft("supersession", {
                     "target": original, "content": draft.payload["content"], "reason": "LangGraph edit",
                     "meta": draft.payload["meta"],
@@ -605,10 +629,10 @@ class _Pending:
     index: int  # of its draft in the batch
 
 
-def _same_turn(saver: ConvgraphSaver, original: CID, draft: Draft) -> bool:
+def _same_turn(saver: ConvgraphSaver, conv: str, original: CID, draft: Draft) -> bool:
     """Whether `draft` differs from turn `original` only in content (so a supersession says it)."""
-    held = saver.replica.get(original)
-    if held.kind != draft.kind:
+    held = saver.replica.entries(conv, [original]).get(original)
+    if held is None or held.kind != draft.kind:
         return False
     fields = ("role", "tool_calls", "tool_use_id", "is_error")
     return all(held.payload.get(f) == draft.payload.get(f) for f in fields)

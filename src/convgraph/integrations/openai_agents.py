@@ -47,7 +47,6 @@ from convgraph.integrations._responses_items import META_KEY, Item
 from convgraph.integrations._responses_items import turn_payload as _turn_payload
 from convgraph.integrations._session_view import View, views_of
 from convgraph.projections.index_rows import BranchRow
-from convgraph.projections.state import entry_from_bytes
 from convgraph.replica import Draft, Replica
 
 __all__ = ["MAIN_BRANCH", "META_KEY", "ConvgraphSession"]
@@ -206,9 +205,8 @@ class ConvgraphSession:
         before = users[turn_number - 1]
         ops = view.turn_ops()
         on_main = self._on_main(ops[:before])  # a branch forks from main: what it added is written again
-        store = self.replica.store
-        first = store.first(self.session_id)
-        at = ops[on_main - 1] if on_main else first[0] if first else None
+        first = self.replica.first(self.session_id)  # compacted or not
+        at = ops[on_main - 1] if on_main else first.cid if first else None
         if at is None:
             raise AdapterError("an empty conversation has nothing to fork from", what=self.session_id)
         again = [self._draft(i, name) for i in items[on_main:before]]
@@ -220,9 +218,9 @@ class ConvgraphSession:
         """How many of `ops` (a view's, in order) lead it on the main line."""
         if self.branch is None or not ops:
             return len(ops)
-        found = self.replica.store.get_many(dict.fromkeys(ops))
+        found = self.replica.entries(self.session_id, ops)
         n = 0
-        while n < len(ops) and entry_from_bytes(ops[n], found[ops[n]]).branch is None:
+        while n < len(ops) and found[ops[n]].branch is None:
             n += 1
         return n
 
@@ -232,12 +230,12 @@ class ConvgraphSession:
 
     def _branches(self) -> list[dict[str, Any]]:
         store = self.replica.store
-        first = store.first(self.session_id)
+        first = self.replica.first(self.session_id)
         out = []
         for name in [None, *self._names()]:
             _, items, users = self._users(name)
             if name is None:
-                wall = entry_from_bytes(*first).hlc.wall_ms if first else 0
+                wall = first.hlc.wall_ms if first else 0
             else:
                 wall = min(r.key for r in store.branch_rows(self.session_id, name))[0]
             out.append({"branch_id": self._shown(name), "message_count": len(items), "user_turns": len(users),
