@@ -47,7 +47,8 @@
     ├── NotFoundError               a CID or conversation the replica does not hold
     │   ├── UnknownConversationError  a conversation asked for by name that holds no record
     │   ├── AmbiguousCidError       a short CID that more than one stored CID matches
-    │   └── AmbiguousActorError     a short actor id that more than one known key matches
+    │   ├── AmbiguousActorError     a short actor id that more than one known key matches
+    │   └── AmbiguousConversationError  a short conversation id that more than one held id matches
     ├── NoReplicaError              a directory with no replica where one was expected
     ├── LegacyConversationError     a write into a conversation that has no root of trust
     ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
@@ -713,6 +714,16 @@ class AmbiguousCidError(NotFoundError):
 
 class AmbiguousActorError(NotFoundError):
     """A short actor id that more than one key known to the replica matches; `candidates`
+    lists them (whole ids), so the reader can give more characters."""
+
+    def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.prefix = prefix
+        self.candidates = candidates
+
+
+class AmbiguousConversationError(NotFoundError):
+    """A short conversation id that more than one conversation held here matches; `candidates`
     lists them (whole ids), so the reader can give more characters."""
 
     def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from test_cli import run
 
 import cli_process
-from convgraph import Config, Replica, decode_record, is_rooted
+from convgraph import AmbiguousConversationError, Config, Replica, decode_record, is_rooted
 from convgraph.cli import aliases
 from convgraph.cli.main import cli
 
@@ -193,7 +193,7 @@ def test_conversations_reads_the_genesis_row_and_the_snapshot_once_compacted(tmp
     assert listed(tmp_path)[conv]["title"] == "kept title"  # from the fold of the snapshot
 
 
-def test_conversations_fits_80_columns_with_every_id_whole(tmp_path: Path) -> None:
+def test_conversations_fits_80_columns_with_every_id_short_and_the_title_readable(tmp_path: Path) -> None:
     home = tmp_path / "r"
     run(home, "init")
     convs = [run(home, "new", "a title long enough to need cutting on a narrow screen" * i).stdout.strip()
@@ -201,7 +201,30 @@ def test_conversations_fits_80_columns_with_every_id_whole(tmp_path: Path) -> No
     env = {**os.environ, "CONVGRAPH_HOME": str(home), "COLUMNS": "80"}
     table = cli_process.run(["conversations"], text=True, env=env, timeout=60).stdout
     assert all(len(line) <= 80 for line in table.splitlines()), table
-    assert all(any(conv in line for line in table.splitlines()) for conv in convs), table  # whole, one line
+    assert all(any(aliases.short(conv) in line for line in table.splitlines()) for conv in convs), table
+    assert "a title long enough" in table  # the title keeps room at 80 columns
     listed = json.loads(cli_process.run(["conversations", "--json"], text=True, env=env, timeout=60).stdout)
     assert {c["conv"] for c in listed["conversations"]} == set(convs)
     assert all(c["last_activity"].endswith("Z") for c in listed["conversations"])  # --json: to the ms
+
+
+def test_conversations_prints_short_ids_that_conv_takes_back(tmp_path: Path) -> None:
+    cg(tmp_path, "init")
+    conv = cg(tmp_path, "new", "design review").stdout.strip()
+    table = cg(tmp_path, "conversations").stdout
+    assert aliases.short(conv) in table and conv not in table  # whole ids: --json
+    assert json.loads(cg(tmp_path, "conversations", "--json").stdout)["conversations"][0]["conv"] == conv
+    cg(tmp_path, "say", "--conv", aliases.short(conv), "hello")
+    assert texts(tmp_path, "--conv", conv[:aliases.SHORT_MIN]) == ["hello"]
+    assert cg(tmp_path, "log", "--conv", conv[:aliases.SHORT_MIN - 1], code=2).exit_code == 2  # too short: a name
+
+
+def test_a_short_conversation_id_two_ids_start_with_is_refused_listing_both() -> None:
+    held = ["cg1aaaaaaaa" + "b" * 24, "cg1aaaaaaaa" + "c" * 24, "legacy"]
+    with pytest.raises(AmbiguousConversationError) as refused:
+        aliases.resolve({}, "cg1aaaaa", lambda: held)
+    assert refused.value.candidates == tuple(held[:2])
+    assert aliases.resolve({}, "cg1aaaaaaaab", lambda: held) == held[0]
+    assert aliases.resolve({"cg1aaaaa": held[1]}, "cg1aaaaa", lambda: held) == held[1]  # an alias first
+    assert aliases.resolve({}, "cg1zzzzz", lambda: held) == "cg1zzzzz"  # held by none: a name, as before
+    assert aliases.resolve({}, "legacy", lambda: []) == "legacy"

@@ -2,7 +2,8 @@
 
 `aliases.json` in the replica directory maps each alias to a rooted id (docs/authority.md §2,
 "Titles and aliases"). A `--conv` value resolves as: an alias → its id; a rooted id → itself;
-anything else → the literal name, a legacy conversation. The file is replaced atomically
+the start of exactly one rooted id held here (a short id) → that id; anything else → the
+literal name, a legacy conversation. The file is replaced atomically
 (temporary file, fsync, rename) under an exclusive lock, so a reader sees the old table or the
 new one and two writers never lose each other's change. Invariant: every stored value is a
 rooted id and no alias has the rooted form, so an id always names itself.
@@ -13,20 +14,25 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
-from convgraph.errors import AliasError, InvalidTextError
+from convgraph.errors import AliasError, AmbiguousConversationError, InvalidTextError
 
 ALIASES_FILE: Final = "aliases.json"
 LOCK_FILE: Final = ".aliases.lock"
 DEFAULT: Final = "default"  # the alias `--conv` stands for when it is not given
 MAX_NAME: Final = 200
 ANY: Final = "*"  # a server's access rules read it as every conversation: never a name here
+SHORT_MIN: Final = 8  # `cg1` and 5 characters: a short id shorter than this is taken as a name
+SHORT_CHARS: Final = 12  # a short id as tables print it: `cg1` and 45 bits
+_SHORT: Final = re.compile(rf"cg1[a-z2-7]{{{SHORT_MIN - 3},31}}")  # shorter than a whole id (35)
+_SHOWN: Final = 8
 
 
 def check_name(name: str) -> str:
@@ -44,13 +50,36 @@ def check_name(name: str) -> str:
     return name
 
 
-def resolve(aliases: Mapping[str, str], name: str) -> str:
-    """The conversation `name` stands for: its alias's id, else `name` itself (an id or a legacy name).
-    `*` names none: a server's `--allow` reads it as every conversation."""
+def resolve(aliases: Mapping[str, str], name: str, held: Callable[[], Sequence[str]] | None = None) -> str:
+    """The conversation `name` stands for: its alias's id; else, given the conversations `held`
+    here, one held under that very name or the one rooted id that starts with `name` (a short id,
+    at least `SHORT_MIN` characters, as tables print them; `AmbiguousConversationError` when
+    several do); else `name` itself (an id or a legacy name). `*` names none: a server's
+    `--allow` reads it as every conversation."""
     if name == ANY:
         raise AliasError(f"{ANY!r} is not a conversation name (in `serve --allow` it stands for every "
                          "conversation): give an alias, a conversation id or a legacy name")
-    return aliases.get(name, name)
+    if name in aliases:
+        return aliases[name]
+    if held is None or not _SHORT.fullmatch(name):
+        return name
+    convs = held()
+    if name in convs:
+        return name
+    found = sorted(c for c in convs if is_rooted(c) and c.startswith(name))
+    if len(found) > 1:
+        more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+        shown = ", ".join(found[:_SHOWN]) + more
+        raise AmbiguousConversationError(
+            f"{name} is the start of {len(found)} conversation ids held here ({shown}): give more characters",
+            prefix=name, candidates=tuple(found))
+    return found[0] if found else name
+
+
+def short(conv: str) -> str:
+    """How a table prints a conversation id: a rooted one cut to `SHORT_CHARS`, which `--conv`
+    takes back (`resolve`); a legacy name whole."""
+    return conv[:SHORT_CHARS] if is_rooted(conv) else conv
 
 
 def names_of(aliases: Mapping[str, str], conv: str) -> list[str]:

@@ -101,7 +101,7 @@ def existing(home: Path, replica: Replica, name: str | None) -> str:
     """The conversation `--conv name` stands for (the alias `default` when None), which must
     hold a record here: else `UnknownConversationError` listing the ones that do."""
     table = aliases.load(home)
-    conv = aliases.resolve(table, aliases.DEFAULT if name is None else name)
+    conv = aliases.resolve(table, aliases.DEFAULT if name is None else name, replica.conversations)
     if replica.store.heads(conv):
         return conv
     held = replica.conversations()

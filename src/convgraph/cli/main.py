@@ -93,7 +93,13 @@ def conversation(ctx: click.Context, name: str | None) -> str:
     """The conversation `--conv name` stands for, to read: with no name, the alias `default`,
     or the legacy conversation `default` an older replica wrote when there is no such alias."""
     table = aliases.load(ctx.obj["home"])
-    return aliases.resolve(table, aliases.DEFAULT if name is None else name)
+    return aliases.resolve(table, aliases.DEFAULT if name is None else name, lambda: _held(ctx))
+
+
+def _held(ctx: click.Context) -> list[str]:
+    """The conversations the command's replica holds (read only to resolve a short id)."""
+    with home.opened(ctx) as replica:
+        return replica.conversations()
 
 
 @contextmanager

@@ -54,8 +54,7 @@ class Listed:
         return body
 
 
-_ID_CHARS = 35  # a rooted conversation id: `cg1` and 32 base32 characters
-_BESIDE_TITLE = 7 + _ID_CHARS + 7 + 16 + 10  # the other columns of `conversations` and their padding
+_BESIDE_TITLE = 7 + 12 + 7 + 16 + 10  # the other columns of `conversations` (a short id) and their padding
 
 
 def genesis(state: ConvState) -> Entry | None:
@@ -172,15 +171,16 @@ def _register_listings(cli: click.Group) -> None:
         if as_json:
             _emit({"conversations": [x.to_json(x.conv in table) for x in listed]})
             return
-        # fits 80 columns: the id is never cut or wrapped (it is what --conv takes when there is
-        # no alias), the title gives way, the last activity is to the minute (--json: whole)
+        # fits 80 columns: a rooted id is cut short as --conv takes it back (--json: whole), the
+        # title gives way, the last activity is to the minute
         title = max(4, out.width - _BESIDE_TITLE)
         view = Table(Column("alias", min_width=7, max_width=16, overflow="fold"),
-                     Column("conversation", no_wrap=True, min_width=_ID_CHARS),
+                     Column("conversation", no_wrap=True, min_width=aliases.SHORT_CHARS),
                      Column("title", no_wrap=True, max_width=title, overflow="ellipsis"),
                      Column("records", no_wrap=True), Column("last (UTC)", no_wrap=True), box=None)
         for x in listed:
-            view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), Text(safe_text.line(x.conv)),
+            shown = Text(safe_text.line(aliases.short(x.conv)))
+            view.add_row(Text(safe_text.line(", ".join(x.names)) or "-"), shown,
                          _title(x, shadowed=x.conv in table), str(x.records),
                          when(x.last)[:16] if x.last else "-")
         out.print(view)
