@@ -212,7 +212,8 @@ class ConvgraphStore(BaseStore):
         if drafts:
             with self.replica.transaction():  # the genesis, when this write roots the store, too
                 self.replica.write_many(self._rooted(), drafts)
-        self._refresh()
+        if drafts or touch:
+            self._refresh()
 
     # ------------------------------------------------------------ beyond BaseStore
 
