@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, PutOp
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
@@ -119,13 +119,13 @@ def test_random_operations_answer_as_langgraphs_own_stores(steps: list[tuple[Any
             # stores: newest update first, ties as the table scans them); ours: newest first, no
             # ties. So a page is compared by its size, and the whole answer as a set.
             assert len(got) == len(in_memory) == len(in_sqlite)
-            whole = step[:3] + (10_000, 0, step[5])
+            whole = (*step[:3], 10000, 0, step[5])
             assert sorted(_run(ours, whole)) == sorted(_run(memory, whole)) == sorted(_run(sqlite, whole))
         elif step[0] == "list":
             # InMemoryStore also lists namespaces that hold nothing any more (all deleted, or only
             # read): the SQL store and ours list those holding an item
             assert got == in_sqlite
-            whole = step[:4] + (10_000, 0)
+            whole = (*step[:4], 10000, 0)
             assert set(_run(ours, whole)) <= set(_run(memory, whole))
         else:
             assert got == in_memory == in_sqlite
