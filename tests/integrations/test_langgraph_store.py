@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -31,22 +31,27 @@ labels = st.sampled_from(["a", "b", "c"])
 namespaces = st.lists(labels, min_size=1, max_size=3).map(tuple)
 keys = st.sampled_from(["k1", "k2", "k3"])
 values = st.fixed_dictionaries(
-    {"n": st.integers(0, 4), "s": st.sampled_from(["x", "y"]), "b": st.booleans()},
+    {"n": st.integers(0, 2), "s": st.sampled_from(["x", "y"]), "b": st.booleans()},
     optional={"tags": st.lists(st.sampled_from(["p", "q"]), max_size=2),
               "deep": st.fixed_dictionaries({"v": st.integers(0, 2)})},
 )
 number_ops = st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"])
 filters = st.one_of(
     st.none(),
-    st.dictionaries(st.sampled_from(["n", "s", "b"]), st.none(), min_size=1).flatmap(
+    st.dictionaries(st.sampled_from(["n", "s", "b"]), st.none(), min_size=1, max_size=2).flatmap(
         lambda chosen: st.fixed_dictionaries({
-            field: {"n": st.one_of(st.integers(0, 4), st.dictionaries(number_ops, st.integers(0, 4), min_size=1)),
+            field: {"n": st.one_of(st.integers(0, 2), st.dictionaries(number_ops, st.integers(0, 2), min_size=1, max_size=2)),
                     "s": st.one_of(st.sampled_from(["x", "y"]),
                                    st.dictionaries(st.sampled_from(["$eq", "$ne"]), st.sampled_from(["x", "y"]),
                                                    min_size=1)),
                     "b": st.booleans()}[field]
             for field in chosen})),
 )
+BATTERY = [
+    *({"n": {op: v}} for op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte") for v in range(3)),
+    *({"n": v} for v in range(3)), {"s": "x"}, {"s": {"$ne": "x"}}, {"b": True}, {"b": {"$ne": True}},
+    {"tags": ["p"]},  # a nested map filter: SqliteStore reads its keys as operators, so not here {"n": {"$gte": 1, "$lt": 2}, "s": "y"},
+]
 paths = st.lists(st.one_of(labels, st.just("*")), max_size=2).map(tuple)
 
 puts = st.tuples(st.just("put"), namespaces, keys, values)
@@ -58,7 +63,7 @@ searches = st.tuples(st.just("search"), st.lists(labels, max_size=2).map(tuple),
 lists = st.tuples(st.just("list"), st.one_of(st.none(), paths), st.one_of(st.none(), paths),
                   st.sampled_from([None, 1, 2]), st.sampled_from([1, 3, 100]), st.sampled_from([0, 1]))
 batches = st.tuples(st.just("batch"), st.lists(st.one_of(puts, deletes, gets), min_size=1, max_size=4))
-operations = st.lists(st.one_of(puts, puts, deletes, gets, searches, lists, batches), max_size=25)
+operations = st.lists(st.one_of(puts, puts, deletes, gets, searches, searches, lists, batches), max_size=25)
 
 
 def _sqlite_store() -> SqliteStore:
@@ -108,7 +113,6 @@ def _everything(store: BaseStore) -> list[Any]:
     return sorted(_plain(store.search((), limit=10_000)))
 
 
-@settings(max_examples=40)
 @given(operations)
 def test_random_operations_answer_as_langgraphs_own_stores(steps: list[tuple[Any, ...]]) -> None:
     ours, memory, sqlite = ConvgraphStore(Replica.in_memory()), InMemoryStore(), _sqlite_store()
@@ -130,6 +134,9 @@ def test_random_operations_answer_as_langgraphs_own_stores(steps: list[tuple[Any
         else:
             assert got == in_memory == in_sqlite
     assert _everything(ours) == _everything(memory) == _everything(sqlite)
+    for filter in BATTERY:  # every filter form on whatever the steps left
+        whole = ("search", (), filter, 10_000, 0, None)
+        assert sorted(_run(ours, whole)) == sorted(_run(memory, whole)) == sorted(_run(sqlite, whole))
     assert ours.replica.verify().ok
 
 
@@ -148,13 +155,14 @@ def test_a_search_pages_newest_update_first() -> None:
 
 def test_filters_the_reference_stores_disagree_on_are_pinned() -> None:
     store = ConvgraphStore(Replica.in_memory())
-    store.put(("a",), "with", {"n": 3, "s": "b"})
+    store.put(("a",), "with", {"n": 3, "s": "b", "deep": {"v": 1, "w": 2}})
     store.put(("a",), "without", {"s": "c"})
     keys = lambda f: sorted(i.key for i in store.search(("a",), filter=f))  # noqa: E731
     assert keys({"n": {"$gt": 1}}) == ["with"]  # a missing field is no match (InMemoryStore raises)
     assert keys({"s": {"$gte": "b"}}) == ["with", "without"]  # text compares as text, as in SQL
     assert keys({"n": {"$ne": 3}}) == ["without"]  # as InMemoryStore: a missing field is not 3
     assert keys({"n": {"$gt": "x"}}) == []
+    assert keys({"deep": {"v": 1}}) == ["with"]  # field by field, as InMemoryStore (SqliteStore raises)
     with pytest.raises(AdapterError, match="unsupported filter operator"):
         store.search(("a",), filter={"n": {"$in": [3]}})
 
