@@ -99,9 +99,14 @@ def _float_name(value: float) -> str:
     return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
 
 
+def _dollars_cg(key: Any) -> bool:
+    """Whether `key` is one or more `$` then `cg`: the keys `pack` escapes."""
+    return type(key) is str and len(key) > 2 and key.endswith("cg") and not key[:-2].strip("$")
+
+
 def _escaped(key: Any) -> Any:
-    return "$" + key if type(key) is str and key.endswith("cg") and key[:-2] and not key[:-2].strip("$") else key
+    return "$" + key if _dollars_cg(key) else key
 
 
 def _unescaped(key: Any) -> Any:
-    return key[1:] if type(key) is str and key.endswith("cg") and len(key) > 3 and not key[:-2].strip("$") else key
+    return key[1:] if _dollars_cg(key) and len(key) > 3 else key

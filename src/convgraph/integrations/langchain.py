@@ -31,7 +31,9 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from convgraph.core.cid import CID
+from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError
+from convgraph.integrations._large import loaded, refs_of, slim, stored, too_large
 from convgraph.projections.turn import Block, Role, ToolCall, Turn
 from convgraph.replica import Draft, Replica
 
@@ -74,13 +76,18 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
             return []
         turns = self.replica.transcript(self.conv, branch=self.branch, last=n)
         kept = _residuals(self.replica, self.conv, [t.op for t in turns])
-        return messages_from_dict([d for t in turns if (d := _dict_of(t, kept.get(t.op))) is not None])
+        return messages_from_dict([d for t in turns if (d := self._dict(t, kept.get(t.op))) is not None])
+
+    def _dict(self, turn: Turn, residual: dict[str, Any] | None) -> dict[str, Any] | None:
+        found = _dict_of(turn, residual)
+        return found if residual is None or found is None else loaded(self.replica, found)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append `messages` as turns, in one transaction."""
-        drafts = [self._draft(m) for m in messages]
-        if drafts:
-            self.replica.write_many(self.conv, drafts)
+        """Append `messages` as turns, in one transaction (with the artifacts they name)."""
+        with self.replica.transaction():
+            drafts = [self._draft(m) for m in messages]
+            if drafts:
+                self.replica.write_many(self.conv, drafts)
 
     def clear(self) -> None:
         """Retract every visible turn (the records stay, hidden)."""
@@ -97,9 +104,13 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
     def _draft(self, message: BaseMessage) -> Draft:
         if not isinstance(message, BaseMessage):
             raise AdapterError(f"a chat history holds messages, not {type(message).__name__}", what=message)
-        role, payload = _turn_payload(message_to_dict(message))
+        whole = pack(message_to_dict(message))
+        role, payload = _turn_payload(whole)
         payload = {"conversation_id": self.conv, "role": role.value, **payload}
-        return Draft(_KIND[role], payload, branch=self.branch)
+        if too_large(payload):
+            tag = stored(self.replica, whole)
+            payload = slim(payload, tag, {META_KEY: {"whole": tag}})
+        return Draft(_KIND[role], payload, refs_of(payload), branch=self.branch)
 
 
 def _residuals(replica: Replica, conv: str, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:
