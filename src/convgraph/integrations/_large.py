@@ -47,13 +47,20 @@ def too_large(payload: Any) -> bool:
     return len(codec.encode(payload)) > THRESHOLD
 
 
-def slim(payload: dict[str, Any], tag: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+def note(tag: Any) -> str:
+    """The text a slimmed turn shows in place of its content: what `tag` stored, and where."""
+    if type(tag) is dict and type(tag.get("cid")) is CID:
+        return f"[{tag.get('size')} bytes stored as artifact {tag['cid']}]"
+    return "[content stored with the message in this turn's meta]"
+
+
+def slim(payload: dict[str, Any], text: str, meta: dict[str, Any]) -> dict[str, Any]:
     """A turn payload too large for a record, cut to what the transcript needs to stay well
-    formed (its role, its calls by id and name, the call it answers) with a short text naming
-    the artifact `tag` stands for, and `meta` (which holds the tag)."""
+    formed (its role, its calls by id and name, the call it answers), with `text` for content
+    and `meta`, which holds the value whole or its artifact's tag."""
     keep = ("conversation_id", "role", "tool_use_id", "is_error", "provider")
     out = {k: payload[k] for k in keep if k in payload}
-    out["content"] = [{"type": "text", "text": f"[{tag['size']} bytes stored as artifact {tag['cid']}]"}]
+    out["content"] = [{"type": "text", "text": text}]
     calls = payload.get("tool_calls")
     if calls:
         out["tool_calls"] = [{"id": c["id"], "name": c["name"], "input": {}} for c in calls]

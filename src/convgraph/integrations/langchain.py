@@ -33,7 +33,7 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 from convgraph.core.cid import CID
 from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError
-from convgraph.integrations._large import loaded, refs_of, slim, stored, too_large
+from convgraph.integrations._large import loaded, note, refs_of, slim, stored, too_large
 from convgraph.projections.turn import Block, Role, ToolCall, Turn
 from convgraph.replica import Draft, Replica
 
@@ -109,7 +109,7 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
         payload = {"conversation_id": self.conv, "role": role.value, **payload}
         if too_large(payload):
             tag = stored(self.replica, whole)
-            payload = slim(payload, tag, {META_KEY: {"whole": tag}})
+            payload = slim(payload, note(tag), {META_KEY: {"whole": tag}})
         return Draft(_KIND[role], payload, refs_of(payload), branch=self.branch)
 
 

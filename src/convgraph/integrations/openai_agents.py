@@ -43,7 +43,7 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 from convgraph.core.cid import CID
 from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError
-from convgraph.integrations._large import refs_of, slim, stored, too_large
+from convgraph.integrations._large import note, refs_of, slim, stored, too_large
 from convgraph.integrations._responses_items import KIND as _KIND
 from convgraph.integrations._responses_items import META_KEY, Item
 from convgraph.integrations._responses_items import turn_payload as _turn_payload
@@ -186,7 +186,7 @@ class ConvgraphSession:
         payload = {"conversation_id": self.session_id, "role": role.value, **payload}
         if too_large(payload):
             tag = stored(self.replica, packed)
-            payload = slim(payload, tag, {META_KEY: {"shape": "whole", "item": tag}})
+            payload = slim(payload, note(tag), {META_KEY: {"shape": "whole", "item": tag}})
         branch = self.branch if branch is _CURRENT else branch
         return Draft(_KIND[role], payload, refs_of(payload), branch=branch)
 
