@@ -1,6 +1,7 @@
 """How LangGraph's values map onto convgraph's, for `ConvgraphSaver`: a thread's genesis
 nonce, a LangChain message's turn record (and back), a config's thread, namespace and
-checkpoint. Pure. Invariant: a message becomes a turn only when the turn holds it whole.
+checkpoint. Pure but for `dump`. Invariant: a message becomes a turn only when the turn holds
+it whole: in its fields, or (too large for a record) in its meta as an artifact's tag.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ conversation, and `resume` renders it, repaired, for any provider:
   the system prompt to the model yourself).
 
 The rest of the message (`id`, `name`, metadata, a call without an id …) is kept in payload
-`meta["langchain"]`, so `messages` gives back messages equal to those added. Turns other
+`meta["langchain"]`, so `messages` gives back messages equal to those added. What DAG-CBOR
+cannot hold (NaN, infinities, huge integers) is tagged (`core.tagged`); a message whose turn
+would pass 256 KiB is an artifact the turn names (`_large`), its content there a short note. Turns other
 writers made are read as plain Human / AI / Tool messages. `clear` writes one retraction per
 visible turn: nothing is deleted. Invariant: `messages` after `add_messages(ms)` ends with
 `ms`, equal one for one.

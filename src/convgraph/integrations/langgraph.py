@@ -10,7 +10,9 @@ channel become turn records once each; a checkpoint records only which of its pa
 messages it keeps and which turns it adds, so the store grows with the messages, not with
 messages x steps as `SqliteSaver`'s does. A checkpoint written on a parent that already
 has a child (LangGraph's fork) starts a convgraph branch at the parent's record. Deletes
-write retractions: nothing is erased. The mapping in full: docs/integrations.md.
+write retractions: nothing is erased. Values past 256 KiB are artifacts their records name;
+with an `EncryptedSerializer` messages stay inline, through it. The mapping in full:
+docs/integrations.md.
 Invariant: every read is a fold of the conversation's records, so a thread synced to
 another replica reads back there exactly as here.
 """

@@ -16,6 +16,8 @@ conversation, and `resume` renders it, repaired, for any provider:
 
 What the turn does not say of an item (its `type`, `id`, `status`, string content) is kept in
 the payload's `meta["openai_agents"]`, so `get_items` gives back items equal to those added.
+What DAG-CBOR cannot hold (NaN, infinities, huge integers) is tagged (`core.tagged`); an item
+whose turn would pass 256 KiB is an artifact the turn names (`_large`), its content a note.
 Turns other writers made (`say`, `record_response`, another device) are read as the
 Responses renderer shows them. `pop_item` writes a retraction and `clear_session` one per
 visible turn: nothing is deleted.
