@@ -239,13 +239,21 @@ def test_a_subgraphs_messages_are_not_turns_a_second_time() -> None:
     assert replica.verify().ok
 
 
-def test_a_failed_put_leaves_the_thread_as_it_was() -> None:
+def test_a_failed_put_leaves_the_thread_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     replica = Replica.in_memory()
     saver = ConvgraphSaver(replica)
     graph = _graph(saver)
-    huge = HumanMessage("x" * (2 << 20))  # no record holds 2 MiB: the put fails and rolls back
+    write = replica.write
+
+    def refusing(conv: str, kind: str, payload: dict[str, Any], **kw: Any) -> Any:
+        if kind == "code_snapshot" and payload["path"].startswith("langgraph/checkpoint"):
+            raise SizeLimitError("record too large", limit=1, got=2)  # after the turns were written
+        return write(conv, kind, payload, **kw)
+
+    monkeypatch.setattr(replica, "write", refusing)
     with pytest.raises(SizeLimitError):
-        graph.invoke({"messages": [huge]}, _config("big"))
+        graph.invoke({"messages": [HumanMessage("lost")]}, _config("big"))
+    monkeypatch.undo()
     assert graph.get_state(_config("big")).values == {}  # no checkpoint landed, nor a turn
     conv = saver.conversation("big")  # LangGraph did record the error, as a pending write
     assert conv is not None

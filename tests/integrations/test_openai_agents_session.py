@@ -310,9 +310,9 @@ def test_a_view_moved_twice_from_the_same_state_gives_the_same_items() -> None:
     replica.say(conv, "user", "one")
     source = _session_view.build(replica, conv, None, None)
     replica.say(conv, "assistant", "two")
-    first = _session_view.move(replica.store, source, conv, None, replica.store.change_token())
+    first = _session_view.move(replica, source, conv, None, replica.store.change_token())
     replica.say(conv, "user", "three")
-    again = _session_view.move(replica.store, source, conv, None, replica.store.change_token())
+    again = _session_view.move(replica, source, conv, None, replica.store.change_token())
     assert first is not None and again is not None
     assert [i["content"] for i in first.items()] == [[{"type": "input_text", "text": "one"}], "two"]
     assert again.items() == _session_view.build(replica, conv, None, None).items()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError, ImportSourceError
 from convgraph.importers import writing
 from convgraph.importers.report import ImportReport, Unmapped
@@ -87,7 +88,7 @@ def item_drafts(conv: str, key: str, item: Any) -> tuple[list[writing.Mapped], l
     """The draft of one Responses input item (reported as kept when resume leaves it out), or
     why none can hold it."""
     try:
-        role, payload = turn_payload(item)
+        role, payload = turn_payload(pack(item))  # tagged as ConvgraphSession writes it
     except AdapterError as exc:
         return [], [Unmapped(key, "unreadable_item", str(exc))]
     draft = Draft(KIND[role], {"conversation_id": conv, "role": role.value, **payload})

@@ -1,6 +1,7 @@
 """How LangGraph's values map onto convgraph's, for `ConvgraphSaver`: a thread's genesis
 nonce, a LangChain message's turn record (and back), a config's thread, namespace and
-checkpoint. Pure. Invariant: a message becomes a turn only when the turn holds it whole.
+checkpoint. Pure but for `dump`. Invariant: a message becomes a turn only when the turn holds
+it whole: in its fields, or (too large for a record) in its meta as an artifact's tag.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from convgraph.core import codec
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.kinds import check_payload
+from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError, ConvgraphError
 from convgraph.integrations._langgraph_thread import MESSAGE_ID
+from convgraph.integrations._large import note, refs_of, slim, too_large
 from convgraph.projections.turn import Turn, turn_from
 from convgraph.replica_drafts import Draft
 
 _NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
+WHOLE: Final = "langchain_whole"  # payload meta: the `langchain` shell is the whole message, content too
 
 
 def thread_nonce(thread_id: str) -> bytes:
@@ -31,16 +35,18 @@ def thread_nonce(thread_id: str) -> bytes:
 
 
 def turn_draft(
-    conv: str, message: BaseMessage, branch: str | None, dump: Callable[[Any], Any]
+    conv: str, message: BaseMessage, branch: str | None, dump: Callable[[Any], Any], *, whole: bool = False
 ) -> Draft | None:
-    """The turn record a message becomes, or None when no turn kind can hold it whole."""
-    payload: dict[str, Any] = {"conversation_id": conv, "content": message.content}
+    """The turn record a message becomes, or None when no turn kind can hold it whole. Content
+    and call inputs are tagged (`core.tagged`); a payload over `THRESHOLD` becomes a short turn
+    holding the whole message in its meta (`dump` stores it as an artifact), unless `whole`."""
+    payload: dict[str, Any] = {"conversation_id": conv, "content": pack(message.content)}
     if isinstance(message, HumanMessage):
         kind, payload["role"] = "user_message", "user"
     elif isinstance(message, AIMessage):
         kind, payload["role"] = "agent_message", "assistant"
         if message.tool_calls:
-            payload["tool_calls"] = [{"id": c["id"], "name": c["name"], "input": c["args"]}
+            payload["tool_calls"] = [{"id": c["id"], "name": c["name"], "input": pack(c["args"])}
                                      for c in message.tool_calls]
     elif isinstance(message, ToolMessage):
         kind, payload["role"] = "tool_result", "tool"
@@ -54,10 +60,13 @@ def turn_draft(
         payload["meta"][MESSAGE_ID] = message.id  # what an edit or removal names
     try:
         check_payload(kind, payload, rooted=True)
-        codec.encode(payload)
+        large = not whole and too_large(payload)
     except (ConvgraphError, TypeError, ValueError, OverflowError):
         return None  # content DAG-CBOR or the turn schema cannot hold: kept inline instead
-    return Draft(kind, payload, branch=branch)
+    if large:
+        meta = {**payload["meta"], "langchain": dump(message), WHOLE: True}
+        payload = slim(payload, note(meta["langchain"].get("b")), meta)
+    return Draft(kind, payload, refs_of(payload), branch=branch)
 
 
 @dataclass(frozen=True)
@@ -72,12 +81,13 @@ class _Drafted:
     branch: str | None = None
 
 
-def state_turns(conv: str, entries: list[Any], messages: list[Any], dump: Callable[[Any], Any]) -> list[Turn]:
+def state_turns(conv: str, entries: list[Any], messages: list[Any]) -> list[Turn]:
     """The turns a checkpoint's messages make, in the state's order: each as its turn record
-    would hold it now (a message no turn kind holds, such as a system message, is left out)."""
+    would hold it now, content whole (a message no turn kind holds, such as a system message,
+    is left out)."""
     turns = []
     for i, (entry, message) in enumerate(zip(entries, messages, strict=True)):
-        draft = turn_draft(conv, message, None, dump)
+        draft = turn_draft(conv, message, None, lambda _: {}, whole=True)
         if draft is not None:
             op = entry if type(entry) is CID else CID.of_raw(codec.encode([conv, i, draft.payload]))
             turns.append(turn_from(_Drafted(op, draft.kind, draft.payload)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from convgraph.core.tagged import Fetch, unpack
 from convgraph.errors import AdapterError
 from convgraph.projections.message import message_of
 from convgraph.projections.providers import openai_responses
@@ -92,8 +93,15 @@ def residual_of(payload: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def items_of(turn: Turn, residual: dict[str, Any] | None) -> list[Item]:
-    """The session items one turn gives back: exactly those stored, for a turn written here."""
+def items_of(turn: Turn, residual: dict[str, Any] | None, fetch: Fetch | None = None) -> list[Item]:
+    """The session items one turn gives back: exactly those stored, for a turn written here
+    (its tags undone, `core.tagged`, artifacts read through `fetch`)."""
+    if residual is None:
+        return _items_of(turn, None)
+    return [unpack(item, fetch) for item in _items_of(turn, residual)]
+
+
+def _items_of(turn: Turn, residual: dict[str, Any] | None) -> list[Item]:
     shape = residual.get("shape") if residual is not None else None
     if residual is None or shape is None:
         return openai_responses.to_wire([message_of(turn)])

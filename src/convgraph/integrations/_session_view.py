@@ -101,7 +101,7 @@ class Views:
         with self._guard:
             kept = self._views.get(key)
         if kept is not None and kept.token != token:
-            kept = move(store, kept, conv, branch, token)
+            kept = move(replica, kept, conv, branch, token)
         found = kept if kept is not None and kept.holds(want) else read(replica, conv, branch, want)
         if found.token == store.change_token():
             with self._guard:
@@ -150,15 +150,16 @@ def build(replica: Replica, conv: str, branch: str | None, last: int | None) -> 
     ops: list[CID] = []
     frags: list[Frag] = []
     for turn in turns:
-        for item in items_of(turn, residuals.get(turn.op)):
+        for item in items_of(turn, residuals.get(turn.op), replica.get_artifact):
             ops.append(turn.op)
             frags.append(frag(item))
     complete = last is None or len(turns) < last
     return View(token, cursor, hidden, top[0].key if top else None, cut, ops, frags, len(ops), complete)
 
 
-def move(store: Store, view: View, conv: str, branch: str | None, token: object) -> View | None:
+def move(replica: Replica, view: View, conv: str, branch: str | None, token: object) -> View | None:
     """`view` moved on by what arrived since it was read (None: build it again)."""
+    store = replica.store
     rooted = is_rooted(conv)
     with store.reading():
         hidden = store.hidden(conv) if rooted else frozenset()
@@ -194,7 +195,7 @@ def move(store: Store, view: View, conv: str, branch: str | None, token: object)
     for entry in turns:
         if entry.cid in removed:
             continue
-        for item in items_of(turn_from(entry), residual_of(entry.payload)):
+        for item in items_of(turn_from(entry), residual_of(entry.payload), replica.get_artifact):
             new_ops.append(entry.cid)
             new_frags.append(frag(item))
     top = turns[-1].order_key if turns else view.top

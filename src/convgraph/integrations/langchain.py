@@ -16,7 +16,9 @@ conversation, and `resume` renders it, repaired, for any provider:
   the system prompt to the model yourself).
 
 The rest of the message (`id`, `name`, metadata, a call without an id …) is kept in payload
-`meta["langchain"]`, so `messages` gives back messages equal to those added. Turns other
+`meta["langchain"]`, so `messages` gives back messages equal to those added. What DAG-CBOR
+cannot hold (NaN, infinities, huge integers) is tagged (`core.tagged`); a message whose turn
+would pass 256 KiB is an artifact the turn names (`_large`), its content there a short note. Turns other
 writers made are read as plain Human / AI / Tool messages. `clear` writes one retraction per
 visible turn: nothing is deleted. Invariant: `messages` after `add_messages(ms)` ends with
 `ms`, equal one for one.
@@ -31,7 +33,9 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from convgraph.core.cid import CID
+from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError
+from convgraph.integrations._large import loaded, note, refs_of, slim, stored, too_large
 from convgraph.projections.turn import Block, Role, ToolCall, Turn
 from convgraph.replica import Draft, Replica
 
@@ -74,13 +78,18 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
             return []
         turns = self.replica.transcript(self.conv, branch=self.branch, last=n)
         kept = _residuals(self.replica, self.conv, [t.op for t in turns])
-        return messages_from_dict([d for t in turns if (d := _dict_of(t, kept.get(t.op))) is not None])
+        return messages_from_dict([d for t in turns if (d := self._dict(t, kept.get(t.op))) is not None])
+
+    def _dict(self, turn: Turn, residual: dict[str, Any] | None) -> dict[str, Any] | None:
+        found = _dict_of(turn, residual)
+        return found if residual is None or found is None else loaded(self.replica, found)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append `messages` as turns, in one transaction."""
-        drafts = [self._draft(m) for m in messages]
-        if drafts:
-            self.replica.write_many(self.conv, drafts)
+        """Append `messages` as turns, in one transaction (with the artifacts they name)."""
+        with self.replica.transaction():
+            drafts = [self._draft(m) for m in messages]
+            if drafts:
+                self.replica.write_many(self.conv, drafts)
 
     def clear(self) -> None:
         """Retract every visible turn (the records stay, hidden)."""
@@ -97,9 +106,13 @@ class ConvgraphChatMessageHistory(BaseChatMessageHistory):
     def _draft(self, message: BaseMessage) -> Draft:
         if not isinstance(message, BaseMessage):
             raise AdapterError(f"a chat history holds messages, not {type(message).__name__}", what=message)
-        role, payload = _turn_payload(message_to_dict(message))
+        whole = pack(message_to_dict(message))
+        role, payload = _turn_payload(whole)
         payload = {"conversation_id": self.conv, "role": role.value, **payload}
-        return Draft(_KIND[role], payload, branch=self.branch)
+        if too_large(payload):
+            tag = stored(self.replica, whole)
+            payload = slim(payload, note(tag), {META_KEY: {"whole": tag}})
+        return Draft(_KIND[role], payload, refs_of(payload), branch=self.branch)
 
 
 def _residuals(replica: Replica, conv: str, ops: Sequence[CID]) -> dict[CID, dict[str, Any]]:

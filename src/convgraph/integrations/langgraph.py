@@ -10,7 +10,9 @@ channel become turn records once each; a checkpoint records only which of its pa
 messages it keeps and which turns it adds, so the store grows with the messages, not with
 messages x steps as `SqliteSaver`'s does. A checkpoint written on a parent that already
 has a child (LangGraph's fork) starts a convgraph branch at the parent's record. Deletes
-write retractions: nothing is erased. The mapping in full: docs/integrations.md.
+write retractions: nothing is erased. Values past 256 KiB are artifacts their records name;
+with an `EncryptedSerializer` messages stay inline, through it. The mapping in full:
+docs/integrations.md.
 Invariant: every read is a fold of the conversation's records, so a thread synced to
 another replica reads back there exactly as here.
 """
@@ -38,11 +40,13 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from convgraph.core.cid import CID
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations._langgraph_mapping import (
+    WHOLE,
     bare_message,
     config_of,
     state_turns,
@@ -63,6 +67,7 @@ from convgraph.integrations._langgraph_thread import (
     spans,
     version_key,
 )
+from convgraph.integrations._large import loaded, offloaded_bytes, refs_of
 from convgraph.projections.resume import to_provider
 from convgraph.projections.state import Entry
 from convgraph.projections.transcript import window_of
@@ -89,6 +94,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         self.replica = replica
         self.owners = tuple(owners)
         self.messages_channels = frozenset(messages_channels)
+        # an encrypting serde: messages are kept inline, through it, never as readable turns
+        self.sealed = isinstance(self.serde, EncryptedSerializer)
         self._lock = threading.RLock()
         self._convs: dict[str, str] = {}  # thread id -> conversation
         self._threads: dict[str, Thread] = {}  # conversation -> its fold
@@ -251,7 +258,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             if holder is None or channel not in thread.by_cid[holder].tree.get("messages", {}):
                 raise AdapterError(f"channel {channel!r} of thread {thread_id[:64]!r} holds no messages here")
             entries, messages = thread.messages(holder, channel, self._messages)
-            turns = state_turns(thread.conv, entries, messages, self._dump)
+            turns = state_turns(thread.conv, entries, messages)
         return to_provider(window_of(reversed(turns), last).turns, provider)
 
     def _meta(self, ck: Checkpoint) -> CheckpointMetadata:
@@ -275,13 +282,16 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 values[channel] = self._load(entry)
         checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
         parent = None if ck.parent is None else config_of(thread_id, ck.ns, ck.parent)
-        pending = [(task, channel, self.serde.loads_typed(typed))
+        pending = [(task, channel, self._load({"t": typed[0], "b": typed[1]}))
                    for task, channel, typed in thread.pending(ck.ns, ck.id)]
         metadata = cast(CheckpointMetadata, dict(self._meta(ck)))
         return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, metadata, parent, pending)
 
     def _load(self, typed: dict[str, Any]) -> Any:
-        return self.serde.loads_typed((typed["t"], typed["b"]))
+        data = typed["b"]
+        if type(data) is not bytes:  # stored as an artifact: its tag
+            data = loaded(self.replica, data)
+        return self.serde.loads_typed((typed["t"], data))
 
     def _messages(self, thread: Thread, entries: builtins.list[Any]) -> builtins.list[Any]:
         """The messages delta entries name: turn records of the thread (by CID, read in one
@@ -299,10 +309,13 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if found is None:
             raise NotFoundError(f"no record {entry} is held here, with its bytes or in a snapshot", cid=entry)
         payload = found.payload
-        shell = payload.get("meta", {}).get("langchain")
+        meta = payload.get("meta", {})
+        shell = meta.get("langchain")
         if shell is None:  # a turn this saver did not write: rebuild it from the turn alone
             return bare_message(payload)
-        return self._load(shell).model_copy(update={"content": payload["content"]})
+        if meta.get(WHOLE) is True:  # too large for a record: the message whole, content too
+            return self._load(shell)
+        return self._load(shell).model_copy(update={"content": loaded(self.replica, payload["content"])})
 
     # ------------------------------------------------------------ writes
 
@@ -342,7 +355,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                     tree["values"][channel] = {"v": version_key(version), **typed}
             record = self.replica.write(conv, "code_snapshot", {
                 "path": path_of(CHECKPOINT_PATH, ns), "language": LANGUAGE, "tree": tree,
-            }, branch=branch)
+            }, refs=refs_of(tree), branch=branch)
             thread.refresh(self.replica)
             for channel, listed in made.items():
                 thread.remember(record.cid, channel, listed)
@@ -379,7 +392,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             base = holder
             entries, prior = thread.messages(holder, channel, self._messages)
         # a subgraph's messages are its parent's, seen again: only the root namespace writes records
-        edits = _Edits(self, thread, branch) if ns == "" else None
+        edits = _Edits(self, thread, branch) if ns == "" and not self.sealed else None
         plan: builtins.list[Any] = []
         used: set[int] = set()
         for i, message in enumerate(messages):
@@ -427,12 +440,13 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                     "writes": rows}
             self.replica.write(conv, "code_snapshot", {
                 "path": path_of(WRITES_PATH, ns), "language": LANGUAGE, "tree": tree,
-            }, branch=None if ck is None else ck.branch)
+            }, refs=refs_of(tree), branch=None if ck is None else ck.branch)
             thread.refresh(self.replica)
 
     def _dump(self, value: Any) -> dict[str, Any]:
+        """`value` through the serde, its bytes stored as an artifact past `_large.THRESHOLD`."""
         kind, data = self.serde.dumps_typed(value)
-        return {"t": kind, "b": data}
+        return {"t": kind, "b": offloaded_bytes(self.replica, data)}
 
     # ------------------------------------------------------------ deletes: retractions
 
@@ -503,7 +517,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         branch = target.checkpoints[(ck.ns, ck.id)].branch
         held = self.replica.entries(source.conv, source.write_records(ck.ns, ck.id) - source.retracted)
         for cid in sorted(held):
-            self.replica.write(conv, "code_snapshot", held[cid].payload, branch=branch)
+            self.replica.write(conv, "code_snapshot", held[cid].payload, refs=refs_of(held[cid].payload),
+                               branch=branch)
         target.refresh(self.replica)
 
     # ------------------------------------------------------------ versions and async twins
@@ -602,7 +617,7 @@ class _Edits:
                 draft = Draft("supersession", {
                     "target": original, "content": draft.payload["content"], "reason": "LangGraph edit",
                     "meta": draft.payload["meta"],
-                }, branch=self.branch)
+                }, draft.refs, branch=self.branch)
             else:  # kind, calls or answered call changed: the old turn goes, a new one comes
                 self.doomed.append(was)
         self.drafts.append(draft)

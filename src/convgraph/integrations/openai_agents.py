@@ -16,6 +16,8 @@ conversation, and `resume` renders it, repaired, for any provider:
 
 What the turn does not say of an item (its `type`, `id`, `status`, string content) is kept in
 the payload's `meta["openai_agents"]`, so `get_items` gives back items equal to those added.
+What DAG-CBOR cannot hold (NaN, infinities, huge integers) is tagged (`core.tagged`); an item
+whose turn would pass 256 KiB is an artifact the turn names (`_large`), its content a note.
 Turns other writers made (`say`, `record_response`, another device) are read as the
 Responses renderer shows them. `pop_item` writes a retraction and `clear_session` one per
 visible turn: nothing is deleted.
@@ -41,7 +43,9 @@ from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from convgraph.core.cid import CID
+from convgraph.core.tagged import pack
 from convgraph.errors import AdapterError
+from convgraph.integrations._large import note, refs_of, slim, stored, too_large
 from convgraph.integrations._responses_items import KIND as _KIND
 from convgraph.integrations._responses_items import META_KEY, Item
 from convgraph.integrations._responses_items import turn_payload as _turn_payload
@@ -87,9 +91,8 @@ class ConvgraphSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append `items` as turns, in one transaction."""
-        drafts = [self._draft(cast(Item, item)) for item in items]
-        if drafts:
-            await _settled(self._locked, lambda: self.replica.write_many(self.session_id, drafts))
+        if items:
+            await _settled(self._locked, lambda: self._add(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Retract the turn holding the latest item and return that item (None: no items).
@@ -157,6 +160,10 @@ class ConvgraphSession:
     def _view(self, branch: str | None, want: int | None) -> View:
         return self._views.view(self.replica, self.session_id, branch, want)
 
+    def _add(self, items: list[TResponseInputItem]) -> None:
+        with self.replica.transaction():  # the turns and the artifacts they name land together
+            self.replica.write_many(self.session_id, [self._draft(cast(Item, item)) for item in items])
+
     def _pop(self) -> TResponseInputItem | None:
         view = self._view(self.branch, 1)
         ops, n = view.ops, view.length
@@ -176,9 +183,14 @@ class ConvgraphSession:
             self.replica.write_many(self.session_id, [Draft("retraction", {"target": op}) for op in ops])
 
     def _draft(self, item: Item, branch: str | None = _CURRENT) -> Draft:
-        role, payload = _turn_payload(item)
+        packed = pack(item)
+        role, payload = _turn_payload(packed)
         payload = {"conversation_id": self.session_id, "role": role.value, **payload}
-        return Draft(_KIND[role], payload, branch=self.branch if branch is _CURRENT else branch)
+        if too_large(payload):
+            tag = stored(self.replica, packed)
+            payload = slim(payload, note(tag), {META_KEY: {"shape": "whole", "item": tag}})
+        branch = self.branch if branch is _CURRENT else branch
+        return Draft(_KIND[role], payload, refs_of(payload), branch=branch)
 
     def _name(self, branch_id: str | None) -> str | None:
         return self.branch if branch_id is None else None if branch_id == MAIN_BRANCH else branch_id
