@@ -702,9 +702,9 @@ class UnknownConversationError(NotFoundError):
         self.known = known
 
 
-class AmbiguousCidError(NotFoundError):
-    """A short CID that more than one stored record's CID matches; `candidates` lists them
-    (text form), so the reader can give more characters."""
+class _AmbiguousError(NotFoundError):
+    """A short form (`prefix`) that more than one thing matches; `candidates` lists them whole,
+    so the reader can give more characters."""
 
     def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -712,24 +712,16 @@ class AmbiguousCidError(NotFoundError):
         self.candidates = candidates
 
 
-class AmbiguousActorError(NotFoundError):
-    """A short actor id that more than one key known to the replica matches; `candidates`
-    lists them (whole ids), so the reader can give more characters."""
-
-    def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.prefix = prefix
-        self.candidates = candidates
+class AmbiguousCidError(_AmbiguousError):
+    """A short CID that more than one stored record's CID matches (candidates in text form)."""
 
 
-class AmbiguousConversationError(NotFoundError):
-    """A short conversation id that more than one conversation held here matches; `candidates`
-    lists them (whole ids), so the reader can give more characters."""
+class AmbiguousActorError(_AmbiguousError):
+    """A short actor id that more than one key known to the replica matches (whole ids)."""
 
-    def __init__(self, message: str, *, prefix: str, candidates: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.prefix = prefix
-        self.candidates = candidates
+
+class AmbiguousConversationError(_AmbiguousError):
+    """A short conversation id that more than one conversation held here matches (whole ids)."""
 
 
 class ArtifactError(ConvgraphError):
