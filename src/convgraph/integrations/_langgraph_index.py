@@ -4,12 +4,13 @@ reads no thread that cannot match (docs/integrations.md, "Finding threads").
 
 It is a cache of a fold of the records, never a second truth. Its state is a function of the
 store's arrival stream (`Store.arrivals`), folded incrementally: a genesis names a thread, a
-LangGraph checkpoint record adds a row, a retraction removes the row of its target, and a
-compaction or adoption (a `checkpoint` record) refolds the conversation from its snapshot. A row
-is every checkpoint record not retracted (a superset of what `list` shows: an id put twice keeps
-both), holding a digest of each metadata value normalised so that values Python finds equal
-digest alike; a value with no such normal form is `*` and matches any filter. So the index only
-narrows: the saver confirms every candidate on its loaded metadata.
+LangGraph checkpoint record adds a row (replacing an earlier record of the same namespace and id,
+as the thread's fold does), a retraction removes the row of its target, and a compaction or
+adoption (a `checkpoint` record) refolds the conversation from its snapshot. So a thread's rows
+are the checkpoints `list` shows (a retraction can only name a record it descends from, so it
+never arrives first). Each row holds a digest of each metadata value normalised so that values
+Python finds equal digest alike; a value with no such normal form is `*` and matches any filter.
+So the index only narrows: the saver confirms every candidate on its loaded metadata.
 
 Where the replica has a home, the state is kept there as `langgraph-threads.idx`: a version line,
 this replica's Ed25519 signature over the body, and the body (canonical JSON). A file that is
@@ -184,7 +185,10 @@ class ThreadIndex:
         payload = entry.payload
         if entry.kind == "code_snapshot" and payload.get("language") == LANGUAGE \
                 and payload.get("path", "").startswith(CHECKPOINT_PATH):
-            row.checkpoints[entry.cid] = self._checkpoint(payload["tree"])
+            added = self._checkpoint(payload["tree"])
+            for cid in [c for c, (ns, i, _) in row.checkpoints.items() if (ns, i) == added[:2]]:
+                del row.checkpoints[cid]  # as the thread's fold: a later record of one id replaces it
+            row.checkpoints[entry.cid] = added
         elif entry.kind == "retraction":
             if row.checkpoints.pop(payload["target"], None) is None:
                 return 0
@@ -211,8 +215,8 @@ class ThreadIndex:
     def _refolded(self, conv: str, known: Rows) -> Rows:
         thread = Thread(conv)
         thread.refresh(self.replica)
-        return {c: known.get(c) or self._checkpoint(ck.tree) for c, ck in thread.by_cid.items()
-                if c not in thread.retracted}
+        return {ck.cid: known.get(ck.cid) or self._checkpoint(ck.tree) for ck in thread.checkpoints.values()
+                if ck.cid not in thread.retracted}
 
     def _checkpoint(self, tree: dict[str, Any]) -> tuple[str, str, Digests]:
         try:

@@ -186,16 +186,16 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def threads(
         self, *, owner: bytes | None = None, title: str | None = None, filter: dict[str, Any] | None = None,
     ) -> builtins.list[ThreadInfo]:
-        """The threads this replica holds, by thread id: those `owner` rooted, titled `title`, and
-        with a live checkpoint whose metadata has every `filter` item (each when given). Answered
-        from the thread index; only the threads it names as candidates are read."""
+        """The threads this replica holds with a live checkpoint, by thread id: those `owner`
+        rooted, titled `title`, and with a checkpoint whose metadata has every `filter` item (each
+        when given). Answered from the thread index; only the threads it names for `filter` are read."""
         wanted = filter or {}
         out = []
         with self._lock:
             state = self._index.sync()
             for thread_id, conv, found in candidates(state, wanted):
                 row = state.rows[conv]
-                if row is None or (owner is not None and row.owner != owner) or (
+                if row is None or not row.checkpoints or (owner is not None and row.owner != owner) or (
                         title is not None and row.title != title):
                     continue
                 if wanted and not self._matching(conv, found, wanted):
