@@ -536,8 +536,11 @@ class SqliteStore:
             after = rows[-1][0]
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
+        # a tail walks the ids after the cursor (`+conv`: not the conversation's index); the whole
+        # conversation (cursor 0) is its index's range, not a scan of every record held
+        column = "conv" if cursor == 0 else "+conv"
         rows = self._query(
-            "SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND +conv = ? ORDER BY id",
+            f"SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND {column} = ? ORDER BY id",
             (cursor, conv),
         )
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
