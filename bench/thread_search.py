@@ -177,7 +177,7 @@ def main(argv: builtins.list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=ROOT / "bench" / "out", help="where built replicas are kept")
     p.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args(argv)
-    threads, runs = (300, 3) if args.quick else (args.threads, args.runs)
+    threads, runs = (300, min(3, args.runs)) if args.quick else (args.threads, args.runs)
     where = args.cache / f"thread-search-{threads}"
     home, done = where / "home", where / "built"
     if not done.exists():

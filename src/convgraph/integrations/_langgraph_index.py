@@ -277,9 +277,9 @@ def encode(state: State, serde: str) -> bytes:
     """The canonical JSON body of a state."""
     rows = {conv: None if row is None else [
         row.thread_id, row.title, row.owner.hex(),
-        {str(c): [ns, i, d] for c, (ns, i, d) in row.checkpoints.items()},
+        {c.hex(): [ns, i, d] for c, (ns, i, d) in row.checkpoints.items()},
     ] for conv, row in state.rows.items()}
-    body = {"cursor": state.cursor, "last": None if state.last is None else str(state.last),
+    body = {"cursor": state.cursor, "last": None if state.last is None else state.last.hex(),
             "rows": rows, "serde": serde}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -292,9 +292,9 @@ def decode(body: bytes, serde: str) -> State | None:
     rows: dict[str, Row | None] = {}
     for conv, r in m["rows"].items():
         rows[conv] = None if r is None else Row(r[0], r[1], bytes.fromhex(r[2]), {
-            CID.parse(c): (ns, i, dict(d)) for c, (ns, i, d) in r[3].items()})
+            CID._trusted(bytes.fromhex(c)): (ns, i, d) for c, (ns, i, d) in r[3].items()})  # signed by us
     last = m["last"]
-    return State(int(m["cursor"]), None if last is None else CID.parse(last), rows)
+    return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows)
 
 
 def candidates(state: State, wanted: dict[str, Any]) -> Iterable[tuple[str, str, set[CID]]]:
