@@ -35,6 +35,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "sync.py": ("--smoke", "--cache", "{tmp}", "--json", "{json}", "--tmp", "{tmp}"),
     "sync_artifacts.py": ("--records", "20", "--artifacts", "3", "--json", "{json}"),
     "system_prompt.py": ("200",),
+    "thread_search.py": ("--quick", "--runs", "1", "--cache", "{tmp}", "--json", "{json}"),
     "views.py": ("--smoke", "--json", "{json}"),
     "witness.py": ("--base", "50", "--step", "50", "--runs", "1", "--tmp", "{tmp}"),
 }

@@ -45,6 +45,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from convgraph.core.cid import CID
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
+from convgraph.integrations._langgraph_index import ThreadIndex, candidates
 from convgraph.integrations._langgraph_mapping import (
     WHOLE,
     bare_message,
@@ -74,7 +75,17 @@ from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica
 from convgraph.replica_drafts import Draft
 
-__all__ = ["Compacted", "ConvgraphSaver"]
+__all__ = ["Compacted", "ConvgraphSaver", "ThreadInfo"]
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One LangGraph thread this replica holds: its id, conversation, title and owner's key."""
+
+    thread_id: str
+    conversation: str
+    title: str | None
+    owner: bytes
 
 
 class ConvgraphSaver(BaseCheckpointSaver[str]):
@@ -99,8 +110,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         self._lock = threading.RLock()
         self._convs: dict[str, str] = {}  # thread id -> conversation
         self._threads: dict[str, Thread] = {}  # conversation -> its fold
-        self._scanned: dict[str, str | None] = {}  # conversation -> thread id, or None: not one
         self._metadata: dict[CID, CheckpointMetadata] = {}
+        serde_name = f"{type(self.serde).__module__}.{type(self.serde).__qualname__}"
+        self._index = ThreadIndex(replica, self._load, serde_name, home=replica.home)  # "Finding threads"
 
     # ------------------------------------------------------------ threads
 
@@ -116,6 +128,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 self._convs.clear()
                 self._threads.clear()
                 self._metadata.clear()
+                self._index.forget()
                 raise
 
     def conversation(self, thread_id: str) -> str | None:
@@ -175,14 +188,43 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     def _all_threads(self) -> list[tuple[str, str]]:
         """(thread id, conversation) of every LangGraph thread this replica holds."""
-        for conv in self.replica.conversations():
-            if conv not in self._scanned:
-                first = self.replica.first(conv)  # a compacted thread's from its snapshot
-                meta = first.payload.get("meta") if first is not None and first.kind == "genesis" else None
-                mark = meta.get("langgraph") if type(meta) is dict else None  # anyone's genesis: check shapes
-                found = mark.get("thread_id") if type(mark) is dict else None
-                self._scanned[conv] = found if type(found) is str else None
-        return sorted((t, c) for c, t in self._scanned.items() if t is not None)
+        return [(t, c) for t, c, _ in candidates(self._index.sync(), {})]
+
+    def threads(
+        self, *, owner: bytes | None = None, title: str | None = None, filter: dict[str, Any] | None = None,
+    ) -> builtins.list[ThreadInfo]:
+        """The threads this replica holds with a live checkpoint, by thread id: those `owner`
+        rooted, titled `title`, and with a checkpoint whose metadata has every `filter` item (each
+        when given). Answered from the thread index; only the threads it names for `filter` are read."""
+        wanted = filter or {}
+        out = []
+        with self._lock:
+            state = self._index.sync()
+            for thread_id, conv, found in candidates(state, wanted):
+                row = state.rows[conv]
+                if row is None or not row.checkpoints or (owner is not None and row.owner != owner) or (
+                        title is not None and row.title != title):
+                    continue
+                if wanted and not self._matching(conv, found, wanted):
+                    continue
+                out.append(ThreadInfo(thread_id, conv, row.title, row.owner))
+        return out
+
+    def _matching(self, conv: str, found: set[CID], wanted: dict[str, Any]) -> builtins.list[Checkpoint]:
+        """The live checkpoints among `found` whose loaded metadata has every `wanted` item."""
+        thread = self._thread(conv)
+        return [ck for ck in thread.listed(None) if ck.cid in found
+                and not any(self._meta(ck).get(k) != v for k, v in wanted.items())]
+
+    def check_index(self) -> builtins.list[str]:
+        """How the thread index differs from a rebuild from the records (empty: it does not)."""
+        with self._lock:
+            return self._index.check()
+
+    def rebuild_index(self) -> None:
+        """Rebuild the thread index from the records (and its file, where the replica has a home)."""
+        with self._lock:
+            self._index.rebuild()
 
     # ------------------------------------------------------------ reads
 
@@ -215,16 +257,17 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if conf.get("thread_id") is not None:
             thread_id = text(str(conf["thread_id"]), "thread_id")
             conv = self._find(thread_id)
-            threads = [] if conv is None else [(thread_id, conv)]
-        else:
-            threads = self._all_threads()
+            threads: Iterable[tuple[str, str, set[CID] | None]] = [(thread_id, conv, None)] if conv else []
+        else:  # the thread index names the checkpoints that may match: only their threads are read
+            threads = candidates(self._index.sync(), wanted)
         ns, only = conf.get("checkpoint_ns"), conf.get("checkpoint_id")
         cutoff = (before or {}).get("configurable", {}).get("checkpoint_id")
         left = limit
-        for thread_id, conv in threads:
+        for thread_id, conv, found in threads:
             thread = self._thread(conv)
             for ck in thread.listed(ns):
-                if (only and ck.id != only) or (cutoff and ck.id >= cutoff):
+                if (found is not None and ck.cid not in found) or (only and ck.id != only) or (
+                        cutoff and ck.id >= cutoff):
                     continue
                 metadata = self._meta(ck)
                 if any(metadata.get(k) != v for k, v in wanted.items()):
@@ -467,9 +510,15 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if not wanted:
             return
         with self._writing():
-            for _, conv in self._all_threads():
+            state = self._index.sync()
+            found: dict[str, set[CID]] = {}  # the threads the index names for any of the runs
+            for run_id in wanted:
+                for _, conv, cids in candidates(state, {"run_id": run_id}):
+                    found.setdefault(conv, set()).update(cids)
+            for conv, cids in sorted(found.items()):
                 thread = self._thread(conv)
-                doomed = [ck for ck in thread.listed(None) if self._meta(ck).get("run_id") in wanted]
+                doomed = [ck for ck in thread.listed(None)
+                          if ck.cid in cids and self._meta(ck).get("run_id") in wanted]
                 self._retract(thread, _with_writes(thread, doomed), "LangGraph delete_for_runs")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

@@ -536,12 +536,20 @@ class SqliteStore:
             after = rows[-1][0]
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
-        rows = self._query(
-            "SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND +conv = ? ORDER BY id",
-            (cursor, conv),
-        )
+        # a tail walks the ids after the cursor (`+conv`: not the conversation's index); the whole
+        # conversation (cursor 0) is its index's range, not a scan of every record held
+        column = "conv" if cursor == 0 else "+conv"
+        writing = self.in_transaction()
+        with self.reading():  # the rows and the newest id of one snapshot
+            rows = self._query(
+                f"SELECT id, cid, CAST(data AS BLOB) FROM records WHERE id > ? AND {column} = ? ORDER BY id",
+                (cursor, conv),
+            )
+            # outside a transaction, the store's newest id: the next tail starts there, not at this
+            # conversation's last record (inside one, ids may yet roll back and be drawn again)
+            top = 0 if writing else self.cursor()
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
-        return found, rows[-1][0] if rows else cursor
+        return found, max(rows[-1][0] if rows else cursor, top)
 
     def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
         rows = self._query("SELECT id, conv, cid, data FROM records WHERE id > ? ORDER BY id LIMIT ?",
