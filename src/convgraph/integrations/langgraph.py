@@ -438,8 +438,12 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         edits = _Edits(self, thread, branch) if ns == "" and not self.sealed else None
         plan: builtins.list[Any] = []
         used: set[int] = set()
+        by_id: dict[str, builtins.list[int]] = {}  # a message id -> its places in the parent's list
+        for k, held in enumerate(prior):
+            if isinstance(held.id, str):
+                by_id.setdefault(held.id, []).append(k)
         for i, message in enumerate(messages):
-            j = _position(prior, message, i, used)
+            j = _position(prior, message, i, used, by_id)
             if j is not None and (prior[j] is message or prior[j] == message):
                 plan.append(j)
             elif edits is None:
@@ -621,14 +625,17 @@ def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]
     return out
 
 
-def _position(prior: list[Any], message: BaseMessage, i: int, used: set[int]) -> int | None:
+def _position(
+    prior: list[Any], message: BaseMessage, i: int, used: set[int], by_id: dict[str, list[int]]
+) -> int | None:
     """Where `message` stands in the parent's list: at its own index when equal there (the
-    common case, in C, identity first), else the place of the message with its id; marked used."""
+    common case, in C, identity first), else the first unused place of the message with its id
+    (`by_id`, so a trim that shifts every message costs one look-up each); marked used."""
     j: int | None = None
     if i < len(prior) and i not in used and (prior[i] is message or prior[i] == message):
         j = i
     elif isinstance(message.id, str):
-        j = next((k for k, p in enumerate(prior) if k not in used and p.id == message.id), None)
+        j = next((k for k in by_id.get(message.id, ()) if k not in used), None)
     if j is not None:
         used.add(j)
     return j
