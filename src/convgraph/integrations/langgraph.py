@@ -45,6 +45,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from convgraph.core.cid import CID
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
+from convgraph.integrations._langgraph_forks import Fork, ForkLine
+from convgraph.integrations._langgraph_forks import forks as fork_points
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
 from convgraph.integrations._langgraph_mapping import (
     WHOLE,
@@ -75,7 +77,7 @@ from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica
 from convgraph.replica_drafts import Draft
 
-__all__ = ["Compacted", "ConvgraphSaver", "ThreadInfo"]
+__all__ = ["Compacted", "ConvgraphSaver", "Fork", "ForkLine", "ThreadInfo"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,17 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         with self._lock:
             conv = self._find(text(thread_id, "thread_id"))
             return None if conv is None else self._thread(conv).compacted(self.replica)
+
+    def forks(self, thread_id: str, *, ns: str = "") -> builtins.list[Fork]:
+        """Where the thread forks in namespace `ns`: each checkpoint with more than one live child,
+        from time travel, or from two writers (`Fork.concurrent` when two replicas each continued
+        the thread before syncing). The head is the newest checkpoint; the other lines stay."""
+        with self._lock:
+            conv = self._find(text(thread_id, "thread_id"))
+            if conv is None:
+                return []
+            thread = self._thread(conv)
+            return fork_points(thread.listed(ns), thread.latest(ns))
 
     def _find(self, thread_id: str) -> str | None:
         """The conversation of `thread_id` this replica holds: an owner's, else our own."""
