@@ -296,3 +296,26 @@ def test_a_cache_smaller_than_the_window_changes_nothing(make: Callable[[int, Ma
     for _ in range(3):
         assert index.resume_window("c", last=7) == resume_window(r.visible("c"), last=7)
         assert index.transcript("c") == transcript(r.visible("c"))
+
+
+@pytest.mark.parametrize("non_user", [8, 9, 10, 40])
+def test_a_small_window_pages_back_past_many_non_user_turns(
+    make: Callable[[int, ManualClock], Replica], non_user: int,
+) -> None:
+    """`resume(last=1)` reads a first index page of `last + 8` rows: with more non-user turns
+    than that after the user's, the window must go on to the next page, not give up."""
+    clock = ManualClock(T0)
+    replica = make(1, clock)
+    conv = replica.create("long")
+    replica.say(conv, "user", "the question")
+    for i in range(non_user):
+        clock.advance(1)
+        replica.say(conv, "assistant", f"part {i}")
+    whole = replica.transcript(conv)
+    for last in (1, 2, 5):
+        window = replica.resume_window(conv, last=last)
+        assert window.turns[0].text == "the question" and window.turns[-1].text == f"part {non_user - 1}"
+        assert [t.text for t in window.turns] == [t.text for t in whole]  # widened back to the user turn
+        sent = replica.resume(conv, "anthropic", last=last)
+        assert sent[0]["role"] == "user" and "the question" in str(sent[0]["content"])
+        assert replica.transcript(conv, last=last) == whole[-last:]
