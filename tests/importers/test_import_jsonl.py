@@ -236,3 +236,24 @@ def test_two_logs_of_one_name_never_pass_for_each_other_and_reformatting_changes
     first.write_text('{ "text" : "one",   "speaker" : "ann" }\n', "utf-8")
     assert import_jsonl(replica, first, into=report.conv).imported == 0
     assert [t.text for t in replica.transcript(report.conv)] == ["one", "two"]
+
+
+def test_an_anthropic_tool_result_keeps_is_error(tmp_path: Path) -> None:
+    failed = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {"city": "Bergen"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "no such city", "is_error": True},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "rain", "is_error": False}]},
+        {"role": "assistant", "content": "Rain in Bergen."},
+    ]
+    replica = Replica.in_memory()
+    report = import_jsonl(replica, _lines(tmp_path / "failed.jsonl", failed))
+    results = [r.payload for r in replica.iter_records(report.conv) if r.kind == "tool_result"]
+    assert [(p["tool_use_id"], p.get("is_error", False)) for p in results] == [("toolu_1", True), ("toolu_2", False)]
+    wire = replica.resume(report.conv, "anthropic")
+    sent = [b for m in wire if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_result"]
+    assert [b.get("is_error", False) for b in sent] == [True, False]
+    assert_resumes(replica, report.conv)
