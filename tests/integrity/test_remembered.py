@@ -354,6 +354,16 @@ def test_converged_only_when_the_statement_is_our_state(dag: Dag) -> None:
     assert not out.converged and out.reasons == ("statement",) and out.claims == ()
 
 
+@pytest.mark.parametrize("own", [["b3"], ["a3", "b3"], []], ids=["other", "more", "none"])
+def test_our_count_with_other_heads_is_not_our_state(dag: Dag, own: list[str]) -> None:
+    s = st(dag, ["a3"], 3, T)
+    out = run(dag, Memory(), session(s, own=(3, [dag[h] for h in own])))
+    assert not out.converged and out.reasons == ("statement",)
+    # the order and repetition of our heads do not matter: the set does
+    same = run(dag, Memory(), session(s, own=(3, [dag["a3"], dag["a3"]])))
+    assert same.converged and same.reasons == ()
+
+
 def test_claiming_sync_while_lacking_a_receipted_record_is_withholding(dag: Dag) -> None:
     receipt = st(dag, ["a3"], 3, T, stored=["a3"])
     s = st(dag, ["b3"], 3, T + LATER)
