@@ -32,7 +32,7 @@ from convgraph.projections.index_rows import LineRow
 from convgraph.projections.transcript import Window, resume_window, transcript
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
-from convgraph.turn_index import TurnIndex
+from convgraph.turn_index import TurnIndex, held
 from projections.window_world import BRANCHES, World, ops
 
 T0 = 1_700_000_000_000  # as projections.window_world's
@@ -319,3 +319,18 @@ def test_a_small_window_pages_back_past_many_non_user_turns(
         sent = replica.resume(conv, "anthropic", last=last)
         assert sent[0]["role"] == "user" and "the question" in str(sent[0]["content"])
         assert replica.transcript(conv, last=last) == whole[-last:]
+
+
+def test_the_index_reads_a_named_record_only_from_its_own_conversation(
+    make: Callable[[int, ManualClock], Replica],
+) -> None:
+    """A merge's `accepted` (or a head) naming a CID of another conversation held here must not
+    bring that conversation's turns into this one's views: `held` answers for `conv` alone."""
+    replica = make(1, ManualClock(T0))
+    other, mine = replica.create("other"), replica.create("mine")
+    secret = replica.say(other, "user", "the other conversation's secret")
+    own = replica.say(mine, "user", "hello")
+    found = held(replica.store, mine, [secret.cid, own.cid])
+    assert list(found) == [own.cid]
+    assert held(replica.store, other, [secret.cid, own.cid]).keys() == {secret.cid}
+    assert "secret" not in str([t.text for t in replica.transcript(mine)])
