@@ -322,3 +322,26 @@ def test_a_refusal_names_the_allow_rule_that_admits_the_key_held_or_not(tmp_path
         gate.check_read(OUTSIDER.public, [CONV])
     assert cut.value.blocked_by == (str(revoked.cid),) and cut.value.hint == ""
     replica.close()
+
+
+@pytest.mark.parametrize("scope", ["*", "own"])
+def test_a_read_only_key_neither_creates_nor_reads_a_rooted_conversation_not_held(
+    tmp_path: Path, scope: str,
+) -> None:
+    theirs = conv_id(READER.public, NONCE)
+    rule = f"{actor_text(READER.public)}={'*' if scope == '*' else theirs}:read"
+    replica = Replica.open(tmp_path / "server")
+    config = ServerConfig(access=Access.from_rules([f"{actor_text(OWNER.public)}=*", rule]), poll_s=0.1)
+    with LiveServer(create_app(replica, config)) as server:
+        reader = Replica.in_memory(READER)
+        reader.write(theirs, "genesis", {"nonce": NONCE})
+        reader.say(theirs, "user", "may I start one here?")
+        refusal = forbidden(lambda: sync(reader, server.url, theirs))
+        assert "read" in refusal.reason or "create" in refusal.reason
+        records = [r.data for r in reader.iter_records(theirs)]
+        pushed = forbidden(lambda: push(server.url, READER, *records, conv=theirs))
+        assert "read" in pushed.reason or "create" in pushed.reason
+        assert replica.store.count(theirs) == 0  # nothing it pushed was stored
+        answer = signed_get(server.url, READER, f"/v1/conversations/{theirs}/heads")
+        assert answer.status_code == 403
+    replica.close()
