@@ -14,7 +14,7 @@ import pytest
 
 from checkpoint_world import CONV, checkpoint_at, copy, replica, say, true_payload
 from convgraph import Config, Replica, witness_policy
-from convgraph.checkpointing import ConvView
+from convgraph.checkpointing import ConvView, cosignatures_of
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.errors import EvidenceError, UnwitnessedError
@@ -234,3 +234,26 @@ def test_a_fork_hidden_among_a_long_chain_is_found_by_comparing_neighbours(tmp_p
     found = [f for f in b.findings(CONV) if f.kind == "divergent_fork"]
     assert found, "the fork was not found"
     assert all(fork.cid in f.cites and verify_bundle(f.bundle).ok for f in found)
+
+
+def test_a_cosignature_of_an_earlier_checkpoint_does_not_witness_a_later_one(tmp_path: Path) -> None:
+    b = _sqlite(tmp_path, "b")
+    say(b, 2)
+    first = b.checkpoint(CONV)
+    witness = SigningKey(bytes([9]) * 32)
+    policy = _policy(witness)
+    b.write(CONV, "attestation", cosign_checkpoint(witness, first, 1_700_000_000, "w").payload())
+    say(b, 2)
+    second = b.checkpoint(CONV)
+    assert b.witnessed(first.cid, policy) and not b.witnessed(second.cid, policy)
+    entries = lambda conv: b.state(conv).entries.values()  # noqa: E731 - as witness_client passes it
+    assert witness_policy.cosigners(b.store, second.cid, policy, entries) == set()
+    assert witness_policy.cosigners(b.store, first.cid, policy, entries) == {"w"}
+    held = _with_bytes(b)
+    with pytest.raises(UnwitnessedError):  # nothing behind the second checkpoint is dropped
+        b.compact_behind(second.cid, policy=policy)
+    assert _with_bytes(b) == held
+    # what `checkpoint export --note` attaches to the second checkpoint: none of the first's lines
+    view = ConvView(b.store, CONV)
+    assert [c.checkpoint for _, c in cosignatures_of(view, entries(CONV), second.cid)] == []
+    assert [c.checkpoint for _, c in cosignatures_of(view, entries(CONV), first.cid)] == [first.cid]
