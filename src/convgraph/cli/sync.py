@@ -29,7 +29,8 @@ from convgraph import replica_home, suggestions
 from convgraph.cli import inputs, journal, safe_text
 from convgraph.core import short_actor
 from convgraph.core.keys import actor_text, load_key
-from convgraph.errors import AccessConfigError, ConvgraphError
+from convgraph.errors import AccessConfigError, ConvgraphError, NoteError
+from convgraph.integrity import note
 from convgraph.integrity.findings import Finding, reason
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
 from convgraph.server.access import ANY, Access
@@ -119,6 +120,7 @@ def register(cli: click.Group) -> None:
         witness_name: str | None, as_json: bool,
     ) -> None:
         """Run the sync server over HTTP (or on a spool folder) until interrupted."""
+        _refuse_unused(ctx, spool=spool is not None, db=db is not None, as_witness=as_witness)
         if spool is not None:
             _serve_spool(ctx.obj["home"], spool, err, as_json=as_json)
             return
@@ -188,6 +190,38 @@ def register(cli: click.Group) -> None:
             sys.exit(3)
         if not summary["ok"]:
             sys.exit(1)
+
+
+# what only serving HTTP uses: a spool has no port, no request keys and no witness endpoint
+_HTTP_ONLY: Final = ("host", "port", "db", "schema", "access_file", "rules", "header_timeout", "as_witness",
+                     "witness_name")
+
+
+def _refuse_unused(ctx: click.Context, *, spool: bool, db: bool, as_witness: bool) -> None:
+    """A `UsageError` for an option given where `serve` would ignore it, before anything is
+    opened or announced: whoever waits for the announcement must never see one that then fails."""
+    given = {name for name in _HTTP_ONLY
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+    if spool and given:
+        flags = ", ".join(f"--{_flag(name)}" for name in _HTTP_ONLY if name in given)
+        raise click.UsageError(f"{flags}: for serving HTTP, not --spool: a spool folder has no port, no "
+                               "keys and no witness (its permissions decide who syncs; docs/sync.md, Spool "
+                               "folders)")
+    if "schema" in given and not db:
+        raise click.UsageError("--schema names a PostgreSQL schema: give --db postgresql://… too")
+    if "witness_name" in given and not as_witness:
+        raise click.UsageError("--witness-name names the witness: give --witness too")
+    name = ctx.params.get("witness_name")
+    if name is not None:
+        try:
+            note.check_key_name(name)
+        except NoteError as exc:
+            raise click.BadParameter(str(exc), param_hint="--witness-name") from exc
+
+
+def _flag(name: str) -> str:
+    renamed = {"access_file": "access", "rules": "allow", "as_witness": "witness"}
+    return renamed.get(name, name).replace("_", "-")
 
 
 def _warn_open(err: Any, access: Access, replica: Replica, cosigner: Any) -> None:

@@ -1,0 +1,48 @@
+"""`convgraph serve` checks every argument before it announces anything: a client waiting for the
+JSON line never sees one from a server that then exits (issue: `--witness-name 'a+b'`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.test_sync_cli import run
+
+ACTOR = "a" * 52
+
+
+@pytest.mark.parametrize("args", [
+    ["--witness", "--witness-name", "a+b"],
+    ["--witness", "--witness-name", "has space"],
+    ["--witness-name", "fine"],                      # names a witness that is not served
+    ["--schema", "elsewhere"],                       # a schema without --db
+    ["--allow", "x=y"],                              # not an actor id
+    ["--allow", f"{ACTOR}"],                         # no =CONV
+    ["--header-timeout", "0"],
+    ["--port", "70000"],
+], ids=" ".join)
+def test_a_bad_argument_fails_before_the_announcement(tmp_path: Path, args: list[str]) -> None:
+    run(tmp_path, "init")
+    failed = run(tmp_path, "serve", "--port", "0", *args, "--json", ok=False)
+    assert failed.returncode == 2, failed.stderr
+    assert failed.stdout == ""  # no JSON line: nothing was announced
+
+
+@pytest.mark.parametrize("args", [
+    ["--witness"], ["--witness-name", "w"], ["--allow", f"{ACTOR}=*"], ["--port", "9"], ["--host", "0.0.0.0"],
+    ["--db", "postgresql://127.0.0.1/test"], ["--schema", "s"], ["--header-timeout", "2"],
+], ids=" ".join)
+def test_an_option_a_spool_would_ignore_is_refused_before_the_announcement(tmp_path: Path, args: list[str]) -> None:
+    run(tmp_path, "init")
+    failed = run(tmp_path, "serve", "--spool", str(tmp_path / "spool"), *args, "--json", ok=False)
+    assert failed.returncode == 2 and "not --spool" in failed.stderr, failed.stderr
+    assert failed.stdout == "" and not (tmp_path / "spool").exists()
+
+
+def test_an_access_file_a_spool_would_ignore_is_refused(tmp_path: Path) -> None:
+    run(tmp_path, "init")
+    access = tmp_path / "access.json"
+    access.write_text("{}")
+    failed = run(tmp_path, "serve", "--spool", str(tmp_path / "spool"), "--access", str(access), "--json", ok=False)
+    assert failed.returncode == 2 and "--access" in failed.stderr and failed.stdout == ""
