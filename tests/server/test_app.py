@@ -347,6 +347,7 @@ def _signed_post(url: str, key: SigningKey, body: bytes) -> httpx.Response:
     (wire.encode(wire.Message(wire.Kind.CONTINUE, b"s" * 8, (wire.Section(
         "c", records=(b"x",), report=(wire.Reported(wire.Fate.ACCEPTED, b"d" * 32),)),))), "part"),
     (wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8)) + b"\x00", "malformed"),
+    (b"\x04\x03" + b"s" * 8 + b"\x01\x00\x20\x01\x01\xa0", "malformed"),  # a section about conv ""
 ])
 def test_a_message_the_spec_does_not_allow_gets_400_with_a_named_reason(
     served: tuple[Replica, str], message: bytes, reason: str,

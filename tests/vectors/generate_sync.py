@@ -239,6 +239,23 @@ def _refusals() -> list[tuple[str, str, bytes, str, str]]:
          reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x04" + _digest(1) + b"\x00" + statement,
          "malformed", "decoder"),
         ("too_many_sections", "1,025 sections, over the limit of 1,024", init + uvarint(1025), "limit", "decoder"),
+        ("empty_conversation_name", "a section whose conv is the empty string (conv is str(1..256))",
+         cont + b"\x01\x00\x20\x01\x01\xa0", "malformed", "decoder"),
+        ("conversation_name_too_long", "a conversation name of 257 bytes, over the limit of 256",
+         cont + b"\x01" + uvarint(257) + b"c" * 257 + b"\x20\x01\x01\xa0", "limit", "decoder"),
+        ("too_many_probes", "65 probes, over the limit of 64",
+         init + b"\x01\x01c\x05" + summary + uvarint(65) + (b"\x02\x00\x01\x02\x03\x04" * 65), "limit", "decoder"),
+        ("rule_too_long", "a REJECTED entry whose rule is 65 bytes, over the limit of 64",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x06" + _digest(1) + uvarint(65) + b"r" * 65
+         + statement, "limit", "decoder"),
+        ("empty_rule", "a REJECTED entry whose rule is empty (rule is str(1..64))",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x06" + _digest(1) + b"\x00" + statement,
+         "malformed", "decoder"),
+        ("too_many_parents", "a QUARANTINED entry naming 1,025 parents, over the limit of 1,024",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + b"\x01\x04" + _digest(1) + uvarint(1025)
+         + _digest(2) * 1025 + statement, "limit", "decoder"),
+        ("too_many_report_entries", "a report of 65,538 entries, over the limit of 65,537 (the records and a base)",
+         reply + b"\x01\x01c" + uvarint(0x281) + summary + uvarint(65_538), "limit", "decoder"),
     ]
 
 

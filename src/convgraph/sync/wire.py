@@ -196,6 +196,8 @@ def _section(out: bytearray, s: Section) -> None:
         | (_F_GOSSIP if s.gossip else 0) | (_F_NEEDS if s.needs else 0) | (_F_BLOCKS if s.blocks else 0)
     )
     name = s.conv.encode()
+    if not name:
+        raise ValueError("a section names its conversation: conv is str(1..256)")
     out += uvarint(len(name)) + name
     out += uvarint(flags)  # a varint: one byte, as it always was, until a part past the eighth is set
     if s.count is not None:
@@ -392,6 +394,8 @@ class _Reader:
 
     def name(self) -> str:
         name_len = self.count(self.limits.max_name, "name bytes")
+        if name_len == 0:  # no conversation is named by nothing: refused here, not by a later layer
+            self.fail("an empty conversation name")
         try:
             return self.take(name_len).decode()
         except UnicodeDecodeError:
