@@ -24,7 +24,13 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import SIGNING_DOMAIN, Record, sign_record
-from convgraph.integrity.builders import divergent_fork_finding, unverifiable_checkpoint_finding
+from convgraph.integrity.builders import (
+    divergent_fork_finding,
+    record_equivocation_finding,
+    self_inconsistent_finding,
+    statements_finding,
+    unverifiable_checkpoint_finding,
+)
 from convgraph.integrity.checkpoints import causal_past
 from convgraph.integrity.cosignature import Cosignature, cosign_checkpoint
 from convgraph.integrity.evidence import encode_bundle
@@ -52,7 +58,9 @@ DESCRIPTION = [
     "keys: the Ed25519 seeds of the signers (the statement signer is `server`).",
     "records[]: {name, cid, hex}: valid records of conversation \"c\" used by the statements and bundles.",
     "  a1 <- b1 <- a2 <- b2 <- a3 is a chain (a* by alice, b* by bob); f (bob, seq 2, like b2) is a",
-    "  child of a2: a fork of the chain and a record equivocation with b2.",
+    "  child of a2: a fork of the chain and a record equivocation with b2. Each record also names its",
+    "  author's previous one (docs/format.md §11.2): a2 names b1 and a1, b2 a2 and b1, a3 b2 and a2,",
+    "  f a2 and b1; so every record ingests, in any order, on any replica (f and b2 as an equivocation).",
     "  cp_* are checkpoints (docs/integrity.md §7): cp_b2, cp_f, cp_a3, cp_count, cp_heads, cp_snapshot,",
     "  cp_heads_count by `server`, in one chain of seq 1 to 7, each naming the one before as parent (cp_b2",
     "  names a3 and f; cp_f and cp_a3 also name it as `previous`); cp_alice_f by alice at seq 4, parents",
@@ -72,7 +80,9 @@ DESCRIPTION = [
     "  (decode, schema or signature).",
     "bundles[]: {name, note, kind, hex, id, result}: `result` is `proves` (verify-evidence exits 0),",
     "  `does_not_prove` (exits 1) or `not_a_bundle` (exits 2); `id` is the CID of `hex` (the finding id)",
-    "  when the bytes are a bundle. divergent_fork and unverifiable_checkpoint bundles name records by",
+    "  when the bytes are a bundle. Every bundle that proves is the one the replica's builder makes from",
+    "  its statements (or records) and these records: the canonical form of docs/integrity.md §10.",
+    "  divergent_fork and unverifiable_checkpoint bundles name records by",
     "  link (claim a, b or checkpoint); a divergent_fork by a witness carries `cosignatures`.",
     *integrity_artifacts.DESCRIPTION,
 ]
@@ -86,10 +96,11 @@ def _record(key: SigningKey, seq: int, wall: int, *parents: Record) -> Record:
 def _records() -> dict[str, Record]:
     a1 = _record(ALICE, 1, T + 1)
     b1 = _record(BOB, 1, T + 2, a1)
-    a2 = _record(ALICE, 2, T + 3, b1)
-    b2 = _record(BOB, 2, T + 4, a2)
-    a3 = _record(ALICE, 3, T + 5, b2)
-    f = _record(BOB, 2, T + 6, a2)
+    # each names its author's previous record too (docs/format.md §11.2): every one ingests
+    a2 = _record(ALICE, 2, T + 3, b1, a1)
+    b2 = _record(BOB, 2, T + 4, a2, b1)
+    a3 = _record(ALICE, 3, T + 5, b2, a2)
+    f = _record(BOB, 2, T + 6, a2, b1)
     turns = {"a1": a1, "b1": b1, "a2": a2, "b2": b2, "a3": a3, "f": f}
     return {**turns, **_checkpoints(turns)}
 
@@ -205,25 +216,35 @@ def _bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
     fork = [r["a1"], r["b1"], r["a2"], r["f"]]
     pair = {"earlier": 0, "later": 1}
     later = T + 5_000
-    walk = [r["a2"], r["b2"], r["f"]]  # from f down to b2's hlc: a2 is reached and stops the walk
+    held = {x.cid: x.data for x in r.values()}
+
+    def built(finding: Finding | None) -> bytes:
+        assert finding is not None  # the builder proves what these records show
+        return finding.bundle
+
+    def about(kind: str, earlier: Statement, then: Statement) -> bytes:
+        return built(statements_finding(kind, earlier, then, held.get, 0))
+
     receipt = _state(chain, T, [r["b2"]])
     proving = [
         ("rollback_count", "the later statement holds fewer records: no record is needed", "rollback",
-         _bundle("rollback", [_state(chain, T), _state(chain[:2], later)], [], pair)),
+         about("rollback", _state(chain, T), _state(chain[:2], later))),
         ("rollback_fork", "same count, but the later heads do not cover b2", "rollback",
-         _bundle("rollback", [_state(chain, T), _state(fork, later)], walk, pair)),
+         about("rollback", _state(chain, T), _state(fork, later))),
         ("deletion", "b2 was receipted, the later state lacks it", "deletion",
-         _bundle("deletion", [receipt, _state(fork, later)], walk, pair)),
+         about("deletion", receipt, _state(fork, later))),
         ("withholding_pair", "as deletion (§4 step 5 after a receipt)", "withholding",
-         _bundle("withholding", [receipt, _state(fork, later)], walk, pair)),
-        ("withholding_self", "a receipt names f, which its own heads (b2) do not cover", "withholding",
-         _bundle("withholding", [_state(chain, T, [r["f"]])], [r["a2"], r["b2"], r["f"]],
-                 {"earlier": 0, "later": 0})),
+         about("withholding", receipt, _state(fork, later))),
+        ("withholding_self", "a receipt names f, which its own heads (b2) do not cover: the walk from b2 "
+         "down to f's hlc reaches nothing below it, so the region is {b2, f}", "withholding",
+         built(self_inconsistent_finding(_state(chain, T, [r["f"]]), held.get, 0))),
         ("server_equivocation", "two statements 500 ms apart, neither extends the other", "server_equivocation",
-         _bundle("server_equivocation", [_state(chain, T), _state(fork, T + 500)], walk, pair)),
+         about("server_equivocation", _state(chain, T), _state(fork, T + 500))),
         ("record_equivocation", "bob signed b2 and f, both at seq 2", "record_equivocation",
-         _bundle("record_equivocation", [], [r["b2"], r["f"]], {})),
+         record_equivocation_finding(r["b2"].data, r["f"].data, 0).bundle),
     ]
+    walked = set(codec.decode(proving[1][3])["records"])  # what rollback_fork's walk reaches
+    walk_records = [x for x in r.values() if x.data in walked]
     tampered_statement = codec.decode(proving[1][3])
     tampered_statement["statements"][1] = tampered_statement["statements"][1][:-1] + b"\x00"
     tampered_record = codec.decode(proving[1][3])
@@ -232,9 +253,10 @@ def _bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
         ("rollback_within_slack", "the later statement is exactly ORDER_SLACK_MS after: not later", "rollback",
          _bundle("rollback", [_state(chain, T), _state(chain[:2], T + 1_000)], [], pair)),
         ("rollback_missing_walk_record", "a2, which the walk reaches, is not in the bundle: undecided",
-         "rollback", _bundle("rollback", [_state(chain, T), _state(fork, later)], [r["b2"], r["f"]], pair)),
+         "rollback", _bundle("rollback", [_state(chain, T), _state(fork, later)],
+                             [x for x in walk_records if x is not r["a2"]], pair)),
         ("deletion_without_receipt", "b2 is missing later but no statement named it as stored", "deletion",
-         _bundle("deletion", [_state(chain, T), _state(fork, later)], walk, pair)),
+         _bundle("deletion", [_state(chain, T), _state(fork, later)], walk_records, pair)),
         ("honest_successor", "the later statement extends the earlier one", "server_equivocation",
          _bundle("server_equivocation", [receipt, _state([*chain, r["a3"]], later)], [], pair)),
         ("tampered_statement", "the later statement's signature altered", "rollback",
@@ -290,7 +312,6 @@ def _added_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str
         return {"a": first, "b": second}
 
     past4 = ["a1", "b1", "a2", "b2"]
-    fork_records = ["cp_b2", "cp_f", "a2", "b2", "f"]  # the two walks reach a2 and stop there
     cos = _cosignatures(r)
     bad_sig = {**cos["witness_cp_b2"].to_map(), "sig": _flip_last(cos["witness_cp_b2"].sig)}
     sig = r["cp_count"].sig  # flipped inside the record's bytes
@@ -309,6 +330,10 @@ def _added_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str
         ("unverifiable_checkpoint_heads_first", "cp_heads_count fails heads and count: heads is the claim",
          "unverifiable_checkpoint", false("cp_heads_count")),
     ]
+    in_fork = set(codec.decode(proving[0][3])["records"])
+    fork_records = [n for n, x in r.items() if x.data in in_fork]  # what the two walks reach
+    in_witnessed = set(codec.decode(proving[1][3])["records"])
+    witnessed_records = [n for n, x in r.items() if x.data in in_witnessed]  # cp_b2 and cp_alice_f's walks
     not_proving = [
         ("divergent_fork_successor", "cp_a3 extends cp_b2 (count 5 >= 4, b2 covered by a3)", "divergent_fork",
          cp_bundle("divergent_fork", ["cp_b2", "cp_a3", "b2", "a3"], links("cp_b2", "cp_a3"))),
@@ -318,13 +343,13 @@ def _added_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str
         ("divergent_fork_one_checkpoint", "a and b name the same checkpoint", "divergent_fork",
          cp_bundle("divergent_fork", fork_records, {"a": r["cp_b2"].cid, "b": r["cp_b2"].cid})),
         ("divergent_fork_two_authors", "cp_b2 and cp_alice_f have two authors and no cosignatures",
-         "divergent_fork", cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"],
+         "divergent_fork", cp_bundle("divergent_fork", witnessed_records,
                                      links("cp_b2", "cp_alice_f"))),
         ("divergent_fork_one_cosignature", "the witness cosigned only cp_alice_f", "divergent_fork",
-         cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"], links("cp_b2", "cp_alice_f"),
+         cp_bundle("divergent_fork", witnessed_records, links("cp_b2", "cp_alice_f"),
                    cosignatures=[cos["witness_cp_alice_f"].to_map()])),
         ("divergent_fork_bad_cosignature", "the cosignature of cp_b2 has its last signature byte flipped",
-         "divergent_fork", cp_bundle("divergent_fork", ["cp_b2", "cp_alice_f", "a2", "b2", "f"],
+         "divergent_fork", cp_bundle("divergent_fork", witnessed_records,
                                      links("cp_b2", "cp_alice_f"),
                                      cosignatures=[bad_sig, cos["witness_cp_alice_f"].to_map()])),
         ("unverifiable_checkpoint_true", "cp_b2 is true: check count holds", "unverifiable_checkpoint",
@@ -376,7 +401,8 @@ def _cosignature_json(r: dict[str, Record]) -> list[dict[str, Any]]:
 
 
 def build() -> dict[str, Any]:
-    r = {**_records(), **integrity_artifacts.records()}
+    turns = _records()
+    r = {**turns, **integrity_artifacts.records(turns["cp_alice_f"])}
     return {
         "description": DESCRIPTION,
         "keys": {"server": SERVER.seed.hex(), "alice": ALICE.seed.hex(), "bob": BOB.seed.hex(),

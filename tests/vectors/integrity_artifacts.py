@@ -5,7 +5,7 @@ and blocks they use. Loaded by `generate_integrity.py`, whose output these appen
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from convgraph.artifacts.blocks import CHUNK_SIZE
 from convgraph.artifacts.diff import make_unified_diff
@@ -31,7 +31,8 @@ DESCRIPTION = [
     "  `new` and `forged` are raw blocks of three one-line programs; `manifest` is a chunk manifest",
     "  of size CHUNK_SIZE + 1 whose chunk 0 is the raw block `short` (5 bytes, not CHUNK_SIZE), so it",
     "  names no artifact; `last` is its chunk 1.",
-    "records p_* and s_* (alice, seq 11 on, no parents) are the patches and snapshots of docs/integrity.md",
+    "records p_* and s_* (alice, seq 5 to 12, each naming the one before, p_ok naming cp_alice_f) are the",
+    "  patches and snapshots of docs/integrity.md",
     "  §6.4: p_ok is honest (old to new), p_forged names `forged` as result, p_stale's diff is against",
     "  other text, p_binary has format git-binary; s_ok is honest, s_content's blob is not its content's",
     "  CID, s_path's tree names `new` at its path while its blob is `old`, s_manifest's tree names",
@@ -51,27 +52,27 @@ def artifacts() -> dict[str, tuple[CID, bytes]]:
     return out
 
 
-def _signed(seq: int, kind: str, payload: dict[str, Any]) -> Record:
-    return sign_record(ALICE, conv=CONV, seq=seq, hlc=Hlc(T + 100 + seq, 0), parents=[], kind=kind,
-                       payload=payload)
-
-
-def records() -> dict[str, Record]:
+def records(previous: Record) -> dict[str, Record]:
+    """The patches and snapshots, alice's records after `previous` (her last), each naming the one
+    before it (docs/format.md §11.2), so that they ingest."""
     old, new, forged = CID.of_raw(OLD), CID.of_raw(NEW), CID.of_raw(FORGED)
     diff = make_unified_diff(OLD, NEW, "f.py")
     patch = {"base": old, "diff": diff, "result": new, "path": "f.py"}
-    return {
-        "p_ok": _signed(11, "patch", patch),
-        "p_forged": _signed(12, "patch", {**patch, "result": forged}),
-        "p_stale": _signed(13, "patch", {**patch, "diff": make_unified_diff(b"other\n", NEW, "f.py")}),
-        "p_binary": _signed(14, "patch", {**patch, "result": forged, "format": "git-binary"}),
-        "s_ok": _signed(15, "code_snapshot", {"content": OLD.decode(), "blob": old, "path": "f.py",
-                                              "tree": {"f.py": old}}),
-        "s_content": _signed(16, "code_snapshot", {"content": OLD.decode(), "blob": new}),
-        "s_path": _signed(17, "code_snapshot", {"blob": old, "path": "f.py", "tree": {"f.py": new}}),
-        "s_manifest": _signed(18, "code_snapshot", {"tree": {"big.bin": CID.of_record(_manifest()),
-                                                             "f.py": old}}),
-    }
+    payloads = [
+        ("p_ok", "patch", patch),
+        ("p_forged", "patch", {**patch, "result": forged}),
+        ("p_stale", "patch", {**patch, "diff": make_unified_diff(b"other\n", NEW, "f.py")}),
+        ("p_binary", "patch", {**patch, "result": forged, "format": "git-binary"}),
+        ("s_ok", "code_snapshot", {"content": OLD.decode(), "blob": old, "path": "f.py", "tree": {"f.py": old}}),
+        ("s_content", "code_snapshot", {"content": OLD.decode(), "blob": new}),
+        ("s_path", "code_snapshot", {"blob": old, "path": "f.py", "tree": {"f.py": new}}),
+        ("s_manifest", "code_snapshot", {"tree": {"big.bin": CID.of_record(_manifest()), "f.py": old}}),
+    ]
+    out: dict[str, Record] = {}
+    for name, kind, payload in payloads:
+        previous = out[name] = sign_record(ALICE, conv=CONV, seq=previous.seq + 1, hlc=Hlc(T + 100 + previous.seq, 0),
+                                           parents=[previous.cid], kind=kind, payload=payload)
+    return out
 
 
 def bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
