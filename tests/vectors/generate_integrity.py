@@ -15,6 +15,7 @@ means, so an implementation in another language can be tested against the file a
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import SIGNING_DOMAIN, Record, sign_record
+from convgraph.integrity import note as signed_note
 from convgraph.integrity.builders import (
     divergent_fork_finding,
     record_equivocation_finding,
@@ -85,6 +87,11 @@ DESCRIPTION = [
     "  divergent_fork and unverifiable_checkpoint bundles name records by",
     "  link (claim a, b or checkpoint); a divergent_fork by a witness carries `cosignatures`.",
     *integrity_artifacts.DESCRIPTION,
+    "notes[]: {name, note, text, known, result, verified}: a C2SP signed note (docs/integrity.md §8), the",
+    "  keys a verifier knows ({name, key, type}: 1 Ed25519, 4 cosignature/v1) and what verifying gives:",
+    "  `verified` with the names of the lines that verified, or the NoteError reason.",
+    "The bundles after the artifact ones pin rules an implementer had to guess (§2.4 step 3, §6.3, §7.5);",
+    "  the two named noncanonical_* prove without being in the canonical form.",
 ]
 
 
@@ -178,6 +185,9 @@ def _sign_map(m: dict[str, Any], domain: bytes = STATEMENT_DOMAIN) -> bytes:
     return codec.encode({**unsigned, "sig": SERVER.sign(domain + codec.encode(unsigned))})
 
 
+_LINK = b"\xd8\x2a\x58\x25\x00\x01\x71\x12\x20"  # tag 42, 37 bytes: 00, CIDv1 dag-cbor sha2-256 of 32
+
+
 def _refusals(r: dict[str, Record]) -> list[tuple[str, str, bytes, str]]:
     good = _state([r["a1"], r["b1"], r["a2"], r["b2"]], T, [r["b2"]])
     base = codec.decode(good.data)
@@ -204,6 +214,9 @@ def _refusals(r: dict[str, Record]) -> list[tuple[str, str, bytes, str]]:
         ("bad_signature", "the last signature byte flipped", bytes(flipped), "signature"),
         ("record_domain", "signed under the record domain, not the statement one",
          _sign_map(base, SIGNING_DOMAIN), "signature"),
+        ("dag_pb_link", "a head whose CID names codec dag-pb (0x70): not a link form docs/format.md §2.5 allows, "
+         "so the bytes do not decode (a raw-codec link decodes and is refused by §2.1: `raw_link`)",
+         good.data.replace(_LINK, _LINK[:6] + b"\x70" + _LINK[7:], 1), "decode"),
     ]
 
 
@@ -393,6 +406,70 @@ def _added_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str
             + [(n, note, kind, data, "not_a_bundle") for n, note, kind, data in not_bundles])
 
 
+def _guessed_bundles(r: dict[str, Record]) -> list[tuple[str, str, str, bytes, str]]:
+    """Bundles that pin what an outside implementer had to guess (issue 30): after every other
+    bundle, so that the positions of those stay."""
+    held = {x.cid: x.data for x in r.values()}
+    chain = [r["a1"], r["b1"], r["a2"], r["b2"]]
+    later = T + 5_000
+    # y and z break docs/format.md §11.2's clock order (z's parent y has the greater hlc): only
+    # in this bundle, never in `records`, since no replica ingests them
+    y = sign_record(ALICE, conv=CONV, seq=5, hlc=Hlc(T + 50, 0), parents=[r["a1"].cid], kind="user_message",
+                    payload={"content": "y, clocked after its child"})
+    z = sign_record(BOB, conv=CONV, seq=5, hlc=Hlc(T + 40, 0), parents=[y.cid], kind="user_message",
+                    payload={"content": "z, clocked before its parent"})
+    broken = encode_bundle("rollback", CONV, [_state(chain, T).data,
+                                             sign_statement(SERVER, CONV, 4, [z.cid], later).data],
+                           [r["a1"].data, r["b2"].data, y.data, z.data], {"earlier": 0, "later": 1})
+    witnessed = codec.decode(next(d for n, _, _, d, _ in _added_bundles(r) if n == "divergent_fork_witness"))
+    stray = cosign_checkpoint(WITNESS, r["cp_f"], T // 1000 + 9).to_map()  # valid, of a checkpoint not held
+    bad = {**stray, "checkpoint": r["cp_b2"].cid}  # well-formed, names cp_b2, does not verify against it
+    rollback_fork = codec.decode(next(d for n, _, _, d, _ in _bundles(r) if n == "rollback_fork"))
+    elsewhere = sign_statement(ALICE, "d", 1, [r["a1"].cid], T).data  # another key, another conversation
+    return [
+        ("rollback_past_broken_order", "the later heads [z] reach y, whose hlc is not below z's: y is reached "
+         "and expanded (§2.4 step 3) and is a gap, so b2 (not reached) is undecided, not missing: no rollback",
+         "rollback", broken, "does_not_prove"),
+        ("divergent_fork_extra_bad_cosignature", "divergent_fork_witness plus a third, well-formed cosignature "
+         "that does not verify against the checkpoint it names: every listed one must verify (§7.5)",
+         "divergent_fork", codec.encode({**witnessed, "cosignatures": [*witnessed["cosignatures"], bad]}),
+         "does_not_prove"),
+        ("divergent_fork_cosignature_not_held", "divergent_fork_witness plus a valid cosignature of cp_f, "
+         "which is not in `records`: every listed one must name a checkpoint of the bundle (§7.5)",
+         "divergent_fork", codec.encode({**witnessed, "cosignatures": [*witnessed["cosignatures"], stray]}),
+         "does_not_prove"),
+        ("noncanonical_extra_statement", "rollback_fork plus a third statement, by alice about conversation d: "
+         "extra statements must verify, not be about `conv` or by the claimed key (§6.3)",
+         "rollback", codec.encode({**rollback_fork, "statements": [*rollback_fork["statements"], elsewhere]}),
+         "proves"),
+        ("noncanonical_extra_record", "rollback_fork plus a3, a record the walk does not need (§6.3)",
+         "rollback", codec.encode({**rollback_fork, "records": sorted([*rollback_fork["records"], held[r["a3"].cid]],
+                                                                    key=lambda b: bytes(CID.of_record(b)))}),
+         "proves"),
+    ]
+
+
+def _notes(r: dict[str, Record]) -> list[dict[str, Any]]:
+    """Signed notes of §8 with the keys a verifier knows, and what it makes of them."""
+    body = checkpoint_body(r["cp_b2"]).text
+    named = signed_note.witness_key_name(WITNESS.public)
+    line = signed_note.cosign(WITNESS, named, body, T // 1000).line
+    other = signed_note.cosign(WITNESS, "other/witness", body, T // 1000).line
+    strangers = [f"\u2014 stranger/{i} {base64.b64encode(bytes(4 + 64)).decode()}\n" for i in range(100)]
+    known = [{"name": named, "key": WITNESS.public.hex(), "type": signed_note.COSIGNATURE_V1}]
+    return [
+        {"name": "hundred_signature_lines", "note": "100 signature lines (the limit counts the lines after the "
+         "empty one; the body's do not count): one by the known witness, 99 by unknown keys, ignored",
+         "text": body + "\n" + line + "".join(strangers[:99]), "known": known, "result": "verified",
+         "verified": [named]},
+        {"name": "hundred_and_one_signature_lines", "note": "101 signature lines: refused before any is checked",
+         "text": body + "\n" + line + "".join(strangers), "known": known, "result": "format", "verified": []},
+        {"name": "witness_under_another_name", "note": "the known witness's key signs under another key name: "
+         "a line counts only when its name and key ID both match a known key, so it is ignored",
+         "text": body + "\n" + other, "known": known, "result": "untrusted", "verified": []},
+    ]
+
+
 def _cosignature_json(r: dict[str, Record]) -> list[dict[str, Any]]:
     names = {x.cid: n for n, x in r.items()}
     return [{"name": n, "checkpoint": names[c.checkpoint], "body": checkpoint_body(r[names[c.checkpoint]]).text,
@@ -416,9 +493,10 @@ def build() -> dict[str, Any]:
         "bundles": [{"name": n, "note": note, "kind": kind, "hex": data.hex(),
                      "id": "" if result == "not_a_bundle" else str(CID.of_record(data)), "result": result}
                     for n, note, kind, data, result in [*_bundles(r), *_added_bundles(r),
-                                                         *integrity_artifacts.bundles(r)]],
+                                                         *integrity_artifacts.bundles(r), *_guessed_bundles(r)]],
         "cosignatures": _cosignature_json(r),
         "artifacts": integrity_artifacts.artifacts_json(),
+        "notes": _notes(r),
     }
 
 
