@@ -147,6 +147,9 @@ def test_the_cases_cover_what_the_document_asks() -> None:
         "grant_outlives_granter", "concurrent_re_grant", "re_grant_after_revocation",
         "fixpoint_chain_of_revokers", "three_cycle_of_revocations", "branch_origin", "retraction_targets",
         "chain_selection", "equivocating_author", "owner_writes_two_geneses",
+        # rules an implementation written from the document alone had to guess (issue 30)
+        "granter_step_follows_admin", "three_cycle_then_a_grant", "graph_checks_before_capability",
+        "reviews_by_decider_and_requester", "excluded_decision_has_no_findings",
     } <= set(names)
     verdicts = {r["verdict"] for c in CASES for r in c["records"]}
     assert verdicts == {"accepted", "AuthorityError", "ForgedMergeError", "FloatingDecisionError",

@@ -8,7 +8,7 @@ Run by hand from the repository root after a deliberate change to docs/authority
 Every input is fixed (keys, nonce, hlcs; Ed25519 signatures are deterministic), so the output
 is byte-identical unless the rules changed. Each case states by hand, as the document reads,
 the verdict of every record and the answers it expects; the generator asserts the reference
-implementation (projections/authority.py) agrees before it writes what that implementation
+implementation (the projections/authority/ package) agrees before it writes what that implementation
 answers. `tests/projections/test_authority_vectors.py` replays the file. The format is in
 docs/authority.md section 11 and in `DESCRIPTION`.
 """
@@ -54,7 +54,8 @@ DESCRIPTION = [
     "Every case is one conversation `conv`, owned by `owner` (nonce 000102...0f). records[]: the",
     "signed records {note, cid, verdict, hex} in a topological delivery order; ingest each in turn",
     "(intrinsic checks, then: a rejected parent gives ParentRejectedError, then the causal checks",
-    "of format.md 11.2, then authority.md sections 4 and 8 against the record's own past).",
+    "of format.md 11.2, then authority.md section 8 and then section 4 against the record's own",
+    "past, its revocations reduced to the effective ones of section 6.1 over that past).",
     "`verdict` is \"accepted\" or the class name of the error (convgraph.errors). Rejected records",
     "are not part of the set the answers are computed over. expected: `heads` (accepted records no",
     "accepted record names as a parent), `excluded` [{cid, reason, causes}], `findings` [{kind, cid,",
@@ -64,7 +65,7 @@ DESCRIPTION = [
     "chain (genesis first, then one grant per delegation step) and evidence (the request first,",
     "then the reviews, canonical; for kind `stale`, the request, the subject, then the newer",
     "patches, canonical); missing is in the request's `reviewers` order; until is null for never.",
-    "findings of one decision: `omitted_review` before `stale`.",
+    "findings of one decision: `omitted_review` before `stale`; an excluded decision has none.",
 ]
 
 
@@ -122,7 +123,7 @@ class Case:
         self.tick = 0
         self.asks: list[dict[str, Any]] = []
         self.want_excluded: dict[str, tuple[str, list[str]]] = {}
-        self.want_findings: dict[str, tuple[list[str], list[str]]] = {}
+        self.want_findings: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
 
     # writing
 
@@ -202,8 +203,9 @@ class Case:
     def excluded(self, label: str, reason: str, *causes: str) -> None:
         self.want_excluded[label] = (reason, list(causes))
 
-    def finding(self, label: str, evidence: Iterable[str], missing: Iterable[str] = ()) -> None:
-        self.want_findings[label] = (list(evidence), list(missing))
+    def finding(self, label: str, evidence: Iterable[str], missing: Iterable[str] = (), *,
+                kind: str = "omitted_review") -> None:
+        self.want_findings[(label, kind)] = (list(evidence), list(missing))
 
     # the vector
 
@@ -220,7 +222,7 @@ class Case:
         assert got == self.want_excluded, f"{self.name}: excluded {got}, the document says {self.want_excluded}"
         findings = au.findings(state)
         names_of = {k.public: n for n, k in KEYS.items()}
-        got_f = {label[f.cid]: (names(f.evidence), [names_of[a] for a in f.missing]) for f in findings}
+        got_f = {(label[f.cid], f.kind): (names(f.evidence), [names_of[a] for a in f.missing]) for f in findings}
         assert got_f == self.want_findings, f"{self.name}: findings {got_f}, the document says {self.want_findings}"
         who_can = []
         for q in self.asks:
@@ -895,9 +897,130 @@ def stale_decision() -> Case:
     c.write("d3", "A", "decision", {"request": q, "choice": "merge"}, "decides, p3 unreviewed")
     c.write("p5", "C", "patch", {"base": art[3], "diff": change(3, 0), "result": art[0], "path": "x.py"},
             "patches after the decisions")
-    c.finding("d1", ["q", "p1", "p2"])
-    c.finding("d3", ["q", "p1", "p3"])
+    c.finding("d1", ["q", "p1", "p2"], kind="stale")
+    c.finding("d3", ["q", "p1", "p3"], kind="stale")
     c.ask("D", "review", True, chain=["genesis", "gD"])
+    return c
+
+
+@case
+def granter_step_follows_admin() -> Case:
+    c = Case("granter_step_follows_admin", "§7 and §11.1 (chain): the granter's own step of a chain is the "
+             "chain by which the granter holds admin at its grant (what a grant needs, §5.2), whatever "
+             "capability was asked for: B holds write through the owner's grant gB_write but admin only "
+             "through A, so D's write (and read) chain is genesis, gA, gB_admin, gD, not genesis, gB_write, gD.")
+    c.genesis()
+    c.grant("gA", "owner", "A", "admin", "read", "write")
+    c.grant("gB_admin", "A", "B", "admin", "read", "write")
+    c.grant("gB_write", "owner", "B", "read", "write", parents=["gA"])
+    c.grant("gD", "B", "D", "read", "write")
+    c.ask("D", "write", True, chain=["genesis", "gA", "gB_admin", "gD"])
+    c.ask("D", "read", True, chain=["genesis", "gA", "gB_admin", "gD"])
+    c.ask("B", "write", True, chain=["genesis", "gB_write"])
+    c.ask("B", "admin", True, chain=["genesis", "gA", "gB_admin"])
+    return c
+
+
+@case
+def three_cycle_then_a_grant() -> Case:
+    c = Case("three_cycle_then_a_grant", "§4 and §6.1 at ingest: a record is judged with the effective "
+             "revocations of §6.1 computed over its own causal past, not with every revocation in it. "
+             "After a cycle of three concurrent admin revocations (none takes effect, §6.3), A grants D "
+             "write having seen all three: accepted (were every revocation in its past to count, uC would "
+             "cut A's admin and the grant would be AuthorityError), and D's turn on it too.")
+    c.genesis()
+    for k in ("A", "B", "C"):
+        c.grant(f"g{k}", "owner", k, "admin", "read", "write")
+    before = c.heads()
+    c.revoke("uA", "A", "B", "admin", parents=before)
+    c.revoke("uB", "B", "C", "admin", parents=before)
+    c.revoke("uC", "C", "A", "admin", parents=before)
+    c.grant("gD", "A", "D", "read", "write")
+    c.say("d1", "D", "granted after the cycle")
+    c.excluded("uA", "revoker_revoked", "uC")
+    c.excluded("uB", "revoker_revoked", "uA")
+    c.excluded("uC", "revoker_revoked", "uB")
+    c.ask("D", "write", True, chain=["genesis", "gA", "gD"])
+    c.ask("A", "admin", True, chain=["genesis", "gA"])
+    return c
+
+
+@case
+def graph_checks_before_capability() -> Case:
+    c = team(Case("graph_checks_before_capability", "§8 before §4, for every kind: a record that fails a "
+                  "graph rule and whose author also lacks what it needs gets the §8 error, not "
+                  "AuthorityError: C (no decide, merge or admin) decides on no request "
+                  "(FloatingDecisionError, §8.3), merges a branch that does not exist (ForgedMergeError, "
+                  "§8.1) and retracts a record no one holds (RetractionTargetError, §8.5); the stranger "
+                  "branches from nothing (BranchOriginError, §8.2) and supersedes nothing "
+                  "(RetractionTargetError)."))
+    c.say("main", "owner", "main")
+    c.write("d_floating", "C", "decision", {"request": GHOST, "choice": "ship"}, "decides on nothing",
+            expect="FloatingDecisionError")
+    c.write("m_ghost", "C", "merge", {"branch": "nosuchbranch", "heads": [c.cids["main"]], "accepted": []},
+            "merges a branch that does not exist", parents=["main"], expect="ForgedMergeError")
+    c.write("r_ghost", "C", "retraction", {"target": GHOST}, "retracts nothing", parents=["main"],
+            expect="RetractionTargetError")
+    c.write("b_ghost", "stranger", "branch", {"name": "x", "from": GHOST}, "branches from nothing",
+            parents=["main"], expect="BranchOriginError")
+    c.write("s_ghost", "stranger", "supersession", {"target": GHOST, "content": "x"}, "supersedes nothing",
+            parents=["main"], expect="RetractionTargetError")
+    c.say("c1", "C", "still here", parents=["main"])
+    c.ask("C", "decide", False)
+    c.ask("C", "merge", False)
+    c.ask("stranger", "write", False)
+    return c
+
+
+@case
+def reviews_by_decider_and_requester() -> Case:
+    c = team(Case("reviews_by_decider_and_requester", "§8.4: every review counts, whoever wrote it: the "
+                  "request author's (rC) and the decider's own (rA, rA2) too. d_one, with rC alone, lacks one "
+                  "of the 2 reviews (an omitted_review whose evidence is q and rC); d_both by A, with rC and "
+                  "A's own rA, has both; d_named by A, on q2 naming A as reviewer, has A's own rA2."))
+    c.grant("gC_review", "owner", "C", "review")
+    q = c.write("q", "C", "decision_request", {"question": "ship?", "reviews": 2}, "asks ship? (2 reviews)")
+    c.write("rC", "C", "review_comment", {"target": q, "body": "mine, lgtm", "verdict": "approve"},
+            "approves its own request")
+    c.write("d_one", "owner", "decision", {"request": q, "choice": "ship"}, "decides with C's review")
+    c.write("rA", "A", "review_comment", {"target": q, "body": "lgtm", "verdict": "approve"}, "approves",
+            parents=["q"])
+    c.write("d_both", "A", "decision", {"request": q, "choice": "ship"}, "decides with C's and its own review")
+    q2 = c.write("q2", "C", "decision_request", {"question": "merge?", "reviewers": [KEYS["A"].public]},
+                 "asks merge? (A)")
+    c.write("rA2", "A", "review_comment", {"target": q2, "body": "lgtm", "verdict": "approve"}, "approves")
+    c.write("d_named", "A", "decision", {"request": q2, "choice": "merge"}, "decides with its own review")
+    c.finding("d_one", ["q", "rC"])
+    c.ask("A", "decide", True, chain=["genesis", "gA"])
+    c.ask("C", "review", True, chain=["genesis", "gC_review"])
+    return c
+
+
+@case
+def excluded_decision_has_no_findings() -> Case:
+    files = [f"x = {i}\n".encode() for i in range(3)]
+    art = [artifact_cid(f) for f in files]
+    c = team(Case("excluded_decision_has_no_findings", "§8.4, §8.7 and §6.2: an excluded decision yields no "
+                  "finding. A and the owner each decide on q (1 review asked, none given; its subject p1 "
+                  "followed by the unreviewed p2) without having seen u, the owner's revocation of A's "
+                  "decide: A's decision is revoked_concurrently and has neither an omitted_review nor a "
+                  "stale finding; the owner's has both."))
+    p1 = c.write("p1", "C", "patch", {"base": art[0], "diff": make_unified_diff(files[0], files[1], "x.py"),
+                                      "result": art[1], "path": "x.py"}, "patches x.py")
+    q = c.write("q", "C", "decision_request", {"question": "merge p1?", "subject": p1, "reviews": 1},
+                "asks merge p1? (1 review)")
+    c.write("p2", "C", "patch", {"base": art[1], "diff": make_unified_diff(files[1], files[2], "x.py"),
+                                 "result": art[2]}, "patches p1's result")
+    before = c.heads()
+    c.revoke("u", "owner", "A", "decide")
+    c.write("dA", "A", "decision", {"request": q, "choice": "merge"}, "decides, not having seen u",
+            parents=before)
+    c.write("dO", "owner", "decision", {"request": q, "choice": "merge"}, "decides", parents=before)
+    c.excluded("dA", "revoked_concurrently", "u")
+    c.finding("dO", ["q"])
+    c.finding("dO", ["q", "p1", "p2"], kind="stale")
+    c.ask("A", "decide", False, blocked=["u"])
+    c.ask("owner", "decide", True, chain=["genesis"])
     return c
 
 
