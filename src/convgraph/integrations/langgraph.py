@@ -200,7 +200,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         out = []
         with self._lock:
             state = self._index.sync()
-            for thread_id, conv, found in candidates(state, wanted):
+            for thread_id, conv, found in candidates(state, wanted, title=title, owner=owner):
                 row = state.rows[conv]
                 if row is None or not row.checkpoints or (owner is not None and row.owner != owner) or (
                         title is not None and row.title != title):

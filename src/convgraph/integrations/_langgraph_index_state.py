@@ -1,0 +1,167 @@
+"""The value of `ConvgraphSaver`'s thread index and the body of its file (`_langgraph_index`).
+
+`State` holds every conversation seen (a thread's `Row`, or None) and the `Postings` of the rows,
+changed only through its methods so the two stay in step. The file body (canonical JSON) is laid
+out so that reading it builds little: metadata items, owners and threads are tables named by
+position, the threads are written in the saver's order, the postings are written as they are,
+and a thread's checkpoints are decoded only when first read:
+
+    {"cursor": int, "last": hex | null, "serde": str,
+     "owners": [hex, ...], "items": [[key, digest], ...],
+     "threads": [[conv, thread id, title | null, owner #, [[cid hex, ns, id, [item #, ...]], ...]], ...],
+     "others": [conv, ...],
+     "postings": [[thread #, count, thread #, count, ...], ...]}    (one list per item)
+
+Invariant: `decode(encode(s))` equals `s`, rows and postings alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from convgraph.core.cid import CID
+from convgraph.integrations._langgraph_postings import Digests, Postings
+
+Rows = dict[CID, tuple[str, str, Digests]]  # a thread's checkpoint records -> (ns, id, digests)
+_Raw = tuple[str, list[tuple[str, str]]]  # a row's checkpoints as the file holds them, and its items
+
+
+class Row:
+    """One thread: its id, title and owner, and its checkpoint records not retracted (read from
+    the file only when first asked for)."""
+
+    __slots__ = ("_checkpoints", "_raw", "owner", "thread_id", "title")
+
+    def __init__(
+        self, thread_id: str, title: str | None, owner: bytes, checkpoints: Rows | None = None,
+        *, raw: _Raw | None = None,
+    ) -> None:
+        self.thread_id, self.title, self.owner = thread_id, title, owner
+        self._checkpoints = checkpoints if checkpoints is not None or raw is not None else {}
+        self._raw = raw
+
+    @property
+    def checkpoints(self) -> Rows:
+        found = self._checkpoints
+        if found is None:
+            text, items = self._raw or ("[]", [])
+            found = self._checkpoints = {  # signed by this replica: no check of the CIDs
+                CID._trusted(bytes.fromhex(c)): (ns, i, {items[p][0]: items[p][1] for p in ps})
+                for c, ns, i, ps in json.loads(text)}
+            self._raw = None
+        return found
+
+    @checkpoints.setter
+    def checkpoints(self, value: Rows) -> None:
+        self._checkpoints, self._raw = value, None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Row):
+            return NotImplemented
+        return (self.thread_id, self.title, self.owner, self.checkpoints) == (
+            other.thread_id, other.title, other.owner, other.checkpoints)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"Row({self.thread_id!r}, {self.title!r}, {self.owner.hex()[:16]}…, {self.checkpoints!r})"
+
+
+@dataclass
+class State:
+    """The fold: every conversation seen (None: not a thread), where the stream was left, and
+    the postings of the rows, changed only through the methods below."""
+
+    cursor: int = 0
+    last: CID | None = None  # the last record with bytes folded: it must still be held
+    rows: dict[str, Row | None] = field(default_factory=dict)
+    postings: Postings = field(default_factory=Postings)
+
+    def seen(self, conv: str, row: Row | None) -> None:
+        """A conversation met for the first time: a thread (with its checkpoints) or not."""
+        self.rows[conv] = row
+        if row is not None:
+            self.postings.thread(conv, row)
+            for _, _, d in row.checkpoints.values():
+                self.postings.add(conv, d)
+
+    def put(self, conv: str, row: Row, cid: CID, value: tuple[str, str, Digests]) -> None:
+        """A checkpoint record of `row`; one of the same namespace and id is replaced."""
+        for old in [c for c, (ns, i, _) in row.checkpoints.items() if (ns, i) == value[:2]]:
+            self.drop(conv, row, old)  # as the thread's fold: a later record of one id replaces it
+        row.checkpoints[cid] = value
+        self.postings.add(conv, value[2])
+
+    def drop(self, conv: str, row: Row, cid: CID) -> bool:
+        """Remove a checkpoint record of `row`; False when it holds none of that CID."""
+        gone = row.checkpoints.pop(cid, None)
+        if gone is not None:
+            self.postings.remove(conv, gone[2])
+        return gone is not None
+
+    def refold(self, conv: str, row: Row, checkpoints: Rows) -> None:
+        """Replace every checkpoint of `row` (its thread refolded)."""
+        for _, _, d in row.checkpoints.values():
+            self.postings.remove(conv, d)
+        row.checkpoints = checkpoints
+        for _, _, d in checkpoints.values():
+            self.postings.add(conv, d)
+
+
+def encode(state: State, serde: str) -> bytes:
+    """The canonical JSON body of a state."""
+    threads = sorted((row.thread_id, conv, row) for conv, row in state.rows.items() if row is not None)
+    meta = state.postings.opened()
+    items = sorted({item for *_, row in threads for _, _, d in row.checkpoints.values() for item in d.items()}
+                   | meta.keys())
+    item_no = {item: n for n, item in enumerate(items)}
+    owners = sorted({row.owner for *_, row in threads})
+    owner_no = {owner: n for n, owner in enumerate(owners)}
+    thread_no = {conv: n for n, (_, conv, _) in enumerate(threads)}
+
+    def checkpoints(row: Row) -> str:
+        return _dumps([[c.hex(), ns, i, sorted(item_no[item] for item in d.items())]
+                       for c, (ns, i, d) in sorted(row.checkpoints.items())])
+
+    def posted(item: tuple[str, str]) -> str:
+        held = sorted((thread_no[conv], count) for conv, count in meta.get(item, {}).items())
+        return " ".join(f"{n} {count}" for n, count in held)
+
+    body = {
+        "cursor": state.cursor, "last": None if state.last is None else state.last.hex(), "serde": serde,
+        "owners": [o.hex() for o in owners], "items": [x for item in items for x in (*item, posted(item))],
+        "convs": [conv for _, conv, _ in threads], "ids": [thread_id for thread_id, _, _ in threads],
+        "titles": [row.title for *_, row in threads], "by": [owner_no[row.owner] for *_, row in threads],
+        "checkpoints": [checkpoints(row) for *_, row in threads],
+        "others": sorted(conv for conv, row in state.rows.items() if row is None),
+    }
+    return _dumps(body).encode()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(body: bytes, serde: str) -> State | None:
+    """The state of a body `encode` wrote for `serde` (None: written for another serializer)."""
+    m = json.loads(body)
+    if m["serde"] != serde:
+        return None
+    owners = [bytes.fromhex(o) for o in m["owners"]]
+    flat = m["items"]
+    items = list(zip(flat[::3], flat[1::3], strict=True))
+    convs, ids, titles, by = m["convs"], m["ids"], m["titles"], [owners[o] for o in m["by"]]
+    rows: dict[str, Row | None] = dict.fromkeys(m["others"])
+    rows.update(zip(convs, [Row(i, t, o, raw=(c, items)) for i, t, o, c in
+                            zip(ids, titles, by, m["checkpoints"], strict=True)], strict=True))
+    postings = Postings(packed=dict(zip(items, flat[2::3], strict=True)), numbered=convs)
+    postings.order = list(zip(ids, convs, strict=True))
+    postings.order.sort()  # written sorted: one linear pass
+    for conv, title, owner in zip(convs, titles, by, strict=True):
+        if title is not None:
+            postings.titles.setdefault(title, set()).add(conv)
+        postings.owners.setdefault(owner, set()).add(conv)
+    last = m["last"]
+    return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows, postings)
