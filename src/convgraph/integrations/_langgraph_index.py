@@ -28,6 +28,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -207,7 +208,8 @@ class ThreadIndex:
         if path is None or self.replica._key is None:
             self.unsaved = 0
             return
-        body = encode(state, self.serde)
+        with _uncollected():
+            body = encode(state, self.serde)
         signature = self.replica.key.sign(_signed(body))
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(f"convgraph-thread-index {VERSION} {signature.hex()}\n".encode() + body)
@@ -225,14 +227,9 @@ class ThreadIndex:
                 return None
             if not verify(self.replica.actor, _signed(body), bytes.fromhex(signature)):
                 return None
-            collecting = gc.isenabled()
-            gc.disable()  # decoding allocates many containers and frees none: a collection finds nothing
-            try:
+            with _uncollected():
                 return decode(body, self.serde)
-            finally:
-                if collecting:
-                    gc.enable()
-        except (OSError, ValueError, KeyError, TypeError, ConvgraphError):
+        except (OSError, ValueError, KeyError, IndexError, TypeError, ConvgraphError):
             return None
 
     # ------------------------------------------------------------ checked against the records
@@ -260,6 +257,19 @@ class ThreadIndex:
         self.state = State()
         self.unsaved = SAVE_EVERY
         self.sync()
+
+
+@contextmanager
+def _uncollected() -> Iterator[None]:
+    """No garbage collection inside: encoding and decoding allocate many containers and free
+    none, so a collection would walk every object of the index to find nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _signed(body: bytes) -> bytes:

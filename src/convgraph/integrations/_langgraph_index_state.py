@@ -1,16 +1,17 @@
 """The value of `ConvgraphSaver`'s thread index and the body of its file (`_langgraph_index`).
 
 `State` holds every conversation seen (a thread's `Row`, or None) and the `Postings` of the rows,
-changed only through its methods so the two stay in step. The file body (canonical JSON) is laid
-out so that reading it builds little: metadata items, owners and threads are tables named by
-position, the threads are written in the saver's order, the postings are written as they are,
-and a thread's checkpoints are decoded only when first read:
+changed only through its methods so the two stay in step. The file body is laid out so that
+reading it builds little: a first line of canonical JSON holding tables named by position (the
+threads in the saver's order, as columns; metadata items with their postings as text, decoded
+when first asked for), then one line per thread, in that order, of canonical JSON holding its
+checkpoints, parsed only when the thread is first read:
 
-    {"cursor": int, "last": hex | null, "serde": str,
-     "owners": [hex, ...], "items": [[key, digest], ...],
-     "threads": [[conv, thread id, title | null, owner #, [[cid hex, ns, id, [item #, ...]], ...]], ...],
-     "others": [conv, ...],
-     "postings": [[thread #, count, thread #, count, ...], ...]}    (one list per item)
+    {"cursor": int, "last": hex | null, "serde": str, "owners": [hex, ...],
+     "convs": [conv, ...], "ids": [thread id, ...], "titles": [title | null, ...], "by": [owner #, ...],
+     "items": [key, digest, "thread # count thread # count ...", ...], "others": [conv, ...],
+     "sizes": [bytes of the thread's line, ...]}
+    [[cid hex, ns, checkpoint id, [item #, ...]], ...]        (one line per thread)
 
 Invariant: `decode(encode(s))` equals `s`, rows and postings alike.
 """
@@ -19,13 +20,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from convgraph.core.cid import CID
 from convgraph.integrations._langgraph_postings import Digests, Postings
 
 Rows = dict[CID, tuple[str, str, Digests]]  # a thread's checkpoint records -> (ns, id, digests)
-_Raw = tuple[str, list[tuple[str, str]]]  # a row's checkpoints as the file holds them, and its items
+# a row's checkpoints as the file holds them: its body, where they start and end, and its items
+_Raw = tuple[bytes, int, int, list[tuple[str, str]]]
 
 
 class Row:
@@ -46,10 +49,10 @@ class Row:
     def checkpoints(self) -> Rows:
         found = self._checkpoints
         if found is None:
-            text, items = self._raw or ("[]", [])
+            body, start, end, items = self._raw or (b"[]", 0, 2, [])
             found = self._checkpoints = {  # signed by this replica: no check of the CIDs
                 CID._trusted(bytes.fromhex(c)): (ns, i, {items[p][0]: items[p][1] for p in ps})
-                for c, ns, i, ps in json.loads(text)}
+                for c, ns, i, ps in json.loads(body[start:end])}
             self._raw = None
         return found
 
@@ -121,9 +124,9 @@ def encode(state: State, serde: str) -> bytes:
     owner_no = {owner: n for n, owner in enumerate(owners)}
     thread_no = {conv: n for n, (_, conv, _) in enumerate(threads)}
 
-    def checkpoints(row: Row) -> str:
+    def checkpoints(row: Row) -> bytes:
         return _dumps([[c.hex(), ns, i, sorted(item_no[item] for item in d.items())]
-                       for c, (ns, i, d) in sorted(row.checkpoints.items())])
+                       for c, (ns, i, d) in sorted(row.checkpoints.items())]).encode()
 
     def posted(item: tuple[str, str]) -> str:
         held = sorted((thread_no[conv], count) for conv, count in meta.get(item, {}).items())
@@ -134,34 +137,39 @@ def encode(state: State, serde: str) -> bytes:
         "owners": [o.hex() for o in owners], "items": [x for item in items for x in (*item, posted(item))],
         "convs": [conv for _, conv, _ in threads], "ids": [thread_id for thread_id, _, _ in threads],
         "titles": [row.title for *_, row in threads], "by": [owner_no[row.owner] for *_, row in threads],
-        "checkpoints": [checkpoints(row) for *_, row in threads],
         "others": sorted(conv for conv, row in state.rows.items() if row is None),
     }
-    return _dumps(body).encode()
+    lines = [checkpoints(row) for *_, row in threads]
+    body["sizes"] = [len(line) for line in lines]
+    return b"\n".join([_dumps(body).encode(), *lines])
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # built once
 
 
 def decode(body: bytes, serde: str) -> State | None:
     """The state of a body `encode` wrote for `serde` (None: written for another serializer)."""
-    m = json.loads(body)
+    base = body.find(b"\n") + 1 or len(body)  # JSON never holds a raw newline
+    m = json.loads(body[:base])
     if m["serde"] != serde:
         return None
+    sizes = m["sizes"]
+    if len(sizes) != len(m["convs"]) or (sizes and base + sum(sizes) + len(sizes) - 1 != len(body)):
+        raise ValueError("the thread index's lines are not those its first line names")
+    ends = [base + end - 1 for end in accumulate(size + 1 for size in sizes)]  # each line and its newline
     owners = [bytes.fromhex(o) for o in m["owners"]]
     flat = m["items"]
     items = list(zip(flat[::3], flat[1::3], strict=True))
     convs, ids, titles, by = m["convs"], m["ids"], m["titles"], [owners[o] for o in m["by"]]
     rows: dict[str, Row | None] = dict.fromkeys(m["others"])
-    rows.update(zip(convs, [Row(i, t, o, raw=(c, items)) for i, t, o, c in
-                            zip(ids, titles, by, m["checkpoints"], strict=True)], strict=True))
-    postings = Postings(packed=dict(zip(items, flat[2::3], strict=True)), numbered=convs)
+    rows.update(zip(convs, [Row(i, t, o, raw=(body, end - size, end, items)) for i, t, o, end, size in
+                            zip(ids, titles, by, ends, sizes, strict=True)], strict=True))
+    postings = Postings(packed=dict(zip(items, flat[2::3], strict=True)), numbered=convs, source=rows)
     postings.order = list(zip(ids, convs, strict=True))
     postings.order.sort()  # written sorted: one linear pass
-    for conv, title, owner in zip(convs, titles, by, strict=True):
-        if title is not None:
-            postings.titles.setdefault(title, set()).add(conv)
-        postings.owners.setdefault(owner, set()).add(conv)
     last = m["last"]
     return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows, postings)

@@ -37,12 +37,37 @@ class Postings:
     every thread as (thread id, conversation), sorted: the order `list` walks threads in."""
 
     meta: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    titles: dict[str, set[str]] = field(default_factory=dict)
-    owners: dict[bytes, set[str]] = field(default_factory=dict)
     order: list[tuple[str, str]] = field(default_factory=list)
     # items read from a file and not yet asked for: "thread# count ..." over `numbered`
-    packed: dict[tuple[str, str], str] = field(default_factory=dict, compare=False)
-    numbered: list[str] = field(default_factory=list, compare=False)
+    packed: dict[tuple[str, str], str] = field(default_factory=dict)
+    numbered: list[str] = field(default_factory=list)
+    # read from a file: titles and owners are posted from these rows when first asked for
+    source: Mapping[str, _Row | None] | None = None
+    _titles: dict[str, set[str]] = field(default_factory=dict)
+    _owners: dict[bytes, set[str]] = field(default_factory=dict)
+
+    @property
+    def titles(self) -> dict[str, set[str]]:
+        """Title -> the threads titled so."""
+        self._post_source()
+        return self._titles
+
+    @property
+    def owners(self) -> dict[bytes, set[str]]:
+        """Owner's key -> the threads it rooted."""
+        self._post_source()
+        return self._owners
+
+    def _post_source(self) -> None:
+        rows, self.source = self.source, None
+        for conv, row in (rows or {}).items():
+            if row is not None:
+                self._post(conv, row)
+
+    def _post(self, conv: str, row: _Row) -> None:
+        if row.title is not None:
+            self._titles.setdefault(row.title, set()).add(conv)
+        self._owners.setdefault(row.owner, set()).add(conv)
 
     def get(self, item: tuple[str, str]) -> dict[str, int]:
         """Thread -> checkpoints holding `item` (empty: none); the file's form decoded once."""
@@ -71,11 +96,10 @@ class Postings:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def thread(self, conv: str, row: _Row) -> None:
-        """Post a thread seen for the first time."""
+        """Post a thread seen for the first time (already among `source`'s rows, when set)."""
         bisect.insort(self.order, (row.thread_id, conv))
-        if row.title is not None:
-            self.titles.setdefault(row.title, set()).add(conv)
-        self.owners.setdefault(row.owner, set()).add(conv)
+        if self.source is None:
+            self._post(conv, row)
 
     def add(self, conv: str, digests: Digests) -> None:
         """Post one checkpoint of `conv` under each of its metadata items."""
