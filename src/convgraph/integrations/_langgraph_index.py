@@ -10,13 +10,16 @@ adoption (a `checkpoint` record) refolds the conversation from its snapshot. So 
 are the checkpoints `list` shows (a retraction can only name a record it descends from, so it
 never arrives first). Each row holds a digest of each metadata value normalised so that values
 Python finds equal digest alike; a value with no such normal form is `*` and matches any filter.
-So the index only narrows: the saver confirms every candidate on its loaded metadata.
+So the index only narrows: the saver confirms every candidate on its loaded metadata. Every
+change of a row goes through `State`'s methods, which keep the inverted part (`Postings`: item,
+title, owner -> threads) in step, so a search reads only the threads posted for it.
 
-Where the replica has a home, the state is kept there as `langgraph-threads.idx`: a version line,
-this replica's Ed25519 signature over the body, and the body (canonical JSON). A file that is
-unsigned, of another version, serializer or store (its cursor's record is not held), or does not
-parse is dropped and the index rebuilt from the records; `check` compares the whole state with
-a rebuild. Invariant: `state` equals what folding every record of the store gives.
+Where the replica has a home, the state is kept there as `langgraph-threads.idx`: a version line
+with this replica's Ed25519 signature over the body's SHA-256, and the body
+(`_langgraph_index_state.encode`). A file that is unsigned, of another version, serializer or
+store (its cursor's record is not held), or does not parse is dropped and the index rebuilt from
+the records; `check` compares the whole state, postings included, with a rebuild.
+Invariant: `state` equals what folding every record of the store gives.
 """
 
 from __future__ import annotations
