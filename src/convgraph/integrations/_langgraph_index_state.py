@@ -2,18 +2,19 @@
 
 `State` holds every conversation seen (a thread's `Row`, or None) and the `Postings` of the rows,
 changed only through its methods so the two stay in step. The file body is laid out so that
-reading it builds little: a first line of canonical JSON holding tables named by position (the
-threads in the saver's order, as columns; metadata items with their postings as text, decoded
-when first asked for), then one line per thread, in that order, of canonical JSON holding its
-checkpoints, parsed only when the thread is first read:
+reading it builds little, and writing it again little more: a first line of JSON holding tables
+named by position (the threads as columns, in the order they were first written; metadata items
+with their postings as text, decoded when first asked for), then one line per thread, in that
+order, of canonical JSON holding its checkpoints with their metadata digests, parsed only when
+the thread is first read. What was not asked for is written again as it was read:
 
     {"cursor": int, "last": hex | null, "serde": str, "owners": [hex, ...],
      "convs": [conv, ...], "ids": [thread id, ...], "titles": [title | null, ...], "by": [owner #, ...],
      "items": [key, digest, "thread # count thread # count ...", ...], "others": [conv, ...],
      "sizes": [bytes of the thread's line, ...]}
-    [[cid hex, ns, checkpoint id, [item #, ...]], ...]        (one line per thread)
+    [[cid hex, ns, checkpoint id, {key: digest, ...}], ...]        (one line per thread)
 
-Invariant: `decode(encode(s))` equals `s`, rows and postings alike.
+Invariant: `decode(encode(s))` equals `s`, rows and postings alike, and `encode(decode(b))` is `b`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from convgraph.core.cid import CID
 from convgraph.integrations._langgraph_postings import Digests, Postings
 
 Rows = dict[CID, tuple[str, str, Digests]]  # a thread's checkpoint records -> (ns, id, digests)
-# a row's checkpoints as the file holds them: its body, where they start and end, and its items
-_Raw = tuple[bytes, int, int, list[tuple[str, str]]]
+_Raw = tuple[bytes, int, int]  # a row's checkpoints as the file holds them: its body, start, end
 
 
 class Row:
@@ -49,16 +49,22 @@ class Row:
     def checkpoints(self) -> Rows:
         found = self._checkpoints
         if found is None:
-            body, start, end, items = self._raw or (b"[]", 0, 2, [])
+            body, start, end = self._raw or (b"[]", 0, 2)
             found = self._checkpoints = {  # signed by this replica: no check of the CIDs
-                CID._trusted(bytes.fromhex(c)): (ns, i, {items[p][0]: items[p][1] for p in ps})
-                for c, ns, i, ps in json.loads(body[start:end])}
+                CID._trusted(bytes.fromhex(c)): (ns, i, d) for c, ns, i, d in json.loads(body[start:end])}
             self._raw = None
         return found
 
     @checkpoints.setter
     def checkpoints(self, value: Rows) -> None:
         self._checkpoints, self._raw = value, None
+
+    def line(self) -> bytes:
+        """Its checkpoints as a line of the file: the one read, while they were not (so unchanged)."""
+        if self._raw is not None:
+            body, start, end = self._raw
+            return body[start:end]
+        return _dumps([[c.hex(), ns, i, d] for c, (ns, i, d) in sorted(self.checkpoints.items())]).encode()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Row):
@@ -114,32 +120,37 @@ class State:
 
 
 def encode(state: State, serde: str) -> bytes:
-    """The canonical JSON body of a state."""
-    threads = sorted((row.thread_id, conv, row) for conv, row in state.rows.items() if row is not None)
-    meta = state.postings.opened()
-    items = sorted({item for *_, row in threads for _, _, d in row.checkpoints.values() for item in d.items()}
-                   | meta.keys())
-    item_no = {item: n for n, item in enumerate(items)}
-    owners = sorted({row.owner for *_, row in threads})
+    """The body of a state. Threads keep the places the file they were read from gave them, new
+    ones follow (by conversation), so postings and checkpoint lines not asked for since are
+    written again as read: a write costs what changed, not the whole index."""
+    rows, postings = state.rows, state.postings
+    kept = postings.numbered
+    if not all(rows.get(conv) is not None for conv in kept):  # never so: rows are never removed
+        postings.opened()
+        kept = []
+    known = set(kept)
+    convs = kept + sorted(conv for conv, row in rows.items() if row is not None and conv not in known)
+    threads = [(conv, row) for conv in convs if (row := rows[conv]) is not None]
+    owners = sorted({row.owner for _, row in threads})
     owner_no = {owner: n for n, owner in enumerate(owners)}
-    thread_no = {conv: n for n, (_, conv, _) in enumerate(threads)}
-
-    def checkpoints(row: Row) -> bytes:
-        return _dumps([[c.hex(), ns, i, sorted(item_no[item] for item in d.items())]
-                       for c, (ns, i, d) in sorted(row.checkpoints.items())]).encode()
+    thread_no = {conv: n for n, conv in enumerate(convs)}
 
     def posted(item: tuple[str, str]) -> str:
-        held = sorted((thread_no[conv], count) for conv, count in meta.get(item, {}).items())
+        text = postings.packed.get(item)
+        if text is not None:  # numbered over `kept`, which `convs` begins with
+            return text
+        held = sorted((thread_no[conv], count) for conv, count in postings.get(item).items())
         return " ".join(f"{n} {count}" for n, count in held)
 
-    body = {
+    items = sorted(postings.meta.keys() | postings.packed.keys())
+    body: dict[str, Any] = {
         "cursor": state.cursor, "last": None if state.last is None else state.last.hex(), "serde": serde,
         "owners": [o.hex() for o in owners], "items": [x for item in items for x in (*item, posted(item))],
-        "convs": [conv for _, conv, _ in threads], "ids": [thread_id for thread_id, _, _ in threads],
-        "titles": [row.title for *_, row in threads], "by": [owner_no[row.owner] for *_, row in threads],
-        "others": sorted(conv for conv, row in state.rows.items() if row is None),
+        "convs": convs, "ids": [row.thread_id for _, row in threads],
+        "titles": [row.title for _, row in threads], "by": [owner_no[row.owner] for _, row in threads],
+        "others": sorted(conv for conv, row in rows.items() if row is None),
     }
-    lines = [checkpoints(row) for *_, row in threads]
+    lines = [row.line() for _, row in threads]
     body["sizes"] = [len(line) for line in lines]
     return b"\n".join([_dumps(body).encode(), *lines])
 
@@ -166,10 +177,9 @@ def decode(body: bytes, serde: str) -> State | None:
     items = list(zip(flat[::3], flat[1::3], strict=True))
     convs, ids, titles, by = m["convs"], m["ids"], m["titles"], [owners[o] for o in m["by"]]
     rows: dict[str, Row | None] = dict.fromkeys(m["others"])
-    rows.update(zip(convs, [Row(i, t, o, raw=(body, end - size, end, items)) for i, t, o, end, size in
+    rows.update(zip(convs, [Row(i, t, o, raw=(body, end - size, end)) for i, t, o, end, size in
                             zip(ids, titles, by, ends, sizes, strict=True)], strict=True))
     postings = Postings(packed=dict(zip(items, flat[2::3], strict=True)), numbered=convs, source=rows)
-    postings.order = list(zip(ids, convs, strict=True))
-    postings.order.sort()  # written sorted: one linear pass
+    postings.order = sorted(zip(ids, convs, strict=True))
     last = m["last"]
     return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows, postings)
