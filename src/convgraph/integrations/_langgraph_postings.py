@@ -7,7 +7,9 @@ checkpoints goes through `add` and `remove` with that checkpoint's digests. A me
 posts its thread once per checkpoint holding it (a count), so retracting one of two checkpoints
 with one value keeps the thread posted. A value with no normal form posts under (key, `ANY`),
 and metadata that did not load under (`ANY`, `ANY`): both are candidates for any filter.
-Invariant: `Postings` equals `Postings.of(rows)` for the rows the index holds.
+Read from a file, an item's postings stay text until first asked for, and titles and owners are
+posted from the rows when first asked for.
+Invariant: `Postings` equals the postings a rebuild from the records gives (`ThreadIndex.check`).
 """
 
 from __future__ import annotations
