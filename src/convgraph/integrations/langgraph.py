@@ -195,7 +195,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> builtins.list[ThreadInfo]:
         """The threads this replica holds with a live checkpoint, by thread id: those `owner`
         rooted, titled `title`, and with a checkpoint whose metadata has every `filter` item (each
-        when given). Answered from the thread index; only the threads it names for `filter` are read."""
+        when given). Answered from the thread index: only the threads it posts for them are looked at."""
         wanted = filter or {}
         out = []
         with self._lock:
