@@ -10,63 +10,45 @@ adoption (a `checkpoint` record) refolds the conversation from its snapshot. So 
 are the checkpoints `list` shows (a retraction can only name a record it descends from, so it
 never arrives first). Each row holds a digest of each metadata value normalised so that values
 Python finds equal digest alike; a value with no such normal form is `*` and matches any filter.
-So the index only narrows: the saver confirms every candidate on its loaded metadata.
+So the index only narrows: the saver confirms every candidate on its loaded metadata. Every
+change of a row goes through `State`'s methods, which keep the inverted part (`Postings`: item,
+title, owner -> threads) in step, so a search reads only the threads posted for it.
 
-Where the replica has a home, the state is kept there as `langgraph-threads.idx`: a version line,
-this replica's Ed25519 signature over the body, and the body (canonical JSON). A file that is
-unsigned, of another version, serializer or store (its cursor's record is not held), or does not
-parse is dropped and the index rebuilt from the records; `check` compares the whole state with
-a rebuild. Invariant: `state` equals what folding every record of the store gives.
+Where the replica has a home, the state is kept there as `langgraph-threads.idx`: a version line
+with this replica's Ed25519 signature over the body's SHA-256, and the body
+(`_langgraph_index_state.encode`). A file that is unsigned, of another version, serializer or
+store (its cursor's record is not held), or does not parse is dropped and the index rebuilt from
+the records; `check` compares the whole state, postings included, with a rebuild.
+Invariant: `state` equals what folding every record of the store gives.
 """
 
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.core.keys import verify
 from convgraph.errors import ConvgraphError
+from convgraph.integrations._langgraph_index_state import Row, Rows, State, decode, encode
+from convgraph.integrations._langgraph_postings import ANY, Digests
 from convgraph.integrations._langgraph_thread import CHECKPOINT_PATH, LANGUAGE, Thread
 from convgraph.projections.state import Entry, entry_from_bytes
 from convgraph.replica import Replica
 
 INDEX_FILE: Final = "langgraph-threads.idx"
-VERSION: Final = 1
-ANY: Final = "*"  # a metadata value with no normal form: a candidate for every filter
-_DOMAIN: Final = b"convgraph langgraph thread index v1\x00"
+VERSION: Final = 2
+_DOMAIN: Final = b"convgraph langgraph thread index v2\x00"
 _PAGE: Final = 2048  # arrivals read per query while catching up
 SAVE_EVERY: Final = 256  # conversations refolded since the file was written before it is again
-
-Digests = dict[str, str]  # metadata key -> digest of its normalised value, or ANY
-Rows = dict[CID, tuple[str, str, Digests]]  # a thread's checkpoint records -> (ns, id, digests)
-
-
-@dataclass
-class Row:
-    """One thread: its id, title and owner, and its checkpoint records not retracted."""
-
-    thread_id: str
-    title: str | None
-    owner: bytes
-    checkpoints: Rows = field(default_factory=dict)
-
-
-@dataclass
-class State:
-    """The fold: every conversation seen (None: not a thread) and where the stream was left."""
-
-    cursor: int = 0
-    last: CID | None = None  # the last record with bytes folded: it must still be held
-    rows: dict[str, Row | None] = field(default_factory=dict)
-
 
 # ---------------------------------------------------------------- metadata values
 
@@ -176,7 +158,7 @@ class ThreadIndex:
     def _fold(self, state: State, conv: str, entry: Entry) -> int:
         """Fold one record; 1 when it changed a thread's row."""
         if conv not in state.rows:
-            state.rows[conv] = self._row(conv, entry if entry.kind == "genesis" else None)
+            state.seen(conv, self._row(conv, entry if entry.kind == "genesis" else None))
             if state.rows[conv] is not None and entry.kind == "genesis":
                 return 1
         row = state.rows[conv]
@@ -185,15 +167,12 @@ class ThreadIndex:
         payload = entry.payload
         if entry.kind == "code_snapshot" and payload.get("language") == LANGUAGE \
                 and payload.get("path", "").startswith(CHECKPOINT_PATH):
-            added = self._checkpoint(payload["tree"])
-            for cid in [c for c, (ns, i, _) in row.checkpoints.items() if (ns, i) == added[:2]]:
-                del row.checkpoints[cid]  # as the thread's fold: a later record of one id replaces it
-            row.checkpoints[entry.cid] = added
+            state.put(conv, row, entry.cid, self._checkpoint(payload["tree"]))
         elif entry.kind == "retraction":
-            if row.checkpoints.pop(payload["target"], None) is None:
+            if not state.drop(conv, row, payload["target"]):
                 return 0
         elif entry.kind == "checkpoint":  # a compaction or an adoption: the snapshot moved
-            row.checkpoints = self._refolded(conv, row.checkpoints)
+            state.refold(conv, row, self._refolded(conv, row.checkpoints))
         else:
             return 0
         return 1
@@ -232,8 +211,9 @@ class ThreadIndex:
         if path is None or self.replica._key is None:
             self.unsaved = 0
             return
-        body = encode(state, self.serde)
-        signature = self.replica.key.sign(_DOMAIN + body)
+        with _uncollected():
+            body = encode(state, self.serde)
+        signature = self.replica.key.sign(_signed(body))
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(f"convgraph-thread-index {VERSION} {signature.hex()}\n".encode() + body)
         os.replace(tmp, path)
@@ -248,10 +228,11 @@ class ThreadIndex:
             magic, version, signature = head.decode().split(" ")
             if magic != "convgraph-thread-index" or version != str(VERSION):
                 return None
-            if not verify(self.replica.actor, _DOMAIN + body, bytes.fromhex(signature)):
+            if not verify(self.replica.actor, _signed(body), bytes.fromhex(signature)):
                 return None
-            return decode(body, self.serde)
-        except (OSError, ValueError, KeyError, TypeError, ConvgraphError):
+            with _uncollected():
+                return decode(body, self.serde)
+        except (OSError, ValueError, KeyError, IndexError, TypeError, ConvgraphError):
             return None
 
     # ------------------------------------------------------------ checked against the records
@@ -264,6 +245,14 @@ class ThreadIndex:
         for conv in sorted(held.rows.keys() | want.rows.keys()):
             if held.rows.get(conv) != want.rows.get(conv):
                 out.append(f"the thread index's row of {conv[:64]!r} differs from the records' fold")
+        mine, theirs = held.postings.opened(), want.postings.opened()
+        for item in sorted(mine.keys() | theirs.keys()):
+            if mine.get(item) != theirs.get(item):
+                out.append(f"the thread index's postings of metadata key {item[0][:64]!r} differ from "
+                           "the records' fold")
+        for name in ("titles", "owners", "order"):
+            if getattr(held.postings, name) != getattr(want.postings, name):
+                out.append(f"the thread index's postings by {name} differ from the records' fold")
         return out
 
     def rebuild(self) -> None:
@@ -273,37 +262,37 @@ class ThreadIndex:
         self.sync()
 
 
-def encode(state: State, serde: str) -> bytes:
-    """The canonical JSON body of a state."""
-    rows = {conv: None if row is None else [
-        row.thread_id, row.title, row.owner.hex(),
-        {c.hex(): [ns, i, d] for c, (ns, i, d) in row.checkpoints.items()},
-    ] for conv, row in state.rows.items()}
-    body = {"cursor": state.cursor, "last": None if state.last is None else state.last.hex(),
-            "rows": rows, "serde": serde}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+@contextmanager
+def _uncollected() -> Iterator[None]:
+    """No garbage collection inside: encoding and decoding allocate many containers and free
+    none, so a collection would walk every object of the index to find nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def decode(body: bytes, serde: str) -> State | None:
-    """The state of a body `encode` wrote for `serde` (None: written for another serializer)."""
-    m = json.loads(body)
-    if m["serde"] != serde:
-        return None
-    rows: dict[str, Row | None] = {}
-    for conv, r in m["rows"].items():
-        rows[conv] = None if r is None else Row(r[0], r[1], bytes.fromhex(r[2]), {
-            CID._trusted(bytes.fromhex(c)): (ns, i, d) for c, (ns, i, d) in r[3].items()})  # signed by us
-    last = m["last"]
-    return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows)
+def _signed(body: bytes) -> bytes:
+    """What the file's signature covers: the body's SHA-256, so checking it does not copy the body."""
+    return _DOMAIN + hashlib.sha256(body).digest()
 
 
-def candidates(state: State, wanted: dict[str, Any]) -> Iterable[tuple[str, str, set[CID]]]:
+def candidates(
+    state: State, wanted: dict[str, Any], *, title: str | None = None, owner: bytes | None = None,
+) -> Iterator[tuple[str, str, set[CID]]]:
     """(thread id, conversation, the checkpoint records that may match `wanted`), thread by
-    thread in the saver's order; a thread with none is left out unless `wanted` is empty."""
+    thread in the saver's order, of the threads titled `title` and rooted by `owner` (each when
+    given); a thread with none is left out unless `wanted` is empty. Only the threads the
+    postings name are looked at; their rows then narrow to checkpoints."""
     narrow = wanted_digests(wanted)
-    threads = sorted(((row.thread_id, conv, row) for conv, row in state.rows.items() if row is not None),
-                     key=lambda t: (t[0], t[1]))
-    for thread_id, conv, row in threads:
+    threads = state.postings.narrowed(state.rows, narrow, title=title, owner=owner)
+    for thread_id, conv in state.postings.order if threads is None else threads:
+        row = state.rows[conv]
+        if row is None:
+            continue
         found = {c for c, (_, _, d) in row.checkpoints.items() if matches(d, narrow)}
         if found or not wanted:
             yield thread_id, conv, found

@@ -208,12 +208,12 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> builtins.list[ThreadInfo]:
         """The threads this replica holds with a live checkpoint, by thread id: those `owner`
         rooted, titled `title`, and with a checkpoint whose metadata has every `filter` item (each
-        when given). Answered from the thread index; only the threads it names for `filter` are read."""
+        when given). Answered from the thread index: only the threads it posts for them are looked at."""
         wanted = filter or {}
         out = []
         with self._lock:
             state = self._index.sync()
-            for thread_id, conv, found in candidates(state, wanted):
+            for thread_id, conv, found in candidates(state, wanted, title=title, owner=owner):
                 row = state.rows[conv]
                 if row is None or not row.checkpoints or (owner is not None and row.owner != owner) or (
                         title is not None and row.title != title):
