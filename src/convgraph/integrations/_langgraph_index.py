@@ -145,6 +145,13 @@ class ThreadIndex:
         self.state = None
         self.unsaved = 0
 
+    def drop(self, conv: str) -> None:
+        """Remove `conv`'s row: the replica forgot it, so no record of it is left to fold (the
+        file is written at once: a rebuild would no longer meet the conversation)."""
+        state = self.sync()
+        if state.rows.pop(conv, None) is not None and not self.replica.store.in_transaction():
+            self._write(state)
+
     def sync(self) -> State:
         """Fold what arrived since the last call (first: since the file's cursor, or from the start)."""
         state = self.state
@@ -297,13 +304,20 @@ def decode(body: bytes, serde: str) -> State | None:
     return State(int(m["cursor"]), None if last is None else CID(bytes.fromhex(last)), rows)
 
 
-def candidates(state: State, wanted: dict[str, Any]) -> Iterable[tuple[str, str, set[CID]]]:
+def candidates(
+    state: State, wanted: dict[str, Any], pick: Callable[[str], str | None] | None = None,
+) -> Iterable[tuple[str, str, set[CID]]]:
     """(thread id, conversation, the checkpoint records that may match `wanted`), thread by
-    thread in the saver's order; a thread with none is left out unless `wanted` is empty."""
+    thread in the saver's order; a thread with none is left out unless `wanted` is empty. A
+    thread id held in several conversations (generations) yields only the one `pick` names."""
     narrow = wanted_digests(wanted)
     threads = sorted(((row.thread_id, conv, row) for conv, row in state.rows.items() if row is not None),
                      key=lambda t: (t[0], t[1]))
-    for thread_id, conv, row in threads:
+    ids = [t[0] for t in threads]
+    for i, (thread_id, conv, row) in enumerate(threads):
+        shared = (i and ids[i - 1] == thread_id) or (i + 1 < len(ids) and ids[i + 1] == thread_id)
+        if shared and pick is not None and pick(thread_id) != conv:
+            continue
         found = {c for c, (_, _, d) in row.checkpoints.items() if matches(d, narrow)}
         if found or not wanted:
             yield thread_id, conv, found
