@@ -568,7 +568,7 @@ class Replica:
     def forget(self, conv: str) -> None:
         """Drop `conv` from this replica's store only: its records, every row kept for it and the
         artifact blocks no other conversation names, in one transaction; its id is kept so that
-        sync never brings it back (docs/conversation.md §9). Nothing is signed: other replicas
+        sync never brings it back (docs/conversation.md §10). Nothing is signed: other replicas
         keep it whole. Raises `UnknownConversationError` when it is not held."""
         replica_forget.forget(self.store, conv)
         self._folds.drop(conv)
