@@ -924,7 +924,8 @@ class SqliteStore:
         """Return the free pages to the file system and empty the WAL (it still holds the old
         pages' bytes); a checkpoint that a reader blocks leaves the WAL for a later one."""
         with _translated():
-            self._db.execute("PRAGMA incremental_vacuum").fetchall()
+            # `executescript` steps the pragma to its end: `execute` frees one page a call
+            self._db.executescript("PRAGMA incremental_vacuum;")
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def forgotten(self, convs: Iterable[str]) -> set[str]:
