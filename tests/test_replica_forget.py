@@ -69,7 +69,9 @@ def test_sync_does_not_bring_it_back_and_the_peer_keeps_it_whole() -> None:
     assert [r.cid for r in peer.records(one)] == whole and peer.verify().ok
     report = sync_replicas(peer, ours)  # the peer pushes it: refused, rule `forgotten`
     assert ours.heads(one) == [] and ours.conversations() == [two]
-    assert not report.convs[one].converged
+    refused = report.convs[one]
+    assert not refused.converged and len(refused.rejected_there) == len(whole)
+    assert {r.rule for r in refused.rejected_there} == {"forgotten"}
     # pushed one by one by ingest too: each refused with its rule, nothing stored
     ingested = ours.ingest([r.data for r in peer.records(one)])
     assert ingested.accepted == [] and {r.rule for r in ingested.rejected} == {"forgotten"}

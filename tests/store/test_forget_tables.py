@@ -6,19 +6,28 @@ before it miss a later record."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_block_tables import blocks, named
 from test_contract import (  # noqa: F401  (fixtures)
+    SERVER_EXAMPLES,
+    SERVER_KINDS,
+    STORE_EXAMPLES,
     T0,
+    History,
     StoreMaker,
+    Universe,
     aborted,
     chain,
     commit,
+    histories,
     new_store,
+    observe,
     pend,
     rec,
 )
@@ -26,6 +35,7 @@ from test_witness_tables import PEERS, finding, stmt
 
 from convgraph.artifacts import CHUNK_SIZE, split
 from convgraph.core.cid import CID
+from convgraph.core.record import Record
 from convgraph.errors import StoreError
 from convgraph.projections.index_rows import LineRow
 from convgraph.store.base import PendingCheck, Store
@@ -161,3 +171,29 @@ def test_the_index_rows_of_a_forgotten_conversation_go_with_it(store: Store) -> 
     assert LineRow in {type(r) for r in store.index_rows("c1")}
     store.forget("c1")
     assert store.index_rows("c1") == [] and store.line("c1", "main", None, 10) == []
+
+
+def _land(store: Store, hist: History, keep: Callable[[Record], bool]) -> None:
+    """Commit the history's records that `keep` holds, with their equivocation pairs, one by one."""
+    held: set[CID] = set()
+    for r in hist.records:
+        if keep(r):
+            commit(store, r, equivocations=[(a, r.cid) for a in hist.rivals[r.cid] if a in held])
+            held.add(r.cid)
+
+
+def test_a_forgotten_conversation_reads_as_never_held(new_store: StoreMaker) -> None:  # noqa: F811
+    """The promise: after `forget(c)`, every answer equals a store's that never held `c`."""
+
+    @(SERVER_EXAMPLES if new_store.kind in SERVER_KINDS else STORE_EXAMPLES)
+    @given(histories(), st.sampled_from(["c1", "c2", "c3"]))
+    def check(hist: History, conv: str) -> None:
+        with closing(new_store()) as forgot, closing(new_store()) as never:
+            _land(forgot, hist, lambda r: True)
+            forgot.forget(conv)
+            _land(never, hist, lambda r: r.conv != conv)
+            universe = Universe.of(hist.records)
+            assert observe(forgot, universe) == observe(never, universe)
+            assert forgot.forgotten([conv]) == {conv} and never.forgotten([conv]) == set()
+
+    check()
