@@ -8,7 +8,7 @@ to each. The work lives in rooms of its own: authoring in `replica_writes`, inge
 adoption in `replica_intake`, the cached folds in `replica_folds`, drafts of turns in
 `replica_drafts`, checkpoint claims in `replica_checkpoints`, re-checking in
 `replica_verify`, witnessed history in `witnessing` and `checkpointing`, reading records
-compacted or not in `replica_reads`. Invariant: the
+compacted or not in `replica_reads`, forgetting a conversation in `replica_forget`. Invariant: the
 store only ever holds records that passed every ingest rule.
 """
 
