@@ -26,7 +26,8 @@ def test_every_public_name_is_exported() -> None:
                "replica_checkpoints", "replica_drafts", "replica_folds", "replica_home", "replica_intake", "replica_verify",
                "replica_writes", "server", "store", "sync", "witnessing", "artifacts", "replica_artifacts", "artifact_checks",
                "checkpointing", "collector", "turn_index", "witness_client", "witness_policy", "viewer",
-               "integrations", "resume_cache", "importers", "replica_code", "suggestions", "replica_reads"}
+               "integrations", "resume_cache", "importers", "replica_code", "suggestions", "replica_reads",
+               "replica_forget"}
     assert public - modules == set(convgraph.__all__)
 
 

@@ -50,6 +50,7 @@
     │   ├── AmbiguousActorError     a short actor id that more than one known key matches
     │   └── AmbiguousConversationError  a short conversation id that more than one held id matches
     ├── NoReplicaError              a directory with no replica where one was expected
+    ├── ForgottenConversationError  a record or write of a conversation this replica forgot
     ├── LegacyConversationError     a write into a conversation that has no root of trust
     ├── MigrationError              a conversation `migrate` cannot copy (it is rooted already)
     ├── AliasError                  a malformed local alias, or an alias file that cannot be read
@@ -700,6 +701,19 @@ class UnknownConversationError(NotFoundError):
         super().__init__(message)
         self.conv = conv
         self.known = known
+
+
+class ForgottenConversationError(ConvgraphError):
+    """A record of a conversation this replica forgot (`Replica.forget`): it is neither stored
+    nor written, so sync cannot bring the conversation back. `conv` is the conversation, `cid`
+    the record (its rule in an ingest or sync report is `forgotten`)."""
+
+    def __init__(self, message: str, *, conv: str, cid: object = None) -> None:
+        super().__init__(message, cid=cid)
+        self.conv = conv
+
+
+_RULES[ForgottenConversationError] = "forgotten"
 
 
 class _AmbiguousError(NotFoundError):

@@ -32,6 +32,7 @@ from convgraph.errors import (
     CidMismatchError,
     ConvgraphError,
     ForbiddenError,
+    ForgottenConversationError,
     ParentRejectedError,
 )
 from convgraph.projections import authority as authority_
@@ -267,6 +268,12 @@ def plan_ingest(
             plan.report.duplicates.append(rec.cid)
         else:
             fresh[rec.cid] = rec
+    if forgotten := store.forgotten({r.conv for r in fresh.values()}):  # never brought back by sync
+        for cid in [c for c, r in fresh.items() if r.conv in forgotten]:
+            conv = fresh.pop(cid).conv
+            forgot = ForgottenConversationError(f"record of conversation {conv!r}, which this replica forgot",
+                                                conv=conv, cid=cid)
+            plan.report.rejected.append(Rejection(cid, forgot))
     stored = set(store.metas(fresh))
     queued = set(store.pending_get(c for c in fresh if c not in stored)) if plan.store_waits else set()
     for cid, rec in fresh.items():

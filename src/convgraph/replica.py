@@ -8,7 +8,7 @@ to each. The work lives in rooms of its own: authoring in `replica_writes`, inge
 adoption in `replica_intake`, the cached folds in `replica_folds`, drafts of turns in
 `replica_drafts`, checkpoint claims in `replica_checkpoints`, re-checking in
 `replica_verify`, witnessed history in `witnessing` and `checkpointing`, reading records
-compacted or not in `replica_reads`. Invariant: the
+compacted or not in `replica_reads`, forgetting a conversation in `replica_forget`. Invariant: the
 store only ever holds records that passed every ingest rule.
 """
 
@@ -28,6 +28,7 @@ from convgraph import (
     checkpointing,
     replica_artifacts,
     replica_code,
+    replica_forget,
     replica_home,
     replica_reads,
     suggestions,
@@ -212,7 +213,8 @@ class Replica:
     def write_many(self, conv: str, drafts: Iterable[Draft]) -> list[Record]:
         """Author a run of records in one transaction: each one's parent is the previous.
 
-        Raises `LegacyConversationError` for a legacy `conv` unless `config.legacy_writes`.
+        Raises `LegacyConversationError` for a legacy `conv` unless `config.legacy_writes`,
+        `ForgottenConversationError` for one this replica forgot.
         """
         check_text(conv, "conv")  # before the store is asked about it
         if not (self.config.legacy_writes or is_rooted(conv)):
@@ -221,6 +223,7 @@ class Replica:
                 f"writes nothing into it; `{suggestions.MIGRATE(conv=conv)}` starts a rooted copy",
                 conv=conv,
             )
+        replica_forget.refuse_forgotten(self.store, conv)
         records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
         artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
         replica_artifacts.admit_written(self.store, records)  # we hold what we named: readers may fetch it
@@ -559,6 +562,28 @@ class Replica:
             records = [load_trusted(d, c) for c, d in rows]
             yield from records
             after = records[-1].order_key
+
+    # ------------------------------------------------------------ forgetting (replica_forget.py)
+
+    def forget(self, conv: str) -> None:
+        """Drop `conv` from this replica's store only: its records, every row kept for it and the
+        artifact blocks no other conversation names, in one transaction; its id is kept so that
+        sync never brings it back (docs/conversation.md §10). Nothing is signed: other replicas
+        keep it whole. Raises `UnknownConversationError` when it is not held."""
+        replica_forget.forget(self.store, conv)
+        self._folds.drop(conv)
+        self._answers.forget()
+        self._checkpoints.scanned.pop(conv, None)
+
+    def forgotten(self, conv: str) -> bool:
+        """Whether this replica forgot `conv` (`forget`): it refuses the conversation's records."""
+        return bool(self.store.forgotten([check_text(conv, "conv")]))
+
+    def vacuum(self) -> None:
+        """Hand the space of deleted data back to the file system: on SQLite a full `VACUUM` (it
+        also switches a store made before auto-vacuum to it), on PostgreSQL `VACUUM` of the
+        tables; never inside a transaction (`StoreError`)."""
+        self.store.vacuum()
 
     def close(self) -> None:
         """Release the store."""

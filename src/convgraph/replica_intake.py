@@ -19,6 +19,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import is_rooted
+from convgraph.errors import ForgottenConversationError
 from convgraph.ingest import IngestReport, Item, plan_ingest
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
@@ -89,6 +90,9 @@ class Intake:
             if adoption is None:
                 return IngestReport(duplicates=[CID.of_record(checkpoint)])
             record = adoption.checkpoint
+            if store_forgot := self.store.forgotten([record.conv]):
+                raise ForgottenConversationError(f"a base of conversation {record.conv!r}, which this "
+                                                 "replica forgot", conv=min(store_forgot), cid=record.cid)
             adopted: AuthorityState | None = None
             if is_rooted(record.conv):  # the base's records, then what the base lets in, are judged
                 held = self.store.metas(e for e in state_.restore(snapshot).entries)

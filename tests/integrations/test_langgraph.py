@@ -1,5 +1,6 @@
 """`ConvgraphSaver` under real LangGraph graphs: messages stored once as turns, the thread
-synced to a second replica and resumed there, forks as branches, deletes as retractions."""
+synced to a second replica and resumed there, forks as branches, `retract_thread` as
+retractions (`delete_thread`, which forgets: test_langgraph_delete.py)."""
 
 from __future__ import annotations
 
@@ -168,17 +169,19 @@ def test_a_fork_from_an_older_checkpoint_is_a_convgraph_branch() -> None:
     assert replica.verify().ok
 
 
-def test_delete_thread_retracts_and_the_thread_starts_afresh() -> None:
+def test_retract_thread_retracts_and_the_thread_starts_afresh() -> None:
     replica = Replica.in_memory()
     saver = ConvgraphSaver(replica)
     graph = _graph(saver)
     graph.invoke({"messages": [HumanMessage("secret")]}, _config())
     conv = saver.conversation("t1")
     assert conv is not None
-    saver.delete_thread("t1")
+    saver.retract_thread("t1")
     assert graph.get_state(_config()).values == {}
     assert replica.transcript(conv) == []  # the turns are retracted too
+    assert replica.records(conv)  # signed retractions: nothing is erased, they sync
     graph.invoke({"messages": [HumanMessage("again")]}, _config())
+    assert saver.conversation("t1") == conv  # the same conversation goes on
     assert [m.content for m in graph.get_state(_config()).values["messages"]] == ["again", "reply 1"]
     assert replica.verify().ok
 

@@ -82,7 +82,8 @@ def _tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
 OURS_V1 = {"meta", "records", "heads", "pending", "pending_missing", "snapshots", "equivocations"}
 OURS_V2 = OURS_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"}
 OURS_V3 = OURS_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"}
-OURS = OURS_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
+OURS_V4 = OURS_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
+OURS = OURS_V4 | {"forgotten"}
 
 
 # ---------------------------------------------------------------- the schema
@@ -729,6 +730,25 @@ def test_a_version_3_schema_gets_its_artifact_refs_from_the_records(
     manifest, pieces = split(bytes(CHUNK_SIZE + 1))
     again.put_blocks(pieces)
     assert set(again.chunks_of([manifest])[manifest]) == {c for c, _ in pieces if c != manifest}
+
+
+def test_a_version_4_schema_gets_its_tombstones_table(
+    opened: Callable[..., PostgresStore], raw: Callable[..., psycopg.Connection[Any]], schema: str
+) -> None:
+    store = opened()
+    commit(store, *chain(3), *chain(2, "c2"))
+    store.close()
+    conn = raw()  # what version 4 made: no `forgotten`
+    conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, "forgotten")))
+    meta = sql.Identifier(schema, "meta")
+    conn.execute(sql.SQL("UPDATE {} SET value = 4 WHERE key = 'schema_version'").format(meta))
+    again = opened()
+    assert _tables(conn, schema) == OURS
+    assert conn.execute(sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(meta)).fetchone() == (
+        SCHEMA_VERSION,
+    )
+    again.forget("c1")
+    assert again.forgotten(["c1", "c2"]) == {"c1"} and again.conversations() == ["c2"]
 
 
 def test_a_block_rotted_on_disk_is_caught_on_the_way_out(

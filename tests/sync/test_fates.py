@@ -134,8 +134,10 @@ def test_the_specs_closed_list_of_rules_is_every_rule_ingest_can_report() -> Non
                      if isinstance(c, type) and issubclass(c, families)
                      and not issubclass(c, errors.ArtifactError)]  # blocks' rules: *Artifacts*, not a record's
     # `rule` reads only the type: an instance made without __init__ answers it; a base's
-    # refusals (docs/sync.md, *Compacted history*) add the snapshot's
-    assert listed == {c.__new__(c).rule for c in [*record_errors, errors.SnapshotError]} | {"forbidden"}
+    # refusals (docs/sync.md, *Compacted history*) add the snapshot's; a replica's own refusals
+    # (a conversation not covered, one it forgot) add theirs
+    replica_rules = {"forbidden", errors.ForgottenConversationError.__new__(errors.ForgottenConversationError).rule}
+    assert listed == {c.__new__(c).rule for c in [*record_errors, errors.SnapshotError]} | replica_rules
 
 
 def test_a_release_is_reported_in_its_own_conversation_only(served: tuple[Replica, str]) -> None:

@@ -132,6 +132,10 @@ def _messages() -> list[tuple[str, str, Message]]:
              Reported(Fate.QUARANTINED, d1, parents=(d2, d3)), Reported(Fate.HELD, d2, retry_ms=1_700_000_060_000),
              Reported(Fate.REJECTED, d3, rule="signature"), Reported(Fate.REJECTED_AT, index=7, rule="size"),
              Reported(Fate.EVICTED, d1))))),
+        ("reply_report_forgotten", "records of a conversation the responder forgot: each REJECTED, rule "
+         "`forgotten`; the receipt names none of them",
+         _sections(Kind.REPLY, Section("c", 0, _strong([]), statement=_statement([], stored=()), report=(
+             Reported(Fate.REJECTED, d1, rule="forgotten"), Reported(Fate.REJECTED, d2, rule="forgotten"))))),
         ("reply_receipt", "a report of one record ACCEPTED, and the receipt that names it",
          _sections(Kind.REPLY, Section("c", 1, _strong([d1]), report=(Reported(Fate.ACCEPTED, d1),),
                                         statement=_statement([d1], stored=(d1,))))),

@@ -334,6 +334,8 @@ def _run(
         raise ConvgraphError(f"{target} is neither a URL nor a replica directory (no {DB_FILE})")
     with Replica.open(path, create=False) as other:
         names = list(convs) or sorted({*replica.conversations(), *other.conversations()})
+        forgot = replica.store.forgotten(names)  # forgotten here: never asked for again
+        names = [n for n in names if n not in forgot]
         both = trusting([replica.actor, other.actor])
         responder = Responder(ReplicaPeer(other, adopt_from=both), key=other.key, clock=other.clock,
                               witness=witness_of(other))

@@ -127,6 +127,13 @@ class ThreadIndex:
         self.state = None
         self.unsaved = 0
 
+    def drop(self, conv: str) -> None:
+        """Remove `conv`'s row: the replica forgot it, so no record of it is left to fold (the
+        file is written at once: a rebuild would no longer meet the conversation)."""
+        state = self.sync()
+        if state.rows.pop(conv, None) is not None and not self.replica.store.in_transaction():
+            self._write(state)
+
     def sync(self) -> State:
         """Fold what arrived since the last call (first: since the file's cursor, or from the start)."""
         state = self.state
@@ -282,14 +289,18 @@ def _signed(body: bytes) -> bytes:
 
 def candidates(
     state: State, wanted: dict[str, Any], *, title: str | None = None, owner: bytes | None = None,
+    pick: Callable[[str], str | None] | None = None,
 ) -> Iterator[tuple[str, str, set[CID]]]:
     """(thread id, conversation, the checkpoint records that may match `wanted`), thread by
     thread in the saver's order, of the threads titled `title` and rooted by `owner` (each when
     given); a thread with none is left out unless `wanted` is empty. Only the threads the
-    postings name are looked at; their rows then narrow to checkpoints."""
+    postings name are looked at; their rows then narrow to checkpoints. A thread id held in
+    several conversations (generations) yields only the one `pick` names."""
     narrow = wanted_digests(wanted)
     threads = state.postings.narrowed(state.rows, narrow, title=title, owner=owner)
     for thread_id, conv in state.postings.order if threads is None else threads:
+        if pick is not None and state.postings.shared(thread_id) and pick(thread_id) != conv:
+            continue
         row = state.rows[conv]
         if row is None:
             continue

@@ -26,12 +26,16 @@ from convgraph.projections.turn import Turn, turn_from
 from convgraph.replica_drafts import Draft
 
 _NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
+_GENERATION_DOMAIN: Final = b"convgraph/langgraph-thread/generation\x00"  # then the number, NUL, the id
 WHOLE: Final = "langchain_whole"  # payload meta: the `langchain` shell is the whole message, content too
 
 
-def thread_nonce(thread_id: str) -> bytes:
-    """The genesis nonce of a thread's conversation: the same on every replica."""
-    return hashlib.sha256(_NONCE_DOMAIN + thread_id.encode("utf-8")).digest()[:16]
+def thread_nonce(thread_id: str, generation: int = 0) -> bytes:
+    """The genesis nonce of a thread's conversation: the same on every replica. Generation 0 is
+    the thread's first conversation; `delete_thread` forgets one, and the thread id used again
+    roots the next generation (a forgotten conversation id is never rooted again)."""
+    head = _NONCE_DOMAIN if generation == 0 else _GENERATION_DOMAIN + b"%d\x00" % generation
+    return hashlib.sha256(head + thread_id.encode("utf-8")).digest()[:16]
 
 
 def turn_draft(

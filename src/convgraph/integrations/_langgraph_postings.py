@@ -97,6 +97,11 @@ class Postings:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    def shared(self, thread_id: str) -> bool:
+        """Whether more than one conversation holds `thread_id` (generations of one thread)."""
+        i = bisect.bisect_left(self.order, (thread_id, ""))
+        return i + 1 < len(self.order) and self.order[i + 1][0] == thread_id
+
     def thread(self, conv: str, row: _Row) -> None:
         """Post a thread seen for the first time (already among `source`'s rows, when set)."""
         bisect.insort(self.order, (row.thread_id, conv))

@@ -9,9 +9,11 @@ A thread is the rooted conversation `conv_id(owner, H(thread_id))` of this repli
 channel become turn records once each; a checkpoint records only which of its parent's
 messages it keeps and which turns it adds, so the store grows with the messages, not with
 messages x steps as `SqliteSaver`'s does. A checkpoint written on a parent that already
-has a child (LangGraph's fork) starts a convgraph branch at the parent's record. Deletes
-write retractions: nothing is erased. Values past 256 KiB are artifacts their records name;
-with an `EncryptedSerializer` messages stay inline, through it. The mapping in full:
+has a child (LangGraph's fork) starts a convgraph branch at the parent's record.
+`delete_thread` forgets the thread's conversation on this replica only (its bytes leave the
+disk); `retract_thread`, `prune` and `delete_for_runs` write retractions that sync. Values
+past 256 KiB are artifacts their records name; with an `EncryptedSerializer` messages stay
+inline, through it. The mapping in full:
 docs/integrations.md.
 Invariant: every read is a fold of the conversation's records, so a thread synced to
 another replica reads back there exactly as here.
@@ -43,8 +45,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from convgraph.core.cid import CID
-from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
+from convgraph.integrations import _langgraph_generations as generations
 from convgraph.integrations._langgraph_forks import Fork, ForkLine
 from convgraph.integrations._langgraph_forks import forks as fork_points
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
@@ -55,7 +57,6 @@ from convgraph.integrations._langgraph_mapping import (
     state_turns,
     target,
     text,
-    thread_nonce,
     turn_draft,
 )
 from convgraph.integrations._langgraph_thread import (
@@ -171,24 +172,18 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         known = self._convs.get(thread_id)
         if known is not None:
             return known
-        nonce = thread_nonce(thread_id)
-        for owner in (*self.owners, self.replica.actor):
-            conv = conv_id(owner, nonce)
-            if self.replica.heads(conv):
-                self._convs[thread_id] = conv
-                return conv
-        return None
+        conv = generations.find(self.replica, (*self.owners, self.replica.actor), thread_id)
+        if conv is not None:
+            self._convs[thread_id] = conv
+        return conv
 
     def _rooted(self, thread_id: str) -> str:
         """The conversation of `thread_id`, rooted by this replica's key when none is held."""
         found = self._find(thread_id)
         if found is not None:
             return found
-        nonce = thread_nonce(thread_id)
-        conv = conv_id(self.replica.actor, nonce)
-        payload = {"nonce": nonce, "title": f"LangGraph thread {thread_id}",
-                   "meta": {"langgraph": {"thread_id": thread_id}}}
-        self.replica.write(conv, "genesis", payload)
+        conv, generation = generations.next_generation(self.replica, thread_id)
+        self.replica.write(conv, "genesis", generations.genesis(thread_id, generation))
         self._convs[thread_id] = conv
         return conv
 
@@ -201,7 +196,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     def _all_threads(self) -> list[tuple[str, str]]:
         """(thread id, conversation) of every LangGraph thread this replica holds."""
-        return [(t, c) for t, c, _ in candidates(self._index.sync(), {})]
+        return [(t, c) for t, c, _ in candidates(self._index.sync(), {}, pick=self._find)]
 
     def threads(
         self, *, owner: bytes | None = None, title: str | None = None, filter: dict[str, Any] | None = None,
@@ -213,7 +208,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         out = []
         with self._lock:
             state = self._index.sync()
-            for thread_id, conv, found in candidates(state, wanted, title=title, owner=owner):
+            picked = candidates(state, wanted, title=title, owner=owner, pick=self._find)
+            for thread_id, conv, found in picked:
                 row = state.rows[conv]
                 if row is None or not row.checkpoints or (owner is not None and row.owner != owner) or (
                         title is not None and row.title != title):
@@ -272,7 +268,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             conv = self._find(thread_id)
             threads: Iterable[tuple[str, str, set[CID] | None]] = [(thread_id, conv, None)] if conv else []
         else:  # the thread index names the checkpoints that may match: only their threads are read
-            threads = candidates(self._index.sync(), wanted)
+            threads = candidates(self._index.sync(), wanted, pick=self._find)
         ns, only = conf.get("checkpoint_ns"), conf.get("checkpoint_id")
         cutoff = (before or {}).get("configurable", {}).get("checkpoint_id")
         left = limit
@@ -508,10 +504,23 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         kind, data = self.serde.dumps_typed(value)
         return {"t": kind, "b": offloaded_bytes(self.replica, data)}
 
-    # ------------------------------------------------------------ deletes: retractions
+    # ------------------------------------------------------------ deletes
 
     def delete_thread(self, thread_id: str) -> None:
-        """Retract every checkpoint, write and turn of the thread; the records stay, unread."""
+        """Forget the thread's conversation on this replica (`Replica.forget`): its records and
+        rows leave the disk, other replicas keep it; the thread id used again starts afresh."""
+        with self._lock:
+            conv = self._find(text(thread_id, "thread_id"))
+            if conv is None:
+                return
+            self.replica.forget(conv)
+            self._convs.pop(thread_id, None)
+            self._threads.pop(conv, None)
+            self._index.drop(conv)
+
+    def retract_thread(self, thread_id: str) -> None:
+        """Retract every checkpoint, write and turn of the thread: signed records that sync, so
+        every replica stops showing them; the records stay, unread (a delete everywhere)."""
         with self._writing():
             conv = self._find(text(thread_id, "thread_id"))
             if conv is None:
@@ -530,7 +539,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             state = self._index.sync()
             found: dict[str, set[CID]] = {}  # the threads the index names for any of the runs
             for run_id in wanted:
-                for _, conv, cids in candidates(state, {"run_id": run_id}):
+                for _, conv, cids in candidates(state, {"run_id": run_id}, pick=self._find):
                     found.setdefault(conv, set()).update(cids)
             for conv, cids in sorted(found.items()):
                 thread = self._thread(conv)
@@ -545,7 +554,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         with self._writing():
             for thread_id in thread_ids:
                 if strategy == "delete":
-                    self.delete_thread(thread_id)
+                    self.retract_thread(thread_id)
                     continue
                 conv = self._find(text(thread_id, "thread_id"))
                 if conv is None:
@@ -620,6 +629,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def aretract_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.retract_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await asyncio.to_thread(self.delete_for_runs, run_ids)

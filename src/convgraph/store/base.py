@@ -389,7 +389,51 @@ class Store(Protocol):
         """For each of `chunks` that a held manifest lists, the manifests listing it."""
         ...
 
+    # forgetting (docs/conversation.md, *Forgetting a conversation*): this replica's disk only
+
+    def forget(self, conv: str) -> None:
+        """Drop `conv` from this store in one transaction: its records (compacted ones too), its
+        quarantined records, every row kept per conversation (heads, snapshot, turn index, hidden
+        set, artifact rows, statements, receipts, gossip, checks, findings, equivocations), and
+        the blocks `unshared_blocks` picks, then remember `conv` as forgotten. Nothing is signed:
+        other replicas keep the conversation whole. Outside an open transaction, the file (if
+        any) shrinks by what was dropped."""
+        ...
+
+    def forgotten(self, convs: Iterable[str]) -> set[str]:
+        """Those of `convs` this store forgot: it neither stores nor syncs their records again."""
+        ...
+
+    def vacuum(self) -> None:
+        """Hand the space of deleted rows back to the file system (outside any transaction)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def unshared_blocks(store: Store, conv: str) -> set[CID]:
+    """The held blocks that forgetting `conv` may drop: those its records name, with the chunks
+    of such manifests, unless another conversation names or admitted one (a chunk stays while a
+    manifest that stays lists it). Invariant: no block that another
+    conversation's records name, or that was admitted for it, is ever among them."""
+    candidates = store.artifact_refs(conv)
+    candidates |= {c for chunks in store.chunks_of(candidates).values() for c in chunks}
+    held = store.has_blocks(candidates)
+
+    def shared(cids: set[CID]) -> set[CID]:
+        others = (store.conversations_naming(cids) | store.admitting(cids)) - {conv}
+        if not others:
+            return set()
+        return {c for c in cids if (store.conversations_naming({c}) | store.admitting({c})) - {conv}}
+
+    keep = shared(held)
+    lists = store.manifests_of(held)
+    doomed = held - keep
+    while True:  # a chunk stays while any manifest listing it stays
+        staying = {c for c in doomed if any(m not in doomed for m in lists.get(c, ()))}
+        if not staying:
+            return doomed
+        doomed -= staying
 
 
 CID_LEN: Final = 36

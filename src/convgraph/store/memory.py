@@ -18,7 +18,7 @@ from typing import Any
 from convgraph.artifacts.links import artifact_links
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import Record, RecordMeta
+from convgraph.core.record import Record, RecordMeta, load_trusted
 from convgraph.errors import StoreError
 from convgraph.integrity.statement import Statement
 from convgraph.projections.index_rows import (
@@ -41,6 +41,7 @@ from convgraph.store.base import (
     manifest_links,
     sort_pairs,
     unique_checks,
+    unshared_blocks,
 )
 
 _Held = dict[CID, tuple[int, bytes]]  # statement CID -> (time, bytes)
@@ -48,6 +49,11 @@ _Held = dict[CID, tuple[int, bytes]]  # statement CID -> (time, bytes)
 
 def _newest_first(held: _Held) -> list[bytes]:
     return [data for _, _, data in sorted(((t, bytes(c), d) for c, (t, d) in held.items()), reverse=True)]
+
+
+def _alike(table: dict[Any, Any], rows: dict[Any, Any]) -> dict[Any, Any]:
+    """`rows` in a container of `table`'s type (a `defaultdict` keeps its default)."""
+    return defaultdict(table.default_factory, rows) if isinstance(table, defaultdict) else rows
 
 
 class MemoryStore:
@@ -86,6 +92,7 @@ class MemoryStore:
         self._naming: dict[CID, set[str]] = {}  # artifact -> conversations naming it
         self._chunks: dict[CID, frozenset[CID]] = {}  # held manifest -> its chunks
         self._manifests: dict[CID, set[CID]] = {}  # chunk -> held manifests listing it
+        self._forgotten: dict[str, None] = {}  # the conversations `forget` dropped
         self._undo: list[Callable[[], object]] | None = None  # set inside a transaction
         self._copied: set[tuple[object, object]] = set()
         self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
@@ -239,14 +246,15 @@ class MemoryStore:
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
         with self._lock:
-            fresh = self._arrival[cursor:]
-            found = [(c, self._data[c]) for c in fresh if self._meta[c].conv == conv and self._data[c]]
+            fresh = self._arrival[cursor:]  # a forgotten record's place stays: cursors stay valid
+            found = [(c, self._data[c]) for c in fresh
+                     if (m := self._meta.get(c)) is not None and m.conv == conv and self._data[c]]
             return found, len(self._arrival)
 
     def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
         with self._lock:
             fresh = self._arrival[cursor : cursor + limit]
-            found = [(self._meta[c].conv, c, self._data[c]) for c in fresh if self._data[c]]
+            found = [(self._meta[c].conv, c, data) for c in fresh if (data := self._data.get(c))]
             return found, cursor + len(fresh)
 
     def sync_keys(self, conv: str) -> list[tuple[int, bytes]]:
@@ -424,7 +432,8 @@ class MemoryStore:
     def hidden(self, conv: str) -> frozenset[CID] | None:
         with self._lock:
             held = self._hidden.get(conv)
-            if held is None or any(self._meta[c].conv == conv for c in self._arrival[held[1] :]):
+            if held is None or any((m := self._meta.get(c)) is not None and m.conv == conv
+                                   for c in self._arrival[held[1] :]):
                 return None
             return held[0]
 
@@ -572,6 +581,54 @@ class MemoryStore:
     def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
         with self._lock:
             return {c: set(self._manifests[c]) for c in set(chunks) if c in self._manifests}
+
+    # ------------------------------------------------------------ forgetting
+
+    def _replace(self, name: str, value: Any) -> None:
+        """Rebind the table `name` to `value`; a rollback rebinds the old one (left untouched)."""
+        old = getattr(self, name)
+        if self._undo is not None:
+            self._undo.append(lambda: setattr(self, name, old))
+        setattr(self, name, value)
+
+    def forget(self, conv: str) -> None:
+        with self.transaction():
+            dropped = unshared_blocks(self, conv)
+            self._version += 1
+            gone = {c for c, m in self._meta.items() if m.conv == conv}
+            keep = self._replace
+            keep("_data", {c: d for c, d in self._data.items() if c not in gone})
+            keep("_meta", {c: m for c, m in self._meta.items() if c not in gone})
+            self._max_hlc = max((m.hlc for m in self._meta.values()), default=ZERO)
+            for name in ("_order", "_heads", "_snapshots", "_hidden", "_cited", "_artifact_refs"):
+                table = getattr(self, name)
+                keep(name, _alike(table, {k: v for k, v in table.items() if k != conv}))
+            # tables keyed by (…, conv, …): the conversation's place in the key
+            for name, at in (("_chain", 1), ("_last", 1), ("_lines", 0), ("_targets", 0), ("_branch_rows", 0),
+                             ("_remembered", 1), ("_receipts", 1), ("_gossip", 1), ("_checks", 1),
+                             ("_namers", 0)):
+                table = getattr(self, name)
+                keep(name, _alike(table, {k: v for k, v in table.items() if k[at] != conv}))
+            keep("_equivocations", {k: c for k, c in self._equivocations.items() if c != conv})
+            keep("_findings", {k: f for k, f in self._findings.items() if f.conv != conv})
+            keep("_admitted", {c: left for c, convs in self._admitted.items() if (left := convs - {conv})})
+            keep("_naming", {c: named for c, convs in self._naming.items() if (named := convs - {conv})})
+            keep("_blocks", {c: d for c, d in self._blocks.items() if c not in dropped})
+            keep("_chunks", {m: cs for m, cs in self._chunks.items() if m not in dropped})
+            keep("_manifests", {c: listing for c, ms in self._manifests.items() if (listing := ms - dropped)})
+            for entry in list(self._pending.values()):  # the quarantine's records: decoded for their conv
+                if load_trusted(entry.data, entry.cid).conv == conv:
+                    self._unpend(entry.cid)
+            self._set(self._forgotten, conv, None)
+
+    def forgotten(self, convs: Iterable[str]) -> set[str]:
+        with self._lock:
+            return {c for c in convs if c in self._forgotten}
+
+    def vacuum(self) -> None:
+        """Nothing to hand back: forgotten entries left memory with `forget`."""
+        if self.in_transaction():
+            raise StoreError("vacuum cannot run inside a transaction")
 
     def close(self) -> None:
         """Nothing to release; present for the protocol."""

@@ -68,6 +68,7 @@ from convgraph.store.base import (
     sort_pairs,
     target_row,
     unique_checks,
+    unshared_blocks,
 )
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
@@ -84,9 +85,9 @@ except ModuleNotFoundError as exc:
 # version 2 added the witnessed-history tables (`_DDL_V2`), version 3 the turn index (`_DDL_V3`,
 # docs/conversation.md §8); an older schema is upgraded in place when opened, under the setup
 # lock, the index filled from the records; version 4 the artifact tables (`_DDL_V4`,
-# docs/format.md §17), `artifact_refs` filled from the records
-SCHEMA_VERSION: Final = 4
-_UPGRADABLE: Final = frozenset({1, 2, 3})
+# docs/format.md §17), `artifact_refs` filled from the records; version 5 `forgotten` (`_DDL_V5`)
+SCHEMA_VERSION: Final = 5
+_UPGRADABLE: Final = frozenset({1, 2, 3, 4})
 _PAGE: Final = 1000
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
 _TABLES_V1: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
@@ -95,7 +96,13 @@ _TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_c
                                   "finding_cites"}
 _TABLES_V3: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
                                   "turn_hidden_as_of"}
-_TABLES: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
+_TABLES_V4: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
+_TABLES: Final = _TABLES_V4 | {"forgotten"}
+# the per-conversation tables `forget` empties of one conversation (besides records, pending, blocks)
+_CONV_TABLES: Final = ("heads", "snapshots", "equivocations", "remembered", "receipts", "gossip",
+                       "pending_checks", "findings", "finding_cites", "turn_line", "turn_targets",
+                       "turn_branches", "turn_hidden", "turn_hidden_as_of", "artifact_refs",
+                       "block_admitted")
 # conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
@@ -147,6 +154,9 @@ CREATE INDEX IF NOT EXISTS block_admitted_cid ON {s}.block_admitted (cid, conv);
 CREATE TABLE IF NOT EXISTS {s}.block_links (manifest bytea NOT NULL, chunk bytea NOT NULL,
     PRIMARY KEY (manifest, chunk));
 CREATE INDEX IF NOT EXISTS block_links_chunk ON {s}.block_links (chunk, manifest);
+"""
+_DDL_V5: Final = """
+CREATE TABLE IF NOT EXISTS {s}.forgotten (conv text COLLATE "C" PRIMARY KEY);
 """
 _DDL_V3: Final = """
 CREATE TABLE IF NOT EXISTS {s}.turn_line (conv text COLLATE "C" NOT NULL, line text COLLATE "C" NOT NULL,
@@ -297,17 +307,18 @@ class PostgresStore:
             read = "SELECT value FROM {s}.meta WHERE key = 'schema_version'"
             version = self._run(conn, read).fetchone() if found else None
             upgrade = version[0] if version is not None and version[0] in _UPGRADABLE else None
-            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2, 3: _TABLES_V3}[upgrade]
+            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2, 3: _TABLES_V3, 4: _TABLES_V4}[upgrade]
             if found and wanted - found:
                 raise StoreCorruptError(f"{self._where} lacks the tables {sorted(wanted - found)}")
             if upgrade is not None:
-                conn.execute(self._sql(_DDL_V2 + _DDL_V3 + _DDL_V4))
+                conn.execute(self._sql(_DDL_V2 + _DDL_V3 + _DDL_V4 + _DDL_V5))
                 if upgrade < 3:
                     self._backfill_index(conn)
-                self._backfill_artifact_refs(conn)
+                if upgrade < 4:
+                    self._backfill_artifact_refs(conn)
                 self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
             if not found:
-                ddl = _DDL + _DDL_V2 + _DDL_V3 + _DDL_V4
+                ddl = _DDL + _DDL_V2 + _DDL_V3 + _DDL_V4 + _DDL_V5
                 conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + ddl))
             version = self._run(conn, read).fetchone()
             if version is None:
@@ -606,7 +617,9 @@ class PostgresStore:
         return sorted((wall, cid[4:]) for wall, cid in rows)
 
     def cursor(self) -> int:
-        return int(self._query("SELECT coalesce(max(id), 0) FROM {s}.records")[0][0])
+        # ids are never drawn twice; the floor keeps the cursor from moving back after a `forget`
+        return int(self._query("SELECT greatest(coalesce(max(id), 0), coalesce((SELECT value FROM {s}.meta"
+                               " WHERE key = 'id_floor'), 0)) FROM {s}.records")[0][0])
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), self._translated(), self._conn() as conn:
@@ -913,6 +926,45 @@ class PostgresStore:
 
     def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
         return group(self._any("SELECT chunk, manifest FROM {s}.block_links WHERE chunk", chunks))
+
+    # ------------------------------------------------------------ forgetting
+
+    def forget(self, conv: str) -> None:
+        with self.transaction(), self._translated(), self._conn() as conn:
+            dropped = [bytes(c) for c in unshared_blocks(self, conv)]
+            self._bump(conn)
+            top = self.cursor()
+            self._run(conn, "DELETE FROM {s}.records WHERE conv = %s", conv)
+            if self.cursor() < top:
+                self._run(conn, "INSERT INTO {s}.meta VALUES ('id_floor', %s) ON CONFLICT (key)"
+                          " DO UPDATE SET value = excluded.value", top)
+            for table in _CONV_TABLES:
+                self._run(conn, f"DELETE FROM {{s}}.{table} WHERE conv = %s", conv)
+            waiting = self._run(conn, f"SELECT {_PENDING_COLS} FROM {{s}}.pending").fetchall()
+            gone = [bytes(p.cid) for p in map(pending_of_row, waiting)  # the quarantine keeps no conv
+                    if load_trusted(bytes(p.data), p.cid).conv == conv]
+            if gone:
+                self._run(conn, "DELETE FROM {s}.pending WHERE cid = ANY(%s::bytea[])", gone)
+                self._run(conn, "DELETE FROM {s}.pending_missing WHERE cid = ANY(%s::bytea[])", gone)
+            if dropped:
+                self._run(conn, "DELETE FROM {s}.blocks WHERE cid = ANY(%s::bytea[])", dropped)
+                self._run(conn, "DELETE FROM {s}.block_links WHERE manifest = ANY(%s::bytea[])", dropped)
+            self._run(conn, "INSERT INTO {s}.forgotten VALUES (%s) ON CONFLICT DO NOTHING", conv)
+
+    def forgotten(self, convs: Iterable[str]) -> set[str]:
+        wanted = list(set(convs))
+        if not wanted:
+            return set()
+        rows = self._query("SELECT conv FROM {s}.forgotten WHERE conv = ANY(%s::text[])", wanted)
+        return {r[0] for r in rows}
+
+    def vacuum(self) -> None:
+        # autovacuum reclaims on its own; VACUUM (never inside a transaction) does it now
+        if self.in_transaction():
+            raise StoreError("vacuum cannot run inside a transaction")
+        tables = ", ".join(f"{{s}}.{t}" for t in sorted(_TABLES))
+        with self._translated(), self._pool.connection(timeout=self._timeout) as conn:
+            self._run(conn, f"VACUUM {tables}")
 
     def close(self) -> None:
         with self._translated():

@@ -69,14 +69,22 @@ from convgraph.store.base import (
     split_cids,
     target_row,
     unique_checks,
+    unshared_blocks,
 )
 
 # version 2 added the witnessed-history tables (remembered … finding_cites), version 3 the turn
 # index (turn_line … turn_hidden_as_of, docs/conversation.md §8); an older file is upgraded in
-# place when opened: the DDL below creates what it lacks, the index is filled from the records
-SCHEMA_VERSION: Final = 4
-_UPGRADABLE: Final = frozenset({"1", "2", "3"})
-_INDEXED: Final = frozenset({"3"})  # versions that have the turn index already
+# place when opened: the DDL below creates what it lacks, the index is filled from the records;
+# version 4 added the artifact tables, version 5 `forgotten` (the conversations forgotten here)
+SCHEMA_VERSION: Final = 5
+_UPGRADABLE: Final = frozenset({"1", "2", "3", "4"})
+_INDEXED: Final = frozenset({"3", "4"})  # versions that have the turn index already
+_REFERENCED: Final = frozenset({"4"})  # versions that have `artifact_refs` filled already
+# the per-conversation tables `forget` empties of one conversation (besides records, pending, blocks)
+_CONV_TABLES: Final = ("heads", "snapshots", "equivocations", "remembered", "receipts", "gossip",
+                       "pending_checks", "findings", "finding_cites", "turn_line", "turn_targets",
+                       "turn_branches", "turn_hidden", "turn_hidden_as_of", "artifact_refs",
+                       "block_admitted")
 _PAGE: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -150,6 +158,7 @@ CREATE TABLE IF NOT EXISTS block_links (manifest BLOB NOT NULL, chunk BLOB NOT N
     PRIMARY KEY (manifest, chunk)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS block_links_chunk ON block_links (chunk, manifest);
 CREATE TABLE IF NOT EXISTS turn_hidden_as_of (conv TEXT PRIMARY KEY, cursor INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS forgotten (conv TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _INDEX_INSERTS: Final = (
     "INSERT OR IGNORE INTO turn_line VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -203,7 +212,10 @@ class SqliteStore:
             )
         try:
             with _translated():
-                self._refuse_foreign()
+                if not self._refuse_foreign():
+                    # before the first table, or never: pages freed by `forget` go back to the
+                    # file system (`incremental_vacuum`) instead of staying in the file
+                    self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 self._enter_wal(busy_timeout_s)
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 self._db.execute("PRAGMA foreign_keys=OFF")
@@ -232,11 +244,13 @@ class SqliteStore:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
 
-    def _refuse_foreign(self) -> None:
-        """Never adopt somebody else's database: tables but no convgraph version row."""
+    def _refuse_foreign(self) -> bool:
+        """Never adopt somebody else's database: tables but no convgraph version row. Whether
+        the file holds any table."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
             raise StoreCorruptError(f"{self.path} is a SQLite database, but not a convgraph store")
+        return bool(tables)
 
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -249,7 +263,8 @@ class SqliteStore:
         elif row[0] in _UPGRADABLE:
             if row[0] not in _INDEXED:
                 self._backfill_index()
-            self._backfill_artifact_refs()
+            if row[0] not in _REFERENCED:
+                self._backfill_artifact_refs()
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
@@ -356,11 +371,15 @@ class SqliteStore:
                              _blob(b"".join(parents)), _blob(r.data)))
                 added.append((conv, raw))
                 named.update((conv, p) for p in parents)
-            db.executemany(
-                "INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            insert = ("INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            floor = db.execute("SELECT value FROM meta WHERE key = 'id_floor'").fetchone() if rows else None
+            if floor is not None:  # ids a forgotten conversation held are never drawn again
+                db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (int(floor[0]) + 1, *rows[0]))
+                db.execute("DELETE FROM meta WHERE key = 'id_floor'")
+                rows = rows[1:]
+            db.executemany(insert, rows)
             self._insert_index(record_params(fresh.values(), _blob))
             self._insert_artifact_refs(r for r in fresh.values() if r.refs or r.kind in ARTIFACT_KINDS)
             # parents precede children (the commit precondition), so the batch's effect on
@@ -563,7 +582,8 @@ class SqliteStore:
         return sorted((wall, cid[4:]) for wall, cid in rows)
 
     def cursor(self) -> int:
-        return int(self._query("SELECT coalesce(max(id), 0) FROM records")[0][0])
+        return int(self._query("SELECT max(coalesce(max(id), 0), coalesce((SELECT CAST(value AS INTEGER)"
+                               " FROM meta WHERE key = 'id_floor'), 0)) FROM records")[0][0])
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), _translated():
@@ -819,7 +839,7 @@ class SqliteStore:
         rows = self._rows_in("SELECT cid FROM blocks WHERE cid IN ({})", wanted)
         return {wanted[bytes(r[0])] for r in rows}
 
-    def _rows_in(self, sql: str, keys: Iterable[bytes], head: tuple[object, ...] = ()) -> list[Any]:
+    def _rows_in(self, sql: str, keys: Iterable[object], head: tuple[object, ...] = ()) -> list[Any]:
         """The rows of `sql` (its `{}` a list of `keys`, after the arguments `head`), 500 keys a
         query: SQLite's limit on arguments."""
         ordered, rows = list(keys), []
@@ -868,6 +888,58 @@ class SqliteStore:
     def manifests_of(self, chunks: Iterable[CID]) -> dict[CID, set[CID]]:
         sql = "SELECT chunk, manifest FROM block_links WHERE chunk IN ({})"
         return group(self._rows_in(sql, {bytes(c) for c in chunks}))
+
+    # ------------------------------------------------------------ forgetting
+
+    def forget(self, conv: str) -> None:
+        with self._lock:
+            outer = self._depth > 0
+            with _translated():  # deleted cells are zeroed, not left in the pages' free space
+                self._db.execute("PRAGMA secure_delete = ON")
+            try:
+                with self.transaction(), _translated():
+                    self._commits += 1
+                    db = self._db
+                    dropped = [(_blob(bytes(c)),) for c in unshared_blocks(self, conv)]
+                    top = self.cursor()
+                    db.execute("DELETE FROM records WHERE conv = ?", (conv,))
+                    if self.cursor() < top:  # `since` cursors handed out stay valid: no id drawn twice
+                        db.execute("INSERT OR REPLACE INTO meta VALUES ('id_floor', ?)", (str(top),))
+                    for table in _CONV_TABLES:
+                        db.execute(f"DELETE FROM {table} WHERE conv = ?", (conv,))
+                    waiting = db.execute(f"SELECT {_PENDING_COLS} FROM pending").fetchall()
+                    for entry in map(pending_of_row, waiting):  # the quarantine keeps no conv column
+                        if load_trusted(entry.data, entry.cid).conv == conv:
+                            self._unpend(bytes(entry.cid))
+                    db.executemany("DELETE FROM blocks WHERE cid = ?", dropped)
+                    db.executemany("DELETE FROM block_links WHERE manifest = ?", dropped)
+                    db.execute("INSERT OR IGNORE INTO forgotten VALUES (?)", (conv,))
+            finally:
+                with _translated():
+                    self._db.execute("PRAGMA secure_delete = OFF")
+            if not outer:
+                self._shrink()
+
+    def _shrink(self) -> None:
+        """Return the free pages to the file system and empty the WAL (it still holds the old
+        pages' bytes); a checkpoint that a reader blocks leaves the WAL for a later one."""
+        with _translated():
+            # `executescript` steps the pragma to its end: `execute` frees one page a call
+            self._db.executescript("PRAGMA incremental_vacuum;")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def forgotten(self, convs: Iterable[str]) -> set[str]:
+        return {r[0] for r in self._rows_in("SELECT conv FROM forgotten WHERE conv IN ({})", set(convs))}
+
+    def vacuum(self) -> None:
+        with self._lock:
+            if self._depth:
+                raise StoreError("vacuum cannot run inside a transaction")
+            with _translated():
+                # a store made before version 5 has no auto_vacuum: VACUUM is what switches it on
+                self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         with self._lock, _translated():
