@@ -131,7 +131,7 @@ class ThreadIndex:
         """Remove `conv`'s row: the replica forgot it, so no record of it is left to fold (the
         file is written at once: a rebuild would no longer meet the conversation)."""
         state = self.sync()
-        if state.rows.pop(conv, None) is not None and not self.replica.store.in_transaction():
+        if state.forget(conv) and not self.replica.store.in_transaction():
             self._write(state)
 
     def sync(self) -> State:

@@ -110,6 +110,16 @@ class State:
             self.postings.remove(conv, gone[2])
         return gone is not None
 
+    def forget(self, conv: str) -> bool:
+        """Remove a thread the replica forgot, and every posting of it; False when not held."""
+        row = self.rows.pop(conv, None)
+        if row is None:
+            return False
+        for _, _, d in row.checkpoints.values():
+            self.postings.remove(conv, d)
+        self.postings.unthread(conv, row)
+        return True
+
     def refold(self, conv: str, row: Row, checkpoints: Rows) -> None:
         """Replace every checkpoint of `row` (its thread refolded)."""
         for _, _, d in row.checkpoints.values():
@@ -125,7 +135,7 @@ def encode(state: State, serde: str) -> bytes:
     written again as read: a write costs what changed, not the whole index."""
     rows, postings = state.rows, state.postings
     kept = postings.numbered
-    if not all(rows.get(conv) is not None for conv in kept):  # never so: rows are never removed
+    if not all(rows.get(conv) is not None for conv in kept):  # a thread was forgotten since
         postings.opened()
         kept = []
     known = set(kept)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 ANY: Final = "*"  # a metadata value with no normal form: a candidate for every filter
 Digests = dict[str, str]  # metadata key -> digest of its normalised value, or ANY
@@ -108,6 +108,17 @@ class Postings:
         if self.source is None:
             self._post(conv, row)
 
+    def unthread(self, conv: str, row: _Row) -> None:
+        """Withdraw a thread `thread` posted, once its checkpoints are withdrawn (`remove`)."""
+        i = bisect.bisect_left(self.order, (row.thread_id, conv))
+        if i < len(self.order) and self.order[i] == (row.thread_id, conv):
+            del self.order[i]
+        if self.source is not None:
+            return  # titles and owners are posted from the rows later: the row is gone from them
+        if row.title is not None:
+            _withdraw(self._titles, row.title, conv)
+        _withdraw(self._owners, row.owner, conv)
+
     def add(self, conv: str, digests: Digests) -> None:
         """Post one checkpoint of `conv` under each of its metadata items."""
         for item in digests.items():
@@ -149,3 +160,11 @@ class Postings:
             kept = set(found)
             return [t for t in self.order if t[1] in kept]
         return sorted((row.thread_id, c) for c in found if (row := rows.get(c)) is not None)
+
+
+def _withdraw(index: dict[Any, set[str]], key: object, conv: str) -> None:
+    held = index.get(key)
+    if held is not None:
+        held.discard(conv)
+        if not held:
+            del index[key]
