@@ -1,0 +1,249 @@
+"""Moving a whole LangGraph `SqliteSaver` thread into `ConvgraphSaver` (extra `langgraph`).
+
+Every checkpoint of the thread, in every namespace (subgraphs too), is read through
+`SqliteSaver.list` on a read-only connection, with its metadata and parent, and every pending
+write from the `writes` table with its task path and index. Each is written through a
+`ConvgraphSaver` on the replica with the same checkpoint id, parent, metadata and channel
+versions: a checkpoint after its parent (so a second child of one parent starts a branch, as a
+fork does), the channels whose version moved from its parent's as `put`'s `new_versions`, and
+its writes right after it, a task's in index order. Messages become turns and large values
+artifacts, as the saver writes them for a live graph. So `get_tuple`, `list` and a compiled
+graph's `get_state`/`get_state_history` read back what `SqliteSaver` reads, and the next
+`invoke` continues the thread from the same state.
+Invariant: a checkpoint the replica holds already is never written again, nor a task's writes
+held equal; a thread holding a checkpoint the source does not (or holds otherwise) is refused
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convgraph.errors import ImportConflictError, ImportSourceError, MissingExtraError
+from convgraph.importers.langgraph import SOURCE, no_thread, opened, read_only
+from convgraph.replica import Replica
+
+_CHECKPOINT_PATH = "langgraph/checkpoint"  # as integrations/_langgraph_thread.py names them
+_WRITES_PATH = "langgraph/writes"
+_TURN_KINDS = frozenset({"user_message", "agent_message", "tool_result", "supersession"})
+
+
+@dataclass(frozen=True)
+class ThreadImportReport:
+    """One whole-thread import: thread `origin` of the database into conversation `conv`.
+
+    `checkpoints` and `writes` (tasks' pending writes, one record a task) were written now,
+    `checkpoints_already` and `writes_already` were held before; `turns`, `forks` (branch
+    records) and `records` (all, a new conversation's genesis too) count what this run wrote."""
+
+    source: str
+    origin: str
+    conv: str
+    created: bool
+    checkpoints: int
+    checkpoints_already: int
+    writes: int
+    writes_already: int
+    turns: int
+    forks: int
+    records: int
+
+    @property
+    def changed(self) -> bool:
+        """Whether this run wrote anything (a second run of the same import writes nothing)."""
+        return self.records > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "origin": self.origin, "conv": self.conv, "created": self.created,
+                "checkpoints": self.checkpoints, "checkpoints_already": self.checkpoints_already,
+                "writes": self.writes, "writes_already": self.writes_already, "turns": self.turns,
+                "forks": self.forks, "records": self.records}
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One task's pending writes on one checkpoint, as the source holds them: `regular` by index,
+    then `special` ones (an interrupt, a resume value, an error: negative indexes) by index."""
+
+    task: str
+    path: str
+    regular: list[tuple[int, str, Any]]  # (index, channel, value)
+    special: list[tuple[str, Any]]
+
+    def listed(self) -> list[tuple[str, Any]]:
+        """The writes as `_by_task` lists a checkpoint's: regular ones, then special ones."""
+        return [(c, v) for _, c, v in self.regular] + self.special
+
+    def written(self) -> list[tuple[str, Any]]:
+        """The writes as `put_writes` takes them: a regular write at the place of its index (the
+        index `put_writes` gives it), the special ones in the places between (they take theirs
+        from their channel), the rest after."""
+        specials = iter(self.special)
+        out: list[tuple[str, Any]] = []
+        for idx, channel, value in self.regular:
+            while len(out) < idx and (hole := next(specials, None)) is not None:
+                out.append(hole)
+            out.append((channel, value))
+        return out + list(specials)
+
+
+_Key = tuple[str, str]  # (namespace, checkpoint id)
+
+
+def import_langgraph_thread(
+    replica: Replica, db_path: Path | str, thread_id: str, *, owners: Sequence[bytes] = (),
+    messages_channels: Iterable[str] = ("messages",),
+) -> ThreadImportReport:
+    """Bring thread `thread_id` of the `SqliteSaver` database `db_path` whole into the
+    conversation `ConvgraphSaver(replica, owners=owners)` keeps it in: what is held already is
+    not written again; a thread there that holds what the source does not is refused."""
+    from convgraph.integrations.langgraph import ConvgraphSaver  # noqa: PLC0415 - an optional extra
+
+    tuples, tasks = read_whole_thread(Path(db_path), thread_id)
+    saver = ConvgraphSaver(replica, owners=owners, messages_channels=messages_channels)
+    source = {_key(t.config): t for t in tuples}
+    with replica.transaction():
+        before = saver.conversation(thread_id)
+        mark = None if before is None else replica.arrived(before).mark
+        held = {} if before is None else {_key(t.config): t for t in saver.list(_config(thread_id))}
+        _check_held(before, held, source)
+        new = already = 0
+        for key in _ordered(source):
+            tup = source[key]
+            if key in held:
+                continue
+            parent = source.get((key[0], tup.parent_config["configurable"]["checkpoint_id"])) \
+                if tup.parent_config else None
+            versions = tup.checkpoint["channel_versions"]
+            was = {} if parent is None else parent.checkpoint["channel_versions"]
+            moved = {ch: v for ch, v in versions.items() if was.get(ch) != v}
+            config = tup.parent_config or _config(thread_id, key[0])
+            saver.put(config, tup.checkpoint, tup.metadata, moved)
+        for key in _ordered(source):
+            have = _by_task(held[key].pending_writes or []) if key in held else {}  # as the source lists them
+            for task in tasks.get(key, []):
+                if have.get(task.task) == task.listed():
+                    already += 1
+                    continue
+                saver.put_writes(_config(thread_id, key[0], key[1]), task.written(), task.task, task.path)
+                new += 1
+        conv = saver.conversation(thread_id)
+        assert conv is not None  # the source has a checkpoint: put rooted the conversation
+        arrived = replica.arrived(conv, mark).entries
+    kinds = [(e.kind, e.payload.get("path", "")) for e in arrived]
+    return ThreadImportReport(
+        SOURCE, thread_id, conv, before is None,
+        checkpoints=sum(1 for k, p in kinds if k == "code_snapshot" and p.startswith(_CHECKPOINT_PATH)),
+        checkpoints_already=len(held), writes=new, writes_already=already,
+        turns=sum(1 for k, _ in kinds if k in _TURN_KINDS), forks=sum(1 for k, _ in kinds if k == "branch"),
+        records=len(arrived))
+
+
+def read_whole_thread(path: Path, thread_id: str) -> tuple[list[Any], dict[_Key, list[_Task]]]:
+    """Every checkpoint tuple of `thread_id` (all namespaces) and every task's pending writes,
+    by (namespace, checkpoint id), as `SqliteSaver` holds them; the file is only read."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: PLC0415 - an optional extra
+    except ImportError as exc:
+        raise MissingExtraError("langgraph", "importing LangGraph threads", module=exc.name) from exc
+    if not path.is_file():
+        raise ImportSourceError(f"no LangGraph database {str(path)!r}: no such file", source=str(path))
+    conn = read_only(path)
+    try:
+        saver = opened(SqliteSaver(conn), conn)
+        tuples = list(saver.list(_config(thread_id)))
+        if not tuples:
+            held = [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY 1")]
+            raise ImportSourceError(no_thread(path, thread_id, held), source=str(path))
+        task_path = "task_path" if saver._has_task_path else "''"
+        rows = conn.execute(
+            f"SELECT checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, channel, type, value "
+            "FROM writes WHERE thread_id = ? ORDER BY checkpoint_ns, checkpoint_id, task_id, idx < 0, idx",
+            (thread_id,)).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ImportSourceError(f"{str(path)!r} is not a LangGraph SqliteSaver database ({exc})",
+                                source=str(path)) from exc
+    finally:
+        conn.close()
+    tasks: dict[_Key, dict[str, _Task]] = {}
+    for ns, checkpoint_id, task, task_path_, idx, channel, kind, value in rows:
+        found = tasks.setdefault((ns, checkpoint_id), {})
+        held_task = found.setdefault(task, _Task(task, task_path_ or "", [], []))
+        loaded = saver.serde.loads_typed((kind, value))
+        if idx < 0:
+            held_task.special.append((channel, loaded))
+        else:
+            held_task.regular.append((idx, channel, loaded))
+    return tuples, {key: list(by_task.values()) for key, by_task in tasks.items()}
+
+
+def _check_held(conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any]) -> None:
+    """Refuse a thread holding a checkpoint the source lacks, or holds with another parent,
+    metadata or channel versions (versions move with values: equal versions, equal values)."""
+    for key, tup in sorted(held.items()):
+        theirs = source.get(key)
+        what = f"checkpoint {key[1]!r}" + (f" of namespace {key[0]!r}" if key[0] else "")
+        if theirs is None:
+            why = "the source does not hold it"
+        elif _parent(theirs) != _parent(tup):
+            why = f"its parent is {_parent(tup)!r} here, {_parent(theirs)!r} in the source"
+        elif theirs.metadata != tup.metadata:
+            why = "its metadata differs from the source's"
+        elif theirs.checkpoint["channel_versions"] != tup.checkpoint["channel_versions"]:
+            why = "its channel versions differ from the source's"
+        else:
+            continue
+        assert conv is not None  # held is empty when no conversation is
+        raise ImportConflictError(f"the thread's conversation {conv} holds {what}, but {why}: it is another "
+                                  "history than the source's, not imported into", conv=conv)
+
+
+def _ordered(source: dict[_Key, Any]) -> list[_Key]:
+    """The checkpoints by id (LangGraph ids grow with time), each after its parent."""
+    out: list[_Key] = []
+    done: set[_Key] = set()
+    for start in sorted(source, key=lambda k: (k[1], k[0])):
+        chain: list[_Key] = []
+        key: _Key | None = start
+        while key is not None and key in source and key not in done and key not in chain:
+            chain.append(key)
+            parent = _parent(source[key])
+            key = None if parent is None else (key[0], parent)
+        for k in reversed(chain):
+            done.add(k)
+            out.append(k)
+    return out
+
+
+def _by_task(pending: Sequence[tuple[str, str, Any]]) -> dict[str, list[tuple[str, Any]]]:
+    """Each task's writes, regular ones (by index) before special ones, as `read_whole_thread`
+    lists them: `list` gives a task's special writes (negative indexes) first."""
+    from langgraph.checkpoint.base import WRITES_IDX_MAP  # noqa: PLC0415 - an optional extra
+
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for task, channel, value in pending:
+        out.setdefault(task, []).append((channel, value))
+    return {task: [w for w in ws if w[0] not in WRITES_IDX_MAP] + [w for w in ws if w[0] in WRITES_IDX_MAP]
+            for task, ws in out.items()}
+
+
+def _parent(tup: Any) -> str | None:
+    return None if tup.parent_config is None else str(tup.parent_config["configurable"]["checkpoint_id"])
+
+
+def _key(config: Any) -> _Key:
+    conf = config["configurable"]
+    return str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"])
+
+
+def _config(thread_id: str, ns: str | None = None, checkpoint_id: str | None = None) -> Any:
+    conf: dict[str, str] = {"thread_id": thread_id}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}

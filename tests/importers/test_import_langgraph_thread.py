@@ -1,0 +1,127 @@
+"""`import_langgraph_thread`: a real `SqliteSaver` thread (subgraph, interrupt, resume, fork,
+a message past 256 KiB) moves whole into `ConvgraphSaver`: every checkpoint, write and fork
+reads back as the source's, the next `invoke` continues it as `SqliteSaver` would, a second
+run writes nothing, and a thread that is another history is refused."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from import_sources import forked_thread, held_graph, langgraph_thread
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from convgraph import ImportConflictError, ImportSourceError, Replica
+from convgraph.importers.langgraph_thread import import_langgraph_thread
+from convgraph.integrations.langgraph import ConvgraphSaver
+
+pytestmark = pytest.mark.usefixtures("product_defaults")
+THREAD: Any = {"configurable": {"thread_id": "t1"}}
+BIG = "x" * (300 * 1024)  # past the 256 KiB a record holds inline
+
+
+def _tuples(saver: Any, config: Any = THREAD) -> list[tuple[Any, ...]]:
+    return [(t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes) for t in saver.list(config)]
+
+
+def _count(replica: Replica, conv: str) -> int:
+    return sum(1 for _ in replica.iter_records(conv))
+
+
+def test_every_checkpoint_write_and_fork_reads_back_as_the_sources(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1", big=BIG)
+    replica = Replica.in_memory()
+    report = import_langgraph_thread(replica, db, "t1")
+    ours = ConvgraphSaver(replica)
+    with SqliteSaver.from_conn_string(str(db)) as source:
+        theirs = _tuples(source)
+        assert _tuples(ours) == theirs
+        namespaces = {t[0]["configurable"]["checkpoint_ns"] for t in theirs}
+        assert len(namespaces) == 3  # the root and the subgraph's two runs
+        assert any(pending for *_, pending in theirs)  # the interrupt waits as a pending write
+        src, dst = held_graph().compile(checkpointer=source), held_graph().compile(checkpointer=ours)
+        assert dst.get_state(THREAD, subgraphs=True) == src.get_state(THREAD, subgraphs=True)
+        assert list(dst.get_state_history(THREAD)) == list(src.get_state_history(THREAD))
+        assert dst.get_state(THREAD).next == ("tools",)
+    assert (report.created, report.checkpoints, report.checkpoints_already, report.forks) == (True, len(theirs), 0, 1)
+    assert report.writes > 0 and report.writes_already == 0 and report.changed
+    records = list(replica.iter_records(report.conv))
+    assert report.records == len(records)
+    turns = [r for r in records if r.kind in ("user_message", "agent_message", "tool_result")]
+    assert report.turns == len(turns)
+    assert any(r.refs for r in turns)  # the large message is an artifact its turn names, as the saver makes it
+    assert ConvgraphSaver(replica).conversation("t1") == report.conv
+
+
+def test_the_next_invoke_continues_it_as_sqlite_saver_does(tmp_path: Path) -> None:
+    db, mine = tmp_path / "lg.sqlite", tmp_path / "continued.sqlite"
+    forked_thread(db, "t1")
+    replica = Replica.in_memory()
+    import_langgraph_thread(replica, db, "t1")
+    shutil.copy(db, mine)
+    with SqliteSaver.from_conn_string(str(mine)) as source:
+        src, dst = held_graph().compile(checkpointer=source), held_graph().compile(checkpointer=ConvgraphSaver(replica))
+        assert dst.invoke(Command(resume=True), THREAD) == src.invoke(Command(resume=True), THREAD)
+        after_src, after_dst = src.get_state(THREAD), dst.get_state(THREAD)
+        assert after_dst.values == after_src.values and after_dst.next == after_src.next == ()
+        assert after_dst.values["messages"][-1].content == "the answer is 6"
+        # the new checkpoints have ids of their own; the history says the same states, in order
+        assert [s.values for s in dst.get_state_history(THREAD)] == [s.values for s in src.get_state_history(THREAD)]
+
+
+def test_a_second_import_writes_nothing_and_a_grown_thread_only_what_is_new(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    replica = Replica.in_memory()
+    first = import_langgraph_thread(replica, db, "t1")
+    held = _count(replica, first.conv)
+    again = import_langgraph_thread(replica, db, "t1")
+    assert _count(replica, first.conv) == held
+    assert (again.changed, again.created, again.records, again.checkpoints, again.writes) == (False, False, 0, 0, 0)
+    assert (again.checkpoints_already, again.writes_already) == (first.checkpoints, first.writes)
+    with SqliteSaver.from_conn_string(str(db)) as source:  # the source goes on: the import brings what is new
+        held_graph().compile(checkpointer=source).invoke(Command(resume=True), THREAD)
+        grown = import_langgraph_thread(replica, db, "t1")
+        assert grown.checkpoints > 0 and grown.checkpoints_already == first.checkpoints
+        assert _tuples(ConvgraphSaver(replica)) == _tuples(source)
+
+
+def test_the_database_is_only_read(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    import_langgraph_thread(Replica.in_memory(), db, "t1")
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_a_thread_that_is_another_history_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    replica = Replica.in_memory()
+    saver = ConvgraphSaver(replica)
+    held_graph().compile(checkpointer=saver).invoke({"messages": [HumanMessage("mine", id="m")]}, THREAD)
+    conv = saver.conversation("t1")
+    assert conv is not None
+    held = _count(replica, conv)
+    with pytest.raises(ImportConflictError, match=r"holds checkpoint '.*', but the source does not hold it") as err:
+        import_langgraph_thread(replica, db, "t1")
+    assert err.value.conv == conv and _count(replica, conv) == held
+
+
+def test_no_such_thread_or_no_langgraph_database_says_what_there_is(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    langgraph_thread(db, "t1", [HumanMessage("1 + 1?")])
+    with pytest.raises(ImportSourceError, match=r"no thread 'nope'.*the threads it holds: 't1'"):
+        import_langgraph_thread(Replica.in_memory(), db, "nope")
+    with pytest.raises(ImportSourceError, match="no such file"):
+        import_langgraph_thread(Replica.in_memory(), tmp_path / "missing.sqlite", "t1")
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(ImportSourceError, match="not a LangGraph SqliteSaver database"):
+        import_langgraph_thread(Replica.in_memory(), junk, "t1")

@@ -1,0 +1,122 @@
+"""`import_openai_agents_session`: an Agents SDK `SQLiteSession` (filled by the SDK's own
+`add_items`) moves into the conversation a `ConvgraphSession` continues: `get_items` gives the
+SDK's items, the next `add_items` goes on after them, a second run writes nothing, and a
+conversation that is another history is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.memory import SQLiteSession
+from import_sources import agents_session, assert_resumes, corrupt_row
+
+from convgraph import ImportConflictError, ImportSourceError, Replica, UnknownConversationError
+from convgraph.importers.openai_agents_session import import_openai_agents_session, session_conversation
+from convgraph.integrations.openai_agents import ConvgraphSession
+
+pytestmark = pytest.mark.usefixtures("product_defaults")
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look it up."}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+     "arguments": '{"city": "Paris"}', "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "18C, clear"},
+    {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "It is 18C and clear.", "annotations": []}]},
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": [{"type": "input_text", "text": "x" * (300 * 1024)}]},  # past 256 KiB
+]
+MORE: list[dict[str, Any]] = [{"role": "user", "content": "Thanks!"},
+                              {"type": "function_call_output", "call_id": "call_1", "output": "again"}]
+
+
+def _items(replica: Replica, conv: str) -> list[Any]:
+    return asyncio.run(ConvgraphSession(replica, conv).get_items())
+
+
+def _sdk_items(db: Path, session: str) -> list[Any]:
+    s = SQLiteSession(session, db)
+    try:
+        return asyncio.run(s.get_items())
+    finally:
+        s.close()
+
+
+def _count(replica: Replica, conv: str) -> int:
+    return sum(1 for _ in replica.iter_records(conv))
+
+
+def test_get_items_gives_the_sessions_items_and_the_next_add_continues_it(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    stored = agents_session(db, "s1", ITEMS)
+    replica = Replica.in_memory()
+    report = import_openai_agents_session(replica, db, "s1")
+    assert report.conv == session_conversation(replica, "s1") and report.created
+    assert (report.imported, report.already, report.unmapped) == (len(ITEMS), 0, ())
+    assert _items(replica, report.conv) == stored == ITEMS
+    records = list(replica.iter_records(report.conv))
+    assert any(r.refs for r in records if r.kind == "user_message")  # the large item is an artifact
+    session = ConvgraphSession(replica, report.conv)
+    asyncio.run(session.add_items(MORE))  # type: ignore[arg-type]
+    assert _items(replica, report.conv) == agents_session(db, "s1", MORE) == ITEMS + MORE
+    assert_resumes(replica, report.conv)
+
+
+def test_a_second_import_writes_nothing_and_a_grown_session_only_what_is_new(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    agents_session(db, "s1", ITEMS[:4])
+    agents_session(db, "other", [{"role": "user", "content": "not this one"}])
+    replica = Replica.in_memory()
+    first = import_openai_agents_session(replica, db, "s1")
+    held = _count(replica, first.conv)
+    again = import_openai_agents_session(replica, db, "s1")
+    assert (again.conv, again.imported, again.already, again.changed) == (first.conv, 0, 4, False)
+    assert _count(replica, first.conv) == held
+    agents_session(db, "s1", ITEMS[4:])
+    grown = import_openai_agents_session(replica, db, "s1", into=first.conv)
+    assert (grown.imported, grown.already) == (len(ITEMS) - 4, 4)
+    assert _items(replica, first.conv) == _sdk_items(db, "s1") == ITEMS
+
+
+def test_rows_the_sdk_skips_or_a_session_cannot_hold_are_reported_and_the_rest_equal(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    agents_session(db, "s1", ITEMS[:2])
+    corrupt_row(db, "s1")  # SQLiteSession.get_items skips it
+    agents_session(db, "s1", [{"type": "function_call", "name": "f"}])  # no call_id: no turn holds it
+    agents_session(db, "s1", ITEMS[2:4])
+    replica = Replica.in_memory()
+    report = import_openai_agents_session(replica, db, "s1")
+    assert [(u.key, u.what) for u in report.unmapped] == [("3", "invalid_json"), ("4", "unreadable_item")]
+    assert _items(replica, report.conv) == ITEMS[:4]
+    assert import_openai_agents_session(replica, db, "s1").imported == 0
+
+
+def test_a_conversation_that_is_another_history_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    agents_session(db, "s1", ITEMS[:4])
+    replica = Replica.in_memory()
+    mine = ConvgraphSession.new(replica, "mine")
+    asyncio.run(mine.add_items([{"role": "user", "content": "something else"}]))
+    held = _count(replica, mine.session_id)
+    with pytest.raises(ImportConflictError, match=r"holds 1 item\(s\) that are not the start .* \(item 0 differs\)"):
+        import_openai_agents_session(replica, db, "s1", into=mine.session_id)
+    assert _count(replica, mine.session_id) == held
+    with pytest.raises(UnknownConversationError):
+        import_openai_agents_session(replica, db, "s1", into="cg1" + "a" * 32)
+
+
+def test_no_such_session_or_file_says_what_there_is(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    agents_session(db, "s1", ITEMS[:1])
+    with pytest.raises(ImportSourceError, match=r"no session 'nope'.*the sessions it holds: 's1'"):
+        import_openai_agents_session(Replica.in_memory(), db, "nope")
+    with pytest.raises(ImportSourceError, match="no such file"):
+        import_openai_agents_session(Replica.in_memory(), tmp_path / "missing.sqlite", "s1")
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(ImportSourceError, match="not an Agents SDK SQLiteSession database"):
+        import_openai_agents_session(Replica.in_memory(), junk, "s1")
