@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from import_sources import forked_thread, held_graph, langgraph_thread
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -114,6 +117,21 @@ def test_a_thread_that_is_another_history_is_refused_and_nothing_written(tmp_pat
     assert err.value.conv == conv and _count(replica, conv) == held
 
 
+def test_a_write_the_source_does_not_hold_is_another_history(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    replica = Replica.in_memory()
+    report = import_langgraph_thread(replica, db, "t1")
+    saver = ConvgraphSaver(replica)
+    latest = saver.get_tuple(THREAD)
+    assert latest is not None
+    saver.put_writes(latest.config, [("messages", [HumanMessage("not in the source", id="x")])], "other-task")
+    held = _count(replica, report.conv)
+    with pytest.raises(ImportConflictError, match="task 'other-task' wrote to it what the source does not hold"):
+        import_langgraph_thread(replica, db, "t1")
+    assert _count(replica, report.conv) == held
+
+
 def test_no_such_thread_or_no_langgraph_database_says_what_there_is(tmp_path: Path) -> None:
     db = tmp_path / "lg.sqlite"
     langgraph_thread(db, "t1", [HumanMessage("1 + 1?")])
@@ -125,3 +143,38 @@ def test_no_such_thread_or_no_langgraph_database_says_what_there_is(tmp_path: Pa
     junk.write_bytes(b"not a database at all" * 100)
     with pytest.raises(ImportSourceError, match="not a LangGraph SqliteSaver database"):
         import_langgraph_thread(Replica.in_memory(), junk, "t1")
+
+
+# a thread's history: ask a question, answer its interrupt (approve or refuse), fork at the nth
+# checkpoint back (update_state), in any order LangGraph allows
+_STEPS = st.lists(st.one_of(st.just(("ask", 0)), st.just(("approve", 0)), st.just(("refuse", 0)),
+                            st.tuples(st.just("fork"), st.integers(0, 30))), min_size=1, max_size=6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_STEPS)
+def test_any_history_of_asks_answers_and_forks_reads_back_as_the_source(
+    tmp_path: Path, steps: list[tuple[str, int]],
+) -> None:
+    db = tmp_path / f"lg-{abs(hash(tuple(steps)))}.sqlite"
+    db.unlink(missing_ok=True)
+    with SqliteSaver.from_conn_string(str(db)) as source:
+        graph = held_graph().compile(checkpointer=source)
+        for i, (step, n) in enumerate(steps):
+            waiting = bool(graph.get_state(THREAD).next)
+            if step == "ask" or not list(source.list(THREAD)):
+                graph.invoke({"messages": [HumanMessage(f"{i} + 1?", id=f"h{i}")]}, THREAD)
+            elif step in ("approve", "refuse") and waiting:
+                graph.invoke(Command(resume=step == "approve"), THREAD)
+            elif step == "fork":
+                history = list(graph.get_state_history(THREAD))
+                fork = {"messages": [HumanMessage(f"fork {i}", id=f"f{i}")]}
+                graph.update_state(history[n % len(history)].config, fork)
+        replica = Replica.in_memory()
+        first = import_langgraph_thread(replica, db, "t1")
+        assert _tuples(ConvgraphSaver(replica)) == _tuples(source)
+        children = Counter((t[0]["configurable"]["checkpoint_ns"], t[3]["configurable"]["checkpoint_id"])
+                           for t in _tuples(source) if t[3] is not None)
+        assert first.forks == sum(n - 1 for n in children.values())  # a second child of one parent: a branch
+        again = import_langgraph_thread(replica, db, "t1")
+        assert (again.records, again.checkpoints_already) == (0, first.checkpoints)

@@ -110,7 +110,7 @@ def import_langgraph_thread(
         before = saver.conversation(thread_id)
         mark = None if before is None else replica.arrived(before).mark
         held = {} if before is None else {_key(t.config): t for t in saver.list(_config(thread_id))}
-        _check_held(before, held, source)
+        _check_held(before, held, source, tasks)
         new = already = 0
         for key in _ordered(source):
             tup = source[key]
@@ -181,9 +181,12 @@ def read_whole_thread(path: Path, thread_id: str) -> tuple[list[Any], dict[_Key,
     return tuples, {key: list(by_task.values()) for key, by_task in tasks.items()}
 
 
-def _check_held(conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any]) -> None:
+def _check_held(
+    conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any], tasks: dict[_Key, list[_Task]],
+) -> None:
     """Refuse a thread holding a checkpoint the source lacks, or holds with another parent,
-    metadata or channel versions (versions move with values: equal versions, equal values)."""
+    metadata or channel versions (versions move with values: equal versions, equal values), or
+    a task's write the source does not hold for that checkpoint."""
     for key, tup in sorted(held.items()):
         theirs = source.get(key)
         what = f"checkpoint {key[1]!r}" + (f" of namespace {key[0]!r}" if key[0] else "")
@@ -195,11 +198,22 @@ def _check_held(conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any]
             why = "its metadata differs from the source's"
         elif theirs.checkpoint["channel_versions"] != tup.checkpoint["channel_versions"]:
             why = "its channel versions differ from the source's"
+        elif (task := _foreign_task(tup.pending_writes or [], tasks.get(key, []))) is not None:
+            why = f"task {task!r} wrote to it what the source does not hold"
         else:
             continue
         assert conv is not None  # held is empty when no conversation is
         raise ImportConflictError(f"the thread's conversation {conv} holds {what}, but {why}: it is another "
                                   "history than the source's, not imported into", conv=conv)
+
+
+def _foreign_task(pending: Sequence[tuple[str, str, Any]], tasks: list[_Task]) -> str | None:
+    """A task with a pending write held here that the source's writes of that task do not hold."""
+    theirs = {t.task: t.listed() for t in tasks}
+    for task, writes in _by_task(pending).items():
+        if task not in theirs or any(w not in theirs[task] for w in writes):
+            return task
+    return None
 
 
 def _ordered(source: dict[_Key, Any]) -> list[_Key]:
