@@ -117,7 +117,24 @@ def test_a_thread_that_is_another_history_is_refused_and_nothing_written(tmp_pat
     assert err.value.conv == conv and _count(replica, conv) == held
 
 
-def test_a_write_the_source_does_not_hold_is_another_history(tmp_path: Path) -> None:
+def test_a_thread_that_went_on_here_is_left_as_it_is_until_the_source_goes_on_too(tmp_path: Path) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    replica = Replica.in_memory()
+    report = import_langgraph_thread(replica, db, "t1")
+    held_graph().compile(checkpointer=ConvgraphSaver(replica)).invoke(Command(resume=True), THREAD)  # goes on here
+    held = _count(replica, report.conv)
+    again = import_langgraph_thread(replica, db, "t1")  # the source holds nothing new: nothing to do
+    assert (again.records, again.checkpoints, again.writes, _count(replica, report.conv)) == (0, 0, 0, held)
+    with SqliteSaver.from_conn_string(str(db)) as source:  # the source goes on too: two histories now
+        held_graph().compile(checkpointer=source).invoke(Command(resume=False), THREAD)
+    with pytest.raises(ImportConflictError, match=r"(but the source does not hold it|wrote to it what the source "
+                                                  r"does not hold) \(and the source holds more\)"):
+        import_langgraph_thread(replica, db, "t1")
+    assert _count(replica, report.conv) == held
+
+
+def test_a_write_the_source_does_not_hold_is_another_history_when_the_source_grows(tmp_path: Path) -> None:
     db = tmp_path / "lg.sqlite"
     forked_thread(db, "t1")
     replica = Replica.in_memory()
@@ -126,6 +143,9 @@ def test_a_write_the_source_does_not_hold_is_another_history(tmp_path: Path) -> 
     latest = saver.get_tuple(THREAD)
     assert latest is not None
     saver.put_writes(latest.config, [("messages", [HumanMessage("not in the source", id="x")])], "other-task")
+    assert import_langgraph_thread(replica, db, "t1").records == 0
+    with SqliteSaver.from_conn_string(str(db)) as source:
+        held_graph().compile(checkpointer=source).invoke(Command(resume=True), THREAD)
     held = _count(replica, report.conv)
     with pytest.raises(ImportConflictError, match="task 'other-task' wrote to it what the source does not hold"):
         import_langgraph_thread(replica, db, "t1")

@@ -62,8 +62,15 @@ def test_get_items_gives_the_sessions_items_and_the_next_add_continues_it(tmp_pa
     assert any(r.refs for r in records if r.kind == "user_message")  # the large item is an artifact
     session = ConvgraphSession(replica, report.conv)
     asyncio.run(session.add_items(MORE))  # type: ignore[arg-type]
+    again = import_openai_agents_session(replica, db, "s1")  # went on here from all the source holds
+    assert (again.imported, again.already) == (0, len(ITEMS))
     assert _items(replica, report.conv) == agents_session(db, "s1", MORE) == ITEMS + MORE
+    assert import_openai_agents_session(replica, db, "s1").imported == 0  # the same items went on there
     assert_resumes(replica, report.conv)
+    asyncio.run(session.add_items([{"role": "user", "content": "only here"}]))  # type: ignore[list-item]
+    agents_session(db, "s1", [{"role": "user", "content": "only there"}])  # now the two differ
+    with pytest.raises(ImportConflictError, match=r"\(item 9 differs\)"):
+        import_openai_agents_session(replica, db, "s1")
 
 
 def test_a_second_import_writes_nothing_and_a_grown_session_only_what_is_new(tmp_path: Path) -> None:
@@ -102,7 +109,8 @@ def test_a_conversation_that_is_another_history_is_refused_and_nothing_written(t
     mine = ConvgraphSession.new(replica, "mine")
     asyncio.run(mine.add_items([{"role": "user", "content": "something else"}]))
     held = _count(replica, mine.session_id)
-    with pytest.raises(ImportConflictError, match=r"holds 1 item\(s\) that are not the start .* \(item 0 differs\)"):
+    with pytest.raises(ImportConflictError, match=r"holds 1 item\(s\) and session 's1' 4, neither the start "
+                                                  r"of the other \(item 0 differs\)"):
         import_openai_agents_session(replica, db, "s1", into=mine.session_id)
     assert _count(replica, mine.session_id) == held
     with pytest.raises(UnknownConversationError):

@@ -10,9 +10,9 @@ its writes right after it, a task's in index order. Messages become turns and la
 artifacts, as the saver writes them for a live graph. So `get_tuple`, `list` and a compiled
 graph's `get_state`/`get_state_history` read back what `SqliteSaver` reads, and the next
 `invoke` continues the thread from the same state.
-Invariant: a checkpoint the replica holds already is never written again, nor a task's writes
-held equal; a thread holding a checkpoint the source does not (or holds otherwise) is refused
-before anything is written.
+Invariant: a checkpoint the replica holds already is never written again, nor a task whose
+writes are all held; a thread holding a checkpoint otherwise than the source, or (when the source brings
+something new) one the source lacks, is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def import_langgraph_thread(
 ) -> ThreadImportReport:
     """Bring thread `thread_id` of the `SqliteSaver` database `db_path` whole into the
     conversation `ConvgraphSaver(replica, owners=owners)` keeps it in: what is held already is
-    not written again; a thread there that holds what the source does not is refused."""
+    not written again; a thread there that is another history than the source is refused."""
     from convgraph.integrations.langgraph import ConvgraphSaver  # noqa: PLC0415 - an optional extra
 
     tuples, tasks = read_whole_thread(Path(db_path), thread_id)
@@ -110,27 +110,23 @@ def import_langgraph_thread(
         before = saver.conversation(thread_id)
         mark = None if before is None else replica.arrived(before).mark
         held = {} if before is None else {_key(t.config): t for t in saver.list(_config(thread_id))}
-        _check_held(before, held, source, tasks)
-        new = already = 0
-        for key in _ordered(source):
+        order = _ordered(source)
+        fresh = [key for key in order if key not in held]
+        have = {key: _by_task(tup.pending_writes or []) for key, tup in held.items()}  # as the source's
+        todo = [(key, task) for key in order for task in tasks.get(key, [])  # a write held: not again
+                if any(w not in have.get(key, {}).get(task.task, []) for w in task.listed())]
+        _check_held(before, held, source, tasks, grows=bool(fresh or todo))
+        for key in fresh:
             tup = source[key]
-            if key in held:
-                continue
-            parent = source.get((key[0], tup.parent_config["configurable"]["checkpoint_id"])) \
-                if tup.parent_config else None
+            named = _parent(tup)
+            parent = None if named is None else source.get((key[0], named))
             versions = tup.checkpoint["channel_versions"]
             was = {} if parent is None else parent.checkpoint["channel_versions"]
             moved = {ch: v for ch, v in versions.items() if was.get(ch) != v}
-            config = tup.parent_config or _config(thread_id, key[0])
-            saver.put(config, tup.checkpoint, tup.metadata, moved)
-        for key in _ordered(source):
-            have = _by_task(held[key].pending_writes or []) if key in held else {}  # as the source lists them
-            for task in tasks.get(key, []):
-                if have.get(task.task) == task.listed():
-                    already += 1
-                    continue
-                saver.put_writes(_config(thread_id, key[0], key[1]), task.written(), task.task, task.path)
-                new += 1
+            saver.put(tup.parent_config or _config(thread_id, key[0]), tup.checkpoint, tup.metadata, moved)
+        for key, task in todo:
+            saver.put_writes(_config(thread_id, key[0], key[1]), task.written(), task.task, task.path)
+        new, already = len(todo), sum(len(t) for t in tasks.values()) - len(todo)
         conv = saver.conversation(thread_id)
         assert conv is not None  # the source has a checkpoint: put rooted the conversation
         arrived = replica.arrived(conv, mark).entries
@@ -182,24 +178,29 @@ def read_whole_thread(path: Path, thread_id: str) -> tuple[list[Any], dict[_Key,
 
 
 def _check_held(
-    conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any], tasks: dict[_Key, list[_Task]],
+    conv: str | None, held: dict[_Key, Any], source: dict[_Key, Any], tasks: dict[_Key, list[_Task]], *,
+    grows: bool,
 ) -> None:
-    """Refuse a thread holding a checkpoint the source lacks, or holds with another parent,
-    metadata or channel versions (versions move with values: equal versions, equal values), or
-    a task's write the source does not hold for that checkpoint."""
+    """Refuse a thread holding a checkpoint the source holds with another parent, metadata or
+    channel versions (versions move with values: equal versions, equal values); and, when the
+    source brings something new (`grows`), one holding a checkpoint the source lacks or a task's
+    write it does not hold: both went on, and mixing them would make a history neither had. A
+    thread that went on here from all the source holds is left as it is."""
     for key, tup in sorted(held.items()):
         theirs = source.get(key)
         what = f"checkpoint {key[1]!r}" + (f" of namespace {key[0]!r}" if key[0] else "")
         if theirs is None:
-            why = "the source does not hold it"
+            if not grows:
+                continue
+            why = "the source does not hold it (and the source holds more)"
         elif _parent(theirs) != _parent(tup):
             why = f"its parent is {_parent(tup)!r} here, {_parent(theirs)!r} in the source"
         elif theirs.metadata != tup.metadata:
             why = "its metadata differs from the source's"
         elif theirs.checkpoint["channel_versions"] != tup.checkpoint["channel_versions"]:
             why = "its channel versions differ from the source's"
-        elif (task := _foreign_task(tup.pending_writes or [], tasks.get(key, []))) is not None:
-            why = f"task {task!r} wrote to it what the source does not hold"
+        elif grows and (task := _foreign_task(tup.pending_writes or [], tasks.get(key, []))) is not None:
+            why = f"task {task!r} wrote to it what the source does not hold (and the source holds more)"
         else:
             continue
         assert conv is not None  # held is empty when no conversation is

@@ -6,8 +6,9 @@ through `ConvgraphSession`'s own path, so each item is the turn a live `Runner` 
 (an item past 256 KiB an artifact its turn names) and `ConvgraphSession(replica, conv).get_items()`
 gives back the session's items. The conversation is `into`, else the session's own: rooted by the
 replica's key with a nonce derived from the session id, so the same import finds it again.
-Invariant: the conversation's items are always the start of the source's; an import appends the
-rest, or, when they are not the start, is refused before anything is written.
+Invariant: after an import, the source's items are the start of the conversation's: it appends
+what the conversation lacks (none, when it went on from all the source holds), or, when neither
+is the start of the other, is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def import_openai_agents_session(
 ) -> ImportReport:
     """Append the items of session `session_id` of the `SQLiteSession` database `db_path` that
     conversation `into` (None: `session_conversation`, rooted when new) does not hold yet, for a
-    `ConvgraphSession` on it to continue; refuse when what it holds is not their start."""
+    `ConvgraphSession` on it to continue; refuse when neither's items are the start of the other's."""
     from convgraph.integrations.openai_agents import ConvgraphSession  # noqa: PLC0415 - an optional extra
 
     rows = read_session(Path(db_path), session_id, messages_table)
@@ -57,15 +58,16 @@ def import_openai_agents_session(
         session = ConvgraphSession(replica, conv)
         items, unmapped = _mapped(rows)
         held = session._read(None, None)
-        if held != items[:len(held)]:
+        common = min(len(held), len(items))
+        if held[:common] != items[:common]:  # one is the other's start: went on here, or there
             at = next((i for i, (h, s) in enumerate(zip(held, items, strict=False)) if h != s), len(items))
             raise ImportConflictError(
-                f"conversation {conv} holds {len(held)} item(s) that are not the start of session "
-                f"{session_id!r}'s {len(items)} (item {at} differs): another history, not imported into",
+                f"conversation {conv} holds {len(held)} item(s) and session {session_id!r} {len(items)}, "
+                f"neither the start of the other (item {at} differs): another history, not imported into",
                 conv=conv)
-        fresh = [session._draft(item) for item in items[len(held):]]  # its path: large items are artifacts
+        fresh = [session._draft(item) for item in items[common:]]  # its path: large items are artifacts
         records = replica.write_many(conv, fresh) if fresh else []
-    return ImportReport(SOURCE, session_id, conv, created, len(fresh), len(held), tuple(unmapped),
+    return ImportReport(SOURCE, session_id, conv, created, len(fresh), common, tuple(unmapped),
                         records=tuple(str(r.cid) for r in records))
 
 
