@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from convgraph import ImportConflictError, ImportSourceError, Replica
+from convgraph.importers import langgraph_thread as importer
 from convgraph.importers.langgraph_thread import import_langgraph_thread
 from convgraph.integrations.langgraph import ConvgraphSaver
 
@@ -93,6 +94,37 @@ def test_a_second_import_writes_nothing_and_a_grown_thread_only_what_is_new(tmp_
         grown = import_langgraph_thread(replica, db, "t1")
         assert grown.checkpoints > 0 and grown.checkpoints_already == first.checkpoints
         assert _tuples(ConvgraphSaver(replica)) == _tuples(source)
+
+
+def test_an_import_cut_short_holds_a_start_of_the_thread_and_a_second_run_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    with SqliteSaver.from_conn_string(str(db)) as source:
+        theirs = _tuples(source)
+    monkeypatch.setattr(importer, "_BATCH", 3)
+    calls = 0
+    put = ConvgraphSaver.put
+
+    def failing(self: ConvgraphSaver, *args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 8:
+            raise OSError("disk full")
+        return put(self, *args)
+
+    monkeypatch.setattr(ConvgraphSaver, "put", failing)
+    replica = Replica.in_memory()
+    with pytest.raises(OSError, match="disk full"):
+        import_langgraph_thread(replica, db, "t1")
+    cut = _tuples(ConvgraphSaver(replica))
+    assert 0 < len(cut) < len(theirs)
+    held = {t[0]["configurable"]["checkpoint_id"] for t in cut}
+    assert all(t[3] is None or t[3]["configurable"]["checkpoint_id"] in held for t in cut)  # parents first
+    monkeypatch.setattr(ConvgraphSaver, "put", put)
+    done = import_langgraph_thread(replica, db, "t1")
+    assert done.checkpoints_already == len(cut) and _tuples(ConvgraphSaver(replica)) == theirs
 
 
 def test_the_database_is_only_read(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ write from the `writes` table with its task path and index. Each is written thro
 `ConvgraphSaver` on the replica with the same checkpoint id, parent, metadata and channel
 versions: a checkpoint after its parent (so a second child of one parent starts a branch, as a
 fork does), the channels whose version moved from its parent's as `put`'s `new_versions`, and
-its writes right after it, a task's in index order. Messages become turns and large values
-artifacts, as the saver writes them for a live graph. So `get_tuple`, `list` and a compiled
+its writes right after it, a task's in index order, in transactions of `_BATCH` checkpoints:
+an import cut short holds the source's first checkpoints, parents first, and a second run
+completes it. Messages become turns and large values artifacts, as the saver writes them for a
+live graph. So `get_tuple`, `list` and a compiled
 graph's `get_state`/`get_state_history` read back what `SqliteSaver` reads, and the next
 `invoke` continues the thread from the same state.
 Invariant: a checkpoint the replica holds already is never written again, nor a task whose
@@ -92,6 +94,9 @@ class _Task:
 
 
 _Key = tuple[str, str]  # (namespace, checkpoint id)
+# checkpoints (with their writes) written per transaction: a replica re-checks what one open
+# transaction wrote at each write, so one transaction for a whole thread costs its length squared
+_BATCH = 16
 
 
 def import_langgraph_thread(
@@ -111,25 +116,26 @@ def import_langgraph_thread(
         mark = None if before is None else replica.arrived(before).mark
         held = {} if before is None else {_key(t.config): t for t in saver.list(_config(thread_id))}
         order = _ordered(source)
-        fresh = [key for key in order if key not in held]
+        fresh = {key for key in order if key not in held}
         have = {key: _by_task(tup.pending_writes or []) for key, tup in held.items()}  # as the source's
         todo = [(key, task) for key in order for task in tasks.get(key, [])  # a write held: not again
                 if any(w not in have.get(key, {}).get(task.task, []) for w in task.listed())]
         _check_held(before, held, source, tasks, grows=bool(fresh or todo))
-        for key in fresh:
-            tup = source[key]
-            named = _parent(tup)
-            parent = None if named is None else source.get((key[0], named))
-            versions = tup.checkpoint["channel_versions"]
-            was = {} if parent is None else parent.checkpoint["channel_versions"]
-            moved = {ch: v for ch, v in versions.items() if was.get(ch) != v}
-            saver.put(tup.parent_config or _config(thread_id, key[0]), tup.checkpoint, tup.metadata, moved)
-        for key, task in todo:
-            saver.put_writes(_config(thread_id, key[0], key[1]), task.written(), task.task, task.path)
-        new, already = len(todo), sum(len(t) for t in tasks.values()) - len(todo)
-        conv = saver.conversation(thread_id)
-        assert conv is not None  # the source has a checkpoint: put rooted the conversation
-        arrived = replica.arrived(conv, mark).entries
+    writes: dict[_Key, list[_Task]] = {}
+    for key, task in todo:
+        writes.setdefault(key, []).append(task)
+    steps = [key for key in order if key in fresh or key in writes]
+    for start in range(0, len(steps), _BATCH):
+        with replica.transaction():
+            for key in steps[start:start + _BATCH]:
+                if key in fresh:
+                    _put(saver, thread_id, source, key)
+                for task in writes.get(key, []):
+                    saver.put_writes(_config(thread_id, key[0], key[1]), task.written(), task.task, task.path)
+    new, already = len(todo), sum(len(t) for t in tasks.values()) - len(todo)
+    conv = saver.conversation(thread_id)
+    assert conv is not None  # the source has a checkpoint: put rooted the conversation
+    arrived = replica.arrived(conv, mark).entries
     kinds = [(e.kind, e.payload.get("path", "")) for e in arrived]
     return ThreadImportReport(
         SOURCE, thread_id, conv, before is None,
@@ -137,6 +143,18 @@ def import_langgraph_thread(
         checkpoints_already=len(held), writes=new, writes_already=already,
         turns=sum(1 for k, _ in kinds if k in _TURN_KINDS), forks=sum(1 for k, _ in kinds if k == "branch"),
         records=len(arrived))
+
+
+def _put(saver: Any, thread_id: str, source: dict[_Key, Any], key: _Key) -> None:
+    """Write checkpoint `key` as LangGraph would have: the channels whose version moved from its
+    parent's are the new ones."""
+    tup = source[key]
+    named = _parent(tup)
+    parent = None if named is None else source.get((key[0], named))
+    versions = tup.checkpoint["channel_versions"]
+    was = {} if parent is None else parent.checkpoint["channel_versions"]
+    moved = {ch: v for ch, v in versions.items() if was.get(ch) != v}
+    saver.put(tup.parent_config or _config(thread_id, key[0]), tup.checkpoint, tup.metadata, moved)
 
 
 def read_whole_thread(path: Path, thread_id: str) -> tuple[list[Any], dict[_Key, list[_Task]]]:
