@@ -13,7 +13,13 @@ import pytest
 from agents.memory import SQLiteSession
 from import_sources import agents_session, assert_resumes, corrupt_row
 
-from convgraph import ImportConflictError, ImportSourceError, Replica, UnknownConversationError
+from convgraph import (
+    ImportConflictError,
+    ImportSourceError,
+    Replica,
+    UnknownConversationError,
+    import_openai_agents,
+)
 from convgraph.importers.openai_agents_session import import_openai_agents_session, session_conversation
 from convgraph.integrations.openai_agents import ConvgraphSession
 
@@ -87,6 +93,19 @@ def test_a_second_import_writes_nothing_and_a_grown_session_only_what_is_new(tmp
     grown = import_openai_agents_session(replica, db, "s1", into=first.conv)
     assert (grown.imported, grown.already) == (len(ITEMS) - 4, 4)
     assert _items(replica, first.conv) == _sdk_items(db, "s1") == ITEMS
+
+
+def test_a_conversation_the_message_import_made_is_continued_not_written_twice(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    agents_session(db, "s1", ITEMS[:4])
+    replica = Replica.in_memory()
+    earlier = import_openai_agents(replica, db, "s1")
+    held = _count(replica, earlier.conv)
+    agents_session(db, "s1", ITEMS[4:])
+    moved = import_openai_agents_session(replica, db, "s1", into=earlier.conv)
+    assert (moved.imported, moved.already) == (len(ITEMS) - 4, 4)
+    assert _count(replica, earlier.conv) == held + len(ITEMS) - 4
+    assert _items(replica, earlier.conv) == _sdk_items(db, "s1") == ITEMS
 
 
 def test_rows_the_sdk_skips_or_a_session_cannot_hold_are_reported_and_the_rest_equal(tmp_path: Path) -> None:
