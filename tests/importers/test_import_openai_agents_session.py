@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, Runner
 from agents.memory import SQLiteSession
 from import_sources import agents_session, assert_resumes, corrupt_row
 
@@ -22,6 +23,7 @@ from convgraph import (
 )
 from convgraph.importers.openai_agents_session import import_openai_agents_session, session_conversation
 from convgraph.integrations.openai_agents import ConvgraphSession
+from integrations.test_openai_agents import RUN, ScriptedModel, script, weather
 
 pytestmark = pytest.mark.usefixtures("product_defaults")
 
@@ -77,6 +79,32 @@ def test_get_items_gives_the_sessions_items_and_the_next_add_continues_it(tmp_pa
     agents_session(db, "s1", [{"role": "user", "content": "only there"}])  # now the two differ
     with pytest.raises(ImportConflictError, match=r"\(item 9 differs\)"):
         import_openai_agents_session(replica, db, "s1")
+
+
+def test_a_runner_goes_on_from_the_moved_session_as_from_the_sdks_own(tmp_path: Path) -> None:
+    db = tmp_path / "agents.sqlite"
+    steps = script()  # two runs on the SDK's session (reasoning, calls, outputs, messages), then one more
+
+    async def ask(session: Any, question: str, outputs: list[Any]) -> ScriptedModel:
+        model = ScriptedModel(outputs)
+        agent = Agent(name="forecaster", instructions="Be brief.", model=model, tools=[weather])
+        await Runner.run(agent, question, session=session, run_config=RUN)
+        return model
+
+    source = SQLiteSession("s1", db)
+    asyncio.run(ask(source, "Weather in Oslo?", steps[:2]))
+    asyncio.run(ask(source, "And Rome and Paris?", steps[2:4]))
+    types = {i.get("type") for i in _sdk_items(db, "s1")}
+    assert {"reasoning", "function_call", "function_call_output", "message"} <= types
+    replica = Replica.in_memory()
+    report = import_openai_agents_session(replica, db, "s1")
+    moved = ConvgraphSession(replica, report.conv)
+    assert _items(replica, report.conv) == _sdk_items(db, "s1")
+    theirs = asyncio.run(ask(source, "Thanks!", [list(steps[4])]))
+    ours = asyncio.run(ask(moved, "Thanks!", [list(steps[4])]))
+    source.close()
+    assert ours.inputs == theirs.inputs  # the model is sent the same history
+    assert _items(replica, report.conv) == _sdk_items(db, "s1")
 
 
 def test_a_second_import_writes_nothing_and_a_grown_session_only_what_is_new(tmp_path: Path) -> None:
