@@ -158,6 +158,7 @@ def test_a_thread_that_went_on_here_is_left_as_it_is_until_the_source_goes_on_to
     held = _count(replica, report.conv)
     again = import_langgraph_thread(replica, db, "t1")  # the source holds nothing new: nothing to do
     assert (again.records, again.checkpoints, again.writes, _count(replica, report.conv)) == (0, 0, 0, held)
+    assert again.checkpoints_already == report.checkpoints  # the source's, not those made here since
     with SqliteSaver.from_conn_string(str(db)) as source:  # the source goes on too: two histories now
         held_graph().compile(checkpointer=source).invoke(Command(resume=False), THREAD)
     with pytest.raises(ImportConflictError, match=r"(but the source does not hold it|wrote to it what the source "

@@ -141,7 +141,7 @@ def import_langgraph_thread(
     return ThreadImportReport(
         SOURCE, thread_id, conv, before is None,
         checkpoints=sum(1 for k, p in kinds if k == "code_snapshot" and p.startswith(_CHECKPOINT_PATH)),
-        checkpoints_already=len(held), writes=new, writes_already=already,
+        checkpoints_already=len(source.parents) - len(fresh), writes=new, writes_already=already,
         turns=sum(1 for k, _ in kinds if k in _TURN_KINDS), forks=sum(1 for k, _ in kinds if k == "branch"),
         records=len(arrived))
 
