@@ -59,7 +59,7 @@ def import_openai_agents_session(
         items, unmapped = _mapped(rows)
         held = session._read(None, None)
         common = min(len(held), len(items))
-        if held[:common] != items[:common]:  # one is the other's start: went on here, or there
+        if held[:common] != items[:common]:  # unless one is the start of the other (went on here, or there)
             at = next((i for i, (h, s) in enumerate(zip(held, items, strict=False)) if h != s), len(items))
             raise ImportConflictError(
                 f"conversation {conv} holds {len(held)} item(s) and session {session_id!r} {len(items)}, "
