@@ -646,6 +646,16 @@ class ImportSourceError(AdapterError):
         self.source = source
 
 
+class ImportConflictError(AdapterError):
+    """The conversation an import would continue holds a history the source does not: a LangGraph
+    thread with a checkpoint the source lacks or holds otherwise, or a session whose items are not
+    the start of the source's. `conv` names it; nothing was written."""
+
+    def __init__(self, message: str, *, conv: str) -> None:
+        super().__init__(message, what=conv)
+        self.conv = conv
+
+
 class MissingExtraError(ConvgraphError, ImportError):
     """A feature needs an optional extra that is not installed (`pip install 'convgraph[EXTRA]'`).
 

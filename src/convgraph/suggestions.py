@@ -63,6 +63,7 @@ FINDINGS: Final = Suggestion("convgraph findings")
 WITNESS_ADD_ANY: Final = Suggestion("convgraph witness add NAME KEYHEX URL")
 SYNC: Final = Suggestion("convgraph sync TARGET")
 DEMO_KEEP: Final = Suggestion("convgraph demo --dir DIR")
+TRANSCRIPT: Final = Suggestion("convgraph transcript --conv {conv}")
 LOG_HOME: Final = Suggestion("convgraph --home {home} log --conv {conv}")
 
 ALL: Final = {name: value for name, value in sorted(globals().items()) if isinstance(value, Suggestion)}

@@ -4,6 +4,7 @@ and in `--json`, a source that cannot be read exits 2 saying why."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -15,11 +16,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from convgraph import Replica, is_rooted
 from convgraph.cli import aliases
 from convgraph.cli.main import cli
-from importers.import_sources import agents_session, assert_resumes, langgraph_thread
+from convgraph.integrations.langgraph import ConvgraphSaver
+from convgraph.integrations.openai_agents import ConvgraphSession
+from importers.import_sources import agents_session, assert_resumes, forked_thread, langgraph_thread
 
 pytestmark = pytest.mark.usefixtures("product_defaults")
 
@@ -102,6 +106,48 @@ def test_openai_agents_session_from_the_command_line(tmp_path: Path) -> None:
     report = _json(cg(home, "import-from", "openai-agents", str(db), "--session", "s1", "--json"))
     assert (report["alias"], report["imported"], report["already"]) == ("openai-agents:s1", 0, 3)
     assert report["unmapped"][0]["kept"] is True
+
+
+def test_a_whole_langgraph_thread_from_the_command_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cg(home, "init")
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t-7")
+    moved = cg(home, "import-from", "langgraph", str(db), "--thread", "t-7", "--as-thread")
+    conv = moved.stdout.strip()
+    assert f"moved LangGraph thread 't-7' into a new conversation {conv}: " in moved.stderr
+    assert f"convgraph transcript --conv {conv}" in moved.stderr
+    again = _json(cg(home, "import-from", "langgraph", str(db), "--thread", "t-7", "--as-thread", "--json"))
+    assert (again["conv"], again["records"], again["checkpoints"], again["created"]) == (conv, 0, 0, False)
+    config: Any = {"configurable": {"thread_id": "t-7"}}
+    with Replica.open(home) as replica, SqliteSaver.from_conn_string(str(db)) as source:
+        ours = list(ConvgraphSaver(replica).list(config))
+        assert [(t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes) for t in ours] == [
+            (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes) for t in source.list(config)]
+        assert again["checkpoints_already"] == len(ours)
+    refused = cg(home, "import-from", "langgraph", str(db), "--thread", "t-7", "--as-thread", "--into", "x", code=2)
+    assert "--into and --title do not apply" in refused.stderr
+
+
+def test_an_agents_session_for_a_convgraph_session_from_the_command_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cg(home, "init")
+    db = tmp_path / "agents.sqlite"
+    items = [{"role": "user", "content": "hi"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                  "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
+    stored = agents_session(db, "s1", items)
+    made = _json(cg(home, "import-from", "openai-agents", str(db), "--session", "s1", "--as-session", "--json"))
+    assert (made["alias"], made["imported"], made["already"], made["created"]) == ("openai-agents:s1", 3, 0, True)
+    again = _json(cg(home, "import-from", "openai-agents", str(db), "--session", "s1", "--as-session", "--json"))
+    assert (again["conv"], again["imported"], again["already"]) == (made["conv"], 0, 3)
+    with Replica.open(home) as replica:
+        assert asyncio.run(ConvgraphSession(replica, made["conv"]).get_items()) == stored
+    cg(home, "new", "other", "--alias", "other")
+    cg(home, "say", "--conv", "other", "not the session")
+    refused = cg(home, "import-from", "openai-agents", str(db), "--session", "s1", "--as-session", "--into", "other",
+                 code=2)
+    assert "another history, not imported into" in refused.stderr
 
 
 def test_a_file_of_no_known_format_exits_2_saying_what_was_expected(tmp_path: Path) -> None:

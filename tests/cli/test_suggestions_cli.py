@@ -211,6 +211,19 @@ def test_an_unknown_short_actor_names_the_command_that_prints_a_whole_id(tmp_pat
     assert run_printed(home, command, suggestions.DEVICE_ADD, tmp_path).returncode == 0
 
 
+@provokes("TRANSCRIPT")
+def test_a_whole_langgraph_thread_names_a_transcript_of_its_conversation(tmp_path: Path) -> None:
+    from importers.import_sources import forked_thread  # LangGraph only when this test runs
+
+    home = tmp_path / "r"
+    cg(home, "init")
+    db = tmp_path / "lg.sqlite"
+    forked_thread(db, "t1")
+    [command] = printed(cg(home, "import-from", "langgraph", str(db), "--thread", "t1", "--as-thread").stderr)
+    shown = run_printed(home, command, suggestions.TRANSCRIPT, tmp_path)
+    assert shown.returncode == 0 and "the answer is 3" in shown.stdout  # the main line; the fork is a branch
+
+
 @provokes("DEMO_KEEP", "LOG_HOME")
 def test_the_demo_names_how_to_keep_its_replicas_and_read_them_again(tmp_path: Path) -> None:
     keep, log = printed(cg(tmp_path / "unused", "demo").stdout)[-2:]

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from agents.memory import SQLiteSession
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 
 from convgraph import Replica
 from convgraph.projections.validity import PROVIDERS, check
@@ -65,6 +66,57 @@ def update_thread(db: Path, thread: str, messages: Sequence[AnyMessage]) -> list
         graph = builder.compile(checkpointer=saver)
         graph.update_state({"configurable": {"thread_id": thread}}, {"messages": list(messages)})
         return thread_messages(saver, thread)
+
+
+def _held_tools(state: MessagesState) -> dict[str, Any]:
+    """The tool node, asking a person first (`interrupt`): the answer is the call's sum, or a refusal."""
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage)
+    ok = interrupt({"approve": [c["id"] for c in last.tool_calls]})
+    return {"messages": [ToolMessage(str(c["args"]["a"] + c["args"]["b"]) if ok else "refused",
+                                     tool_call_id=c["id"], id=f"tool-{c['id']}") for c in last.tool_calls]}
+
+
+def _noted(state: MessagesState) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [AIMessage(f"noted {n}", id=f"note-{n}")]}
+
+
+def _named_agent(state: MessagesState) -> dict[str, Any]:
+    """`_agent` with ids of its own, so two runs of the graph say the same messages."""
+    reply = _agent(state)["messages"][0]
+    return {"messages": [reply.model_copy(update={"id": f"ai-{len(state['messages'])}"})]}
+
+
+def held_graph() -> StateGraph[Any]:
+    """A graph with a subgraph (`sub` notes how many messages there are), a scripted model and
+    a tool node that interrupts for approval before it runs."""
+    sub = StateGraph(MessagesState)
+    sub.add_node("note", _noted)
+    sub.add_edge(START, "note")
+    builder = StateGraph(MessagesState)
+    builder.add_node("sub", sub.compile())
+    builder.add_node("agent", _named_agent)
+    builder.add_node("tools", _held_tools)
+    builder.add_edge(START, "sub")
+    builder.add_edge("sub", "agent")
+    builder.add_conditional_edges("agent", _route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+def forked_thread(db: Path, thread: str, big: str = "") -> None:
+    """Run `held_graph` on `thread` of SqliteSaver database `db`: a question answered after an
+    approval (interrupt, resume), a fork (`update_state` on an older checkpoint), and a second
+    question on the fork, left waiting at its interrupt. `big`: text of a message in the fork."""
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        graph = held_graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": thread}}
+        graph.invoke({"messages": [HumanMessage("1 + 1?", id="h1")]}, config)
+        graph.invoke(Command(resume=True), config)
+        older = list(graph.get_state_history(config))[3].config
+        graph.update_state(older, {"messages": [HumanMessage(f"forked{big}", id="hf")]})
+        graph.invoke({"messages": [HumanMessage("and 5 + 1?", id="h2")]}, config)
 
 
 def thread_messages(saver: SqliteSaver, thread: str) -> list[BaseMessage]:

@@ -5,6 +5,8 @@ The conversation is `--into NAME` (default `langgraph:THREAD`, `openai-agents:SE
 that conversation; otherwise a new one is rooted and aliased NAME, under the alias lock, so a
 second run finds it and writes nothing. It prints the conversation id on stdout (`--json`: the
 report) and on stderr what it wrote and every message it could not map, one line each.
+`langgraph --as-thread` moves the whole thread into the conversation `ConvgraphSaver` keeps it
+in (no alias); `openai-agents --as-session` appends what a `ConvgraphSession` lacks.
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ from pathlib import Path
 
 import click
 
+from convgraph import suggestions
 from convgraph.cli import aliases, safe_text
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
-from convgraph.importers import ImportReport, import_jsonl, import_langgraph, import_openai_agents
+from convgraph.importers import (
+    ImportReport,
+    import_jsonl,
+    import_langgraph,
+    import_langgraph_thread,
+    import_openai_agents,
+    import_openai_agents_session,
+)
 from convgraph.importers.formats import FORMATS
 from convgraph.replica import Replica
 
@@ -44,16 +54,26 @@ def register(cli: click.Group) -> None:
     @click.option("--thread", "thread_id", required=True, type=TEXT, help="The LangGraph thread id.")
     @click.option("--channel", default="messages", show_default=True, type=TEXT,
                   help="The state channel holding the messages.")
+    @click.option("--as-thread", "as_thread", is_flag=True,
+                  help="The whole thread (every checkpoint, write and fork) as a thread ConvgraphSaver "
+                       "continues, in the conversation it keeps THREAD in (no --into, --title).")
     @into_option
     @title_option
     @json_option
     @click.pass_context
     @_errors
     def langgraph_cmd(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, db: Path, thread_id: str, channel: str, into: str | None, title: str | None,
-        as_json: bool,
+        ctx: click.Context, db: Path, thread_id: str, channel: str, as_thread: bool, into: str | None,
+        title: str | None, as_json: bool,
     ) -> None:
-        """The messages of a LangGraph SqliteSaver thread (its latest checkpoint), from database DB."""
+        """The messages of a LangGraph SqliteSaver thread (its latest checkpoint), from database DB;
+        with --as-thread, the whole thread."""
+        if as_thread:
+            if into is not None or title is not None:
+                raise click.UsageError("--as-thread moves the thread into the conversation ConvgraphSaver "
+                                       "keeps it in: --into and --title do not apply")
+            _move_thread(ctx, db, thread_id, channel, as_json)
+            return
         _import(ctx, into or f"langgraph:{thread_id}", as_json, lambda r, conv: import_langgraph(
             r, db, thread_id, into=conv, title=title, channel=channel))
 
@@ -62,17 +82,21 @@ def register(cli: click.Group) -> None:
     @click.option("--session", "session_id", required=True, type=TEXT, help="The session id.")
     @click.option("--table", default="agent_messages", show_default=True, type=TEXT,
                   help="The SQLiteSession messages table.")
+    @click.option("--as-session", "as_session", is_flag=True,
+                  help="Append the items the conversation lacks for a ConvgraphSession to continue; "
+                       "refused when what it holds is not their start.")
     @into_option
     @title_option
     @json_option
     @click.pass_context
     @_errors
     def agents_cmd(  # noqa: PLR0917 - click passes options positionally
-        ctx: click.Context, db: Path, session_id: str, table: str, into: str | None, title: str | None,
-        as_json: bool,
+        ctx: click.Context, db: Path, session_id: str, table: str, as_session: bool, into: str | None,
+        title: str | None, as_json: bool,
     ) -> None:
         """The items of an OpenAI Agents SDK SQLiteSession, from database DB."""
-        _import(ctx, into or f"openai-agents:{session_id}", as_json, lambda r, conv: import_openai_agents(
+        importer = import_openai_agents_session if as_session else import_openai_agents
+        _import(ctx, into or f"openai-agents:{session_id}", as_json, lambda r, conv: importer(
             r, db, session_id, into=conv, title=title, messages_table=table))
 
     @import_from.command("jsonl")
@@ -117,6 +141,27 @@ def _import(ctx: click.Context, name: str, as_json: bool, run: Run) -> None:
     _report(report, alias)
     if as_json:
         _emit({**report.to_json(), "alias": alias})
+    else:
+        click.echo(report.conv)
+
+
+def _move_thread(ctx: click.Context, db: Path, thread_id: str, channel: str, as_json: bool) -> None:
+    """Move the whole thread, then say what it wrote and how to go on."""
+    from convgraph.cli.main import _emit, _replica, err  # noqa: PLC0415 - main imports this module
+
+    with _replica(ctx) as r:
+        report = import_langgraph_thread(r, db, thread_id, messages_channels=(channel,))
+    what = "a new conversation" if report.created else "conversation"
+    err.print(safe_text.line(
+        f"moved LangGraph thread {report.origin!r} into {what} {report.conv}: {report.checkpoints} "
+        f"checkpoint(s), {report.writes} task write(s), {report.turns} turn(s), {report.forks} fork(s), "
+        f"{report.records} record(s); {report.checkpoints_already} checkpoint(s) and "
+        f"{report.writes_already} task write(s) held before"), soft_wrap=True)
+    err.print(safe_text.line(f"continue it with ConvgraphSaver on this replica and thread_id "
+                             f"{report.origin!r}; read it: `{suggestions.TRANSCRIPT(conv=report.conv)}`"),
+              soft_wrap=True)
+    if as_json:
+        _emit(report.to_json())
     else:
         click.echo(report.conv)
 

@@ -53,14 +53,13 @@ def read_thread(path: Path, thread_id: str, channel: str = "messages") -> tuple[
         raise MissingExtraError("langgraph", "importing LangGraph threads", module=exc.name) from exc
     if not path.is_file():
         raise ImportSourceError(f"no LangGraph database {str(path)!r}: no such file", source=str(path))
-    conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, check_same_thread=False)
+    conn = read_only(path)
     try:
-        saver = SqliteSaver(conn)
-        _opened(saver, conn)
+        saver = opened(SqliteSaver(conn), conn)
         tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         if tup is None:
             held = [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY 1")]
-            raise ImportSourceError(_no_thread(path, thread_id, held), source=str(path))
+            raise ImportSourceError(no_thread(path, thread_id, held), source=str(path))
     except sqlite3.DatabaseError as exc:
         raise ImportSourceError(f"{str(path)!r} is not a LangGraph SqliteSaver database ({exc})",
                                 source=str(path)) from exc
@@ -120,15 +119,21 @@ def _without_call_blocks(message: Any) -> Any:
     return message if len(kept) == len(message.content) else message.model_copy(update={"content": kept})
 
 
-def _opened(saver: Any, conn: sqlite3.Connection) -> None:
-    """Skip `SqliteSaver.setup`: it creates tables and turns WAL on, which a read-only
-    connection refuses on a database in another journal mode. Check instead what it would."""
+def read_only(path: Path) -> sqlite3.Connection:
+    """A connection to the database at `path` that cannot write it."""
+    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, check_same_thread=False)
+
+
+def opened(saver: Any, conn: sqlite3.Connection) -> Any:
+    """`saver`, ready to read. Skip `SqliteSaver.setup`: it creates tables and turns WAL on, which
+    a read-only connection refuses on a database in another journal mode. Check what it would."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"checkpoints", "writes"} <= tables:
         raise sqlite3.DatabaseError("it has no `checkpoints` and `writes` tables")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(writes)")}
     saver._has_task_path = "task_path" in columns  # as setup finds it on a read-only database
     saver.is_setup = True
+    return saver
 
 
 def _dump(serde: Any, value: Any) -> dict[str, Any]:
@@ -136,5 +141,5 @@ def _dump(serde: Any, value: Any) -> dict[str, Any]:
     return {"t": kind, "b": data}
 
 
-def _no_thread(path: Path, thread_id: str, held: Sequence[str]) -> str:
+def no_thread(path: Path, thread_id: str, held: Sequence[str]) -> str:
     return f"no thread {thread_id!r} in LangGraph database {str(path)!r}; {writing.known('thread', held)}"
