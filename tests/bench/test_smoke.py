@@ -26,6 +26,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "authority.py": ("--smoke", "--json", "{json}"),
     "compaction.py": ("--quick", "--out", "{json}"),
     "instructions.py": ("--smoke",),  # without valgrind: under it, each child takes minutes
+    "langgraph_cold.py": ("--quick", "--cache", "{tmp}", "--json", "{json}"),
     "load.py": ("--clients", "4", "--seconds", "2", "--json", "{json}"),
     "profile_ingest.py": ("-n", "200", "--repeat", "1"),
     "resume.py": ("--smoke", "--json", "{json}", "--tmp", "{tmp}"),

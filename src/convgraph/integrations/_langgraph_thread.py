@@ -15,11 +15,12 @@ whatever order the records came in.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from convgraph.core.cid import CID
+from convgraph.integrations._langgraph_lists import resolve
 from convgraph.projections.state import Entry
 from convgraph.replica import Replica
 from convgraph.replica_reads import Mark, snapshot_entries
@@ -200,24 +201,26 @@ class Thread:
 
     def messages(self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]]) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
-        following the chain of deltas back to a cached list or the first one; `load(thread,
-        entries)` gives the messages of delta entries."""
-        chain: list[tuple[CID, dict[str, Any]]] = []
+        read through the chain of deltas back to a cached list or the first one (`resolve`:
+        no list on the way is built); `load(thread, entries)` gives the messages of entries."""
+        chain: list[dict[str, Any]] = []
         at: CID | None = cid
-        entries: list[Any] = []
-        messages: list[Any] = []
+        base: Listed = ([], [])
         while at is not None:
             cached = self.lists.get((at, channel))
             if cached is not None:
-                entries, messages = cached
+                base = cached
                 break
             delta = self.by_cid[at].tree["messages"][channel]
-            chain.append((at, delta))
+            chain.append(delta)
             at = delta.get("base")
-        loaded = iter(load(self, [e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
-        for at, delta in reversed(chain):
-            entries, messages = applied(delta, entries, messages, loaded)
-            self.remember(at, channel, (entries, messages))
+        if not chain:
+            self.remember(cid, channel, base)
+            return base
+        entries, messages, missing = resolve(chain, base)
+        for i, message in zip(missing, load(self, [entries[i] for i in missing]), strict=True):  # one batch
+            messages[i] = message
+        self.remember(cid, channel, (entries, messages))
         return entries, messages
 
     def compacted(self, replica: Replica) -> Compacted | None:
@@ -241,45 +244,3 @@ class Thread:
         self.lists.move_to_end((cid, channel))
         while len(self.lists) > _CACHED_LISTS:
             self.lists.popitem(last=False)
-
-
-def spans(plan: list[int | Any]) -> list[Any]:
-    """A messages delta's `spans`: runs of positions into the base list as `[start, stop]`
-    slices, anything else (a new entry) as itself. `plan` holds a base position or an entry
-    per message of the new list."""
-    out: list[Any] = []
-    for item in plan:
-        if type(item) is int:
-            if out and type(out[-1]) is list and out[-1][1] == item:
-                out[-1][1] = item + 1
-                continue
-            out.append([item, item + 1])
-        else:
-            out.append(item)
-    return out
-
-
-def added(delta: dict[str, Any]) -> list[Any]:
-    """The entries a messages delta adds (in order): those not taken from its base."""
-    if "spans" in delta:
-        return [item for item in delta["spans"] if type(item) is not list]
-    return list(delta["add"])  # the first form: the base's first `keep`, then `add`
-
-
-def applied(delta: dict[str, Any], entries: list[Any], messages: list[Any], loaded: Iterator[Any]) -> Listed:
-    """The (entries, messages) a delta makes of its base's, taking the messages of the entries
-    it adds from `loaded`, in order."""
-    if "spans" not in delta:
-        keep, add = delta["keep"], delta["add"]
-        return entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
-    out_entries: list[Any] = []
-    out_messages: list[Any] = []
-    for item in delta["spans"]:
-        if type(item) is list:
-            start, stop = item
-            out_entries += entries[start:stop]
-            out_messages += messages[start:stop]
-        else:
-            out_entries.append(item)
-            out_messages.append(next(loaded))
-    return out_entries, out_messages

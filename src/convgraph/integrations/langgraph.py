@@ -46,6 +46,7 @@ from convgraph.core.cid import CID
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
+from convgraph.integrations._langgraph_lists import spans
 from convgraph.integrations._langgraph_mapping import (
     WHOLE,
     bare_message,
@@ -65,7 +66,6 @@ from convgraph.integrations._langgraph_thread import (
     Listed,
     Thread,
     path_of,
-    spans,
     version_key,
 )
 from convgraph.integrations._large import loaded, offloaded_bytes, refs_of
