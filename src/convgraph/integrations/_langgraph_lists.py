@@ -5,8 +5,9 @@ A delta is `{"base": …, "spans": […]}` (or the first form, `{"keep": k, "add
 list in order, a `[start, stop]` pair taking those places of the base's list, anything else one
 new entry. Applying N deltas one by one copies the whole list N times; `resolve` reads them from
 the newest down instead, carrying only the slices still to look up, so a chain of N checkpoints
-over M messages costs about N + M steps, not N x M. Pure. Invariant: `resolve` gives exactly the
-entries that applying the deltas oldest first gives.
+over M messages costs about N + M steps, not N x M. `spans` and `position` make a delta as
+`put` writes it. Pure. Invariant: `resolve` gives exactly the entries that applying the deltas
+oldest first gives.
 """
 
 from __future__ import annotations
@@ -99,3 +100,19 @@ def resolve(
             i += 1
         stack += reversed(found)
     return entries, messages, missing
+
+
+def position(
+    prior: list[Any], message: Any, i: int, used: set[int], by_id: dict[str, list[int]]
+) -> int | None:
+    """Where `message` stands in the parent's list: at its own index when equal there (the
+    common case, in C, identity first), else the first unused place of the message with its id
+    (`by_id`, so a trim that shifts every message costs one look-up each); marked used."""
+    j: int | None = None
+    if i < len(prior) and i not in used and (prior[i] is message or prior[i] == message):
+        j = i
+    elif isinstance(message.id, str):
+        j = next((k for k in by_id.get(message.id, ()) if k not in used), None)
+    if j is not None:
+        used.add(j)
+    return j

@@ -89,9 +89,9 @@ class Thread:
     originals: dict[CID, CID] = field(default_factory=dict)  # supersession -> the turn it edits
     lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
-    # the message records the snapshot gave: their bytes may be gone, and the replica's own
-    # fold of the snapshot need not be built to read them
-    compacted_turns: dict[CID, Entry] = field(default_factory=dict)
+    # the message records (turns, supersessions) folded, as read: a list's messages are built
+    # from these, not read and decoded again (and a compacted one's bytes may be gone)
+    turn_entries: dict[CID, Entry] = field(default_factory=dict)
 
     def refresh(self, replica: Replica) -> None:
         """Fold in what the replica received for this conversation since the last call; after a
@@ -102,9 +102,6 @@ class Thread:
             for f in fields(self):
                 setattr(self, f.name, getattr(empty, f.name))
         self.mark = got.mark
-        for entry in got.entries[:got.from_snapshot]:
-            if entry.kind in TURN_KINDS or entry.kind == "supersession":
-                self.compacted_turns[entry.cid] = entry
         for entry in got.entries:
             self._fold(entry)
 
@@ -112,9 +109,11 @@ class Thread:
         kind, payload = record.kind, record.payload
         if kind in TURN_KINDS:
             self.turns.append(record.cid)
+            self.turn_entries[record.cid] = record
             self._fold_message_id(record)
         elif kind == "supersession":
             self.originals[record.cid] = payload["target"]
+            self.turn_entries[record.cid] = record
             self._fold_message_id(record)
         elif kind == "retraction":
             self.retracted.add(payload["target"])
