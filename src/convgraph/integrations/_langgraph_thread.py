@@ -4,8 +4,9 @@ The records (docs/integrations.md): LangChain messages as turns (`user_message`,
 `agent_message`, `tool_result`), each written once; every checkpoint as a `code_snapshot`
 at path `langgraph/checkpoint[/<ns>]` whose `tree` holds its header, the channel values
 that changed (typed bytes) and, per messages channel, a delta against the record holding
-the parent's version (`base`, `keep`, `add`: links to turn records); pending writes as
-`code_snapshot`s at `langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
+the parent's version (`base`, `spans`, or the first form's `keep`, `add`: links to turn
+records, read by `_langgraph_lists.resolve`); pending writes as `code_snapshot`s at
+`langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
 those records into the indexes the saver reads, as `Replica.arrived` gives them: a compacted
 thread's from its snapshot (canonical order), then those held with bytes (arrival order).
 Invariant: it holds exactly what the store held at its last `refresh`, compacted or not,
