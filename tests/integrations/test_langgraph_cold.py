@@ -68,8 +68,7 @@ def _step(graph: CompiledStateGraph[Any, Any, Any, Any], op: str, n: int, k: int
     elif op == "edit" and held:
         target = held[n % len(held)]
         graph.update_state(CONFIG, {"messages": [target.model_copy(update={"content": f"edited {k}"})]})
-    elif op == "fork":
-        history = list(graph.get_state_history(CONFIG))
+    elif op == "fork" and (history := list(graph.get_state_history(CONFIG))):
         graph.invoke({"messages": [HumanMessage(f"fork {k}", id=f"f{k}")]}, history[n % len(history)].config)
     else:
         graph.invoke({"messages": [HumanMessage(f"m{k}", id=f"h{k}")]}, CONFIG)
