@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from convgraph import collector
 from convgraph.core.cid import CID
 from convgraph.core.rooted import conv_id
 from convgraph.errors import AdapterError, NotFoundError
@@ -231,7 +232,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (its `checkpoint_id`, else the thread's latest)."""
         thread_id, ns, checkpoint_id = target(config)
-        with self._lock:
+        with self._lock, collector.paused():  # a first read keeps all it decodes: not traced twice
             conv = self._find(thread_id)
             if conv is None:
                 return None
@@ -245,7 +246,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of `config`'s thread (and namespace, and id, when given)
         or of every thread, whose metadata has every `filter` item, older than `before`."""
-        with self._lock:
+        with self._lock, collector.paused():
             found = builtins.list(self._listed(config, filter or {}, before, limit))
         yield from found
 
