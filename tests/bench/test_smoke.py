@@ -28,6 +28,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "deletion.py": ("--quick", "--out", "{json}"),
     "import_thread.py": ("--quick", "--json", "{json}"),
     "instructions.py": ("--smoke",),  # without valgrind: under it, each child takes minutes
+    "langgraph_cold.py": ("--quick", "--cache", "{tmp}", "--json", "{json}"),
     "load.py": ("--clients", "4", "--seconds", "2", "--json", "{json}"),
     "profile_ingest.py": ("-n", "200", "--repeat", "1"),
     "resume.py": ("--smoke", "--json", "{json}", "--tmp", "{tmp}"),

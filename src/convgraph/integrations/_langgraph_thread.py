@@ -4,8 +4,9 @@ The records (docs/integrations.md): LangChain messages as turns (`user_message`,
 `agent_message`, `tool_result`), each written once; every checkpoint as a `code_snapshot`
 at path `langgraph/checkpoint[/<ns>]` whose `tree` holds its header, the channel values
 that changed (typed bytes) and, per messages channel, a delta against the record holding
-the parent's version (`base`, `keep`, `add`: links to turn records); pending writes as
-`code_snapshot`s at `langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
+the parent's version (`base`, `spans`, or the first form's `keep`, `add`: links to turn
+records, read by `_langgraph_lists.resolve`); pending writes as `code_snapshot`s at
+`langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
 those records into the indexes the saver reads, as `Replica.arrived` gives them: a compacted
 thread's from its snapshot (canonical order), then those held with bytes (arrival order).
 Invariant: it holds exactly what the store held at its last `refresh`, compacted or not,
@@ -15,11 +16,13 @@ whatever order the records came in.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
+from convgraph import collector
 from convgraph.core.cid import CID
+from convgraph.integrations._langgraph_lists import resolve
 from convgraph.projections.state import Entry
 from convgraph.replica import Replica
 from convgraph.replica_reads import Mark, snapshot_entries
@@ -88,22 +91,25 @@ class Thread:
     originals: dict[CID, CID] = field(default_factory=dict)  # supersession -> the turn it edits
     lists: OrderedDict[tuple[CID, str], Listed] = field(default_factory=OrderedDict)
     tips: dict[str, Checkpoint] = field(default_factory=dict)  # latest per ns, once asked for
-    # the message records the snapshot gave: their bytes may be gone, and the replica's own
-    # fold of the snapshot need not be built to read them
-    compacted_turns: dict[CID, Entry] = field(default_factory=dict)
+    # the message records (turns, supersessions) folded, as read: a list's messages are built
+    # from these, not read and decoded again (and a compacted one's bytes may be gone)
+    turn_entries: dict[CID, Entry] = field(default_factory=dict)
 
     def refresh(self, replica: Replica) -> None:
         """Fold in what the replica received for this conversation since the last call; after a
-        compaction or an adoption brought another snapshot, fold the whole thread again."""
+        compaction or an adoption brought another snapshot, fold the whole thread again. The
+        collector is paused: a thread's first fold keeps every record it decodes, and tracing
+        them again and again was three quarters of that fold's time (`collector`)."""
+        with collector.paused():
+            self._refresh(replica)
+
+    def _refresh(self, replica: Replica) -> None:
         got = replica.arrived(self.conv, self.mark)
         if got.again and self.mark is not None:
             empty = Thread(self.conv)
             for f in fields(self):
                 setattr(self, f.name, getattr(empty, f.name))
         self.mark = got.mark
-        for entry in got.entries[:got.from_snapshot]:
-            if entry.kind in TURN_KINDS or entry.kind == "supersession":
-                self.compacted_turns[entry.cid] = entry
         for entry in got.entries:
             self._fold(entry)
 
@@ -111,9 +117,11 @@ class Thread:
         kind, payload = record.kind, record.payload
         if kind in TURN_KINDS:
             self.turns.append(record.cid)
+            self.turn_entries[record.cid] = record
             self._fold_message_id(record)
         elif kind == "supersession":
             self.originals[record.cid] = payload["target"]
+            self.turn_entries[record.cid] = record
             self._fold_message_id(record)
         elif kind == "retraction":
             self.retracted.add(payload["target"])
@@ -200,24 +208,28 @@ class Thread:
 
     def messages(self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]]) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
-        following the chain of deltas back to a cached list or the first one; `load(thread,
-        entries)` gives the messages of delta entries."""
-        chain: list[tuple[CID, dict[str, Any]]] = []
+        read through the chain of deltas back to a cached list or the first one (`resolve`:
+        no list on the way is built); `load(thread, entries)` gives the messages of entries."""
+        chain: list[dict[str, Any]] = []
         at: CID | None = cid
-        entries: list[Any] = []
-        messages: list[Any] = []
+        base: Listed = ([], [])
         while at is not None:
             cached = self.lists.get((at, channel))
             if cached is not None:
-                entries, messages = cached
+                base = cached
                 break
             delta = self.by_cid[at].tree["messages"][channel]
-            chain.append((at, delta))
+            chain.append(delta)
             at = delta.get("base")
-        loaded = iter(load(self, [e for _, delta in reversed(chain) for e in added(delta)]))  # one batch
-        for at, delta in reversed(chain):
-            entries, messages = applied(delta, entries, messages, loaded)
-            self.remember(at, channel, (entries, messages))
+        if not chain:
+            self.remember(cid, channel, base)
+            return base
+        entries, messages, missing = resolve(chain, base)
+        with collector.paused():  # a cold list builds a message object per entry, all kept
+            loaded = load(self, [entries[i] for i in missing])  # one batch
+        for i, message in zip(missing, loaded, strict=True):
+            messages[i] = message
+        self.remember(cid, channel, (entries, messages))
         return entries, messages
 
     def compacted(self, replica: Replica) -> Compacted | None:
@@ -241,45 +253,3 @@ class Thread:
         self.lists.move_to_end((cid, channel))
         while len(self.lists) > _CACHED_LISTS:
             self.lists.popitem(last=False)
-
-
-def spans(plan: list[int | Any]) -> list[Any]:
-    """A messages delta's `spans`: runs of positions into the base list as `[start, stop]`
-    slices, anything else (a new entry) as itself. `plan` holds a base position or an entry
-    per message of the new list."""
-    out: list[Any] = []
-    for item in plan:
-        if type(item) is int:
-            if out and type(out[-1]) is list and out[-1][1] == item:
-                out[-1][1] = item + 1
-                continue
-            out.append([item, item + 1])
-        else:
-            out.append(item)
-    return out
-
-
-def added(delta: dict[str, Any]) -> list[Any]:
-    """The entries a messages delta adds (in order): those not taken from its base."""
-    if "spans" in delta:
-        return [item for item in delta["spans"] if type(item) is not list]
-    return list(delta["add"])  # the first form: the base's first `keep`, then `add`
-
-
-def applied(delta: dict[str, Any], entries: list[Any], messages: list[Any], loaded: Iterator[Any]) -> Listed:
-    """The (entries, messages) a delta makes of its base's, taking the messages of the entries
-    it adds from `loaded`, in order."""
-    if "spans" not in delta:
-        keep, add = delta["keep"], delta["add"]
-        return entries[:keep] + add, messages[:keep] + [next(loaded) for _ in add]
-    out_entries: list[Any] = []
-    out_messages: list[Any] = []
-    for item in delta["spans"]:
-        if type(item) is list:
-            start, stop = item
-            out_entries += entries[start:stop]
-            out_messages += messages[start:stop]
-        else:
-            out_entries.append(item)
-            out_messages.append(next(loaded))
-    return out_entries, out_messages

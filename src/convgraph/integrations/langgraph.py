@@ -44,12 +44,14 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from convgraph import collector
 from convgraph.core.cid import CID
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations import _langgraph_generations as generations
 from convgraph.integrations._langgraph_forks import Fork, ForkLine
 from convgraph.integrations._langgraph_forks import forks as fork_points
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
+from convgraph.integrations._langgraph_lists import position, spans
 from convgraph.integrations._langgraph_mapping import (
     WHOLE,
     bare_message,
@@ -68,7 +70,6 @@ from convgraph.integrations._langgraph_thread import (
     Listed,
     Thread,
     path_of,
-    spans,
     version_key,
 )
 from convgraph.integrations._large import loaded, offloaded_bytes, refs_of
@@ -240,7 +241,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (its `checkpoint_id`, else the thread's latest)."""
         thread_id, ns, checkpoint_id = target(config)
-        with self._lock:
+        with self._lock, collector.paused():  # a first read keeps all it decodes: not traced twice
             conv = self._find(thread_id)
             if conv is None:
                 return None
@@ -254,7 +255,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of `config`'s thread (and namespace, and id, when given)
         or of every thread, whose metadata has every `filter` item, older than `before`."""
-        with self._lock:
+        with self._lock, collector.paused():
             found = builtins.list(self._listed(config, filter or {}, before, limit))
         yield from found
 
@@ -347,8 +348,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     def _messages(self, thread: Thread, entries: builtins.list[Any]) -> builtins.list[Any]:
         """The messages delta entries name: turn records of the thread (by CID, read in one
-        batch, compacted ones from its snapshot) or messages serialized inline."""
-        known = thread.compacted_turns
+        batch, those the thread folded as it holds them) or messages serialized inline."""
+        known = thread.turn_entries
         cids = [e for e in entries if type(e) is CID]
         held = {e: known[e] for e in cids if e in known}
         held.update(self.replica.entries(thread.conv, [e for e in cids if e not in held]))
@@ -367,7 +368,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             return bare_message(payload)
         if meta.get(WHOLE) is True:  # too large for a record: the message whole, content too
             return self._load(shell)
-        return self._load(shell).model_copy(update={"content": loaded(self.replica, payload["content"])})
+        message = self._load(shell)  # a fresh object, ours alone: set in place (a copy costs 25x)
+        message.content = loaded(self.replica, payload["content"])
+        return message
 
     # ------------------------------------------------------------ writes
 
@@ -452,7 +455,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             if isinstance(held.id, str):
                 by_id.setdefault(held.id, []).append(k)
         for i, message in enumerate(messages):
-            j = _position(prior, message, i, used, by_id)
+            j = position(prior, message, i, used, by_id)
             if j is not None and (prior[j] is message or prior[j] == message):
                 plan.append(j)
             elif edits is None:
@@ -648,22 +651,6 @@ def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]
     for ck in checkpoints:
         out += [ck.cid, *sorted(thread.write_records(ck.ns, ck.id))]
     return out
-
-
-def _position(
-    prior: list[Any], message: BaseMessage, i: int, used: set[int], by_id: dict[str, list[int]]
-) -> int | None:
-    """Where `message` stands in the parent's list: at its own index when equal there (the
-    common case, in C, identity first), else the first unused place of the message with its id
-    (`by_id`, so a trim that shifts every message costs one look-up each); marked used."""
-    j: int | None = None
-    if i < len(prior) and i not in used and (prior[i] is message or prior[i] == message):
-        j = i
-    elif isinstance(message.id, str):
-        j = next((k for k in by_id.get(message.id, ()) if k not in used), None)
-    if j is not None:
-        used.add(j)
-    return j
 
 
 class _Edits:
