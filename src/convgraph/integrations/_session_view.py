@@ -24,11 +24,12 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from convgraph.core.cid import CID
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ConvgraphError
+from convgraph.integrations import _session_file
 from convgraph.integrations._responses_items import Item, items_of, residual_of
 from convgraph.projections.index_rows import LINE_KINDS, OrderKey, line_of
 from convgraph.projections.state import Entry, entry_from_bytes
@@ -37,6 +38,9 @@ from convgraph.replica import Replica
 from convgraph.store.base import Store
 
 LIMIT: Final = 8
+SAVE_EVERY: Final = 64
+"""Items added or taken since a view's file was written before it is written again: a cold read
+moves the file's view on by at most that many (~5 ms at 10k items), a write costs ~15 ms."""
 """Views kept per replica (least recently used out): a few conversations and branches."""
 
 Frag = str | Item
@@ -85,6 +89,7 @@ class Views:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._views: OrderedDict[tuple[str, str | None], View] = OrderedDict()
+        self._lag: dict[tuple[str, str | None], int] = {}  # items changed since the file was written
 
     def lock(self, conv: str) -> threading.Lock:
         with self._guard:
@@ -100,15 +105,31 @@ class Views:
         key = (conv, branch)
         with self._guard:
             kept = self._views.get(key)
+        lag = self._lag.get(key, 0)
+        if kept is None and (loaded := _session_file.load(replica, conv, branch)) is not None:
+            kept, lag = _loaded(loaded), 0
         if kept is not None and kept.token != token:
-            kept = move(replica, kept, conv, branch, token)
-        found = kept if kept is not None and kept.holds(want) else read(replica, conv, branch, want)
+            moved = move(replica, kept, conv, branch, token)
+            if moved is not None:  # items added or taken since the file was written
+                lag += abs(moved.length - kept.length) or int(moved.ops is not kept.ops)
+            kept = moved
+        if kept is not None and kept.holds(want):
+            found = kept
+        else:
+            found, lag = read(replica, conv, branch, want), SAVE_EVERY  # a rebuild is always kept
         if found.token == store.change_token():
+            if found.complete and lag >= SAVE_EVERY:
+                n = found.length
+                _session_file.save(replica, conv, branch, _session_file.Loaded(
+                    found.cursor, found.hidden, found.top, found.cut, found.ops[:n], found.frags[:n]))
+                lag = 0
             with self._guard:
                 self._views[key] = found
+                self._lag[key] = lag
                 self._views.move_to_end(key)
                 while len(self._views) > self.limit:
-                    self._views.popitem(last=False)
+                    gone, _ = self._views.popitem(last=False)
+                    self._lag.pop(gone, None)
         return found
 
 
@@ -123,6 +144,12 @@ def views_of(replica: Replica) -> Views:
         if found is None:
             found = _REGISTRY[replica] = Views()
         return found
+
+
+def _loaded(found: _session_file.Loaded) -> View:
+    """A complete view of what a file holds, its token one no store gives (so it is moved on)."""
+    return View(object(), found.cursor, found.hidden, found.top, found.cut, found.ops,
+                cast(list[Frag], found.frags), len(found.ops), True)
 
 
 def read(replica: Replica, conv: str, branch: str | None, want: int | None) -> View:
