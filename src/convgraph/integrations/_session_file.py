@@ -4,7 +4,7 @@ instead of rebuilding them from the transcript.
 
 It is a cache of a fold of the records, never a second truth. The file of `(conv, branch)` is
 `agents-sessions/<digest>.items` in the home: a head line (magic, version, this replica's
-Ed25519 signature over a BLAKE2b digest of the body) and the body: one JSON line of what the
+Ed25519 signature over a SHA-256 digest of the body) and the body: one JSON line of what the
 view needs to be moved on (the conversation, branch, `since` cursor, hidden set, last key, cut,
 the turn of each item) and then each item's JSON, one a line. A file that is unsigned by this
 replica, of another version, conversation or branch, cut short, or whose cursor or turns the
@@ -69,7 +69,7 @@ def save(replica: Replica, conv: str, branch: str | None, view: Loaded) -> bool:
             "top": _key_out(view.top), "cut": _key_out(view.cut),
             "ops": base64.b64encode(b"".join(ops)).decode()}
     body = "\n".join([json.dumps(head, separators=(",", ":")), *cast(Sequence[str], frags)]).encode()
-    signature = key.sign(_DOMAIN + hashlib.blake2b(body).digest())
+    signature = key.sign(_DOMAIN + hashlib.sha256(body).digest())
     path = path_of(home, conv, branch)
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -87,7 +87,7 @@ def load(replica: Replica, conv: str, branch: str | None) -> Loaded | None:
         head_line, body = path_of(home, conv, branch).read_bytes().split(b"\n", 1)
         magic, version, signature = head_line.decode().split(" ")
         if magic != _MAGIC or version != str(VERSION) or not verify(
-                replica.actor, _DOMAIN + hashlib.blake2b(body).digest(), bytes.fromhex(signature)):
+                replica.actor, _DOMAIN + hashlib.sha256(body).digest(), bytes.fromhex(signature)):
             return None
         lines = body.decode().split("\n")
         head: dict[str, Any] = json.loads(lines[0])
