@@ -20,8 +20,10 @@ side by side and alternating which goes first:
 * **cold, new process**: the same first read (unlimited, and `limit=200`) in a new interpreter
   per read, as an app restarted: opening is not timed, the read is.
 
-Before each pair of timed reads the script runs `gc.collect()`, so a collection that the
-garbage of earlier reads (10k dicts each) owes does not land on one side's clock at random.
+Before each pair of timed reads the script sleeps 20 ms and runs `gc.collect()`, so neither a
+collection that the garbage of earlier reads (10k dicts each) owes, nor an executor worker
+still freeing the items it returned (`asyncio.to_thread` frees a result in the worker when the
+caller let go of it first: ~4 ms at 10k, SQLiteSession's case) lands on one side's clock.
 Each figure is the min and median of `--reps` calls in ms; the ratio is convgraph's median over
 SQLiteSession's. The targets (issue 28 §3): `limit=200` at most 1.0x, unlimited at 10k
 at most 1.5x.
@@ -104,7 +106,8 @@ class Pair:
     ) -> None:
         ours, theirs = ours or self.ours, theirs or self.theirs
         first, second = (theirs, ours) if flip else (ours, theirs)
-        gc.collect()  # a collection the previous reads' garbage owes lands on neither side's clock
+        time.sleep(0.02)  # an executor worker still freeing a previous result (SQLiteSession's 10k
+        gc.collect()  # items) and a collection the garbage owes land on neither side's clock
         (t1, i1), (t2, i2) = await timed(first, limit), await timed(second, limit)
         if i1 != i2:
             sys.exit(f"{label}: the two sessions returned different items")
@@ -142,7 +145,8 @@ async def measure(n: int, reps: int, rng: random.Random) -> dict[str, tuple[list
         conv = pair.ours.session_id
         pair.close()
         for r in range(max(3, reps // 3)):
-            for limit, label in ((None, "cold, new process: unlimited"), (200, "cold, new process: limit=200")):
+            for limit, label in ((None, "cold, new process: unlimited"),
+                                 (200, "cold, new process: limit=200")):
                 sides = ["ours", "theirs"][::-1 if r % 2 else 1]
                 found = {side: in_a_new_process(Path(tmp), conv, side, limit) for side in sides}
                 if found["ours"][1] != found["theirs"][1]:

@@ -260,7 +260,7 @@ def test_a_fresh_sessions_cold_read_equals_the_warm_one(ops: list[tuple[str, int
         replica = Replica.open(home)
         session = ConvgraphSession.new(replica, "p")
         conv = session.session_id
-        for op, n in ops:
+        for k, (op, n) in enumerate(ops):
             if op == "add":
                 run(session.add_items(items_of_step(n)))  # type: ignore[arg-type]
             elif op == "pop":
@@ -270,7 +270,7 @@ def test_a_fresh_sessions_cold_read_equals_the_warm_one(ops: list[tuple[str, int
             elif op == "branch":
                 turns = run(session.get_conversation_turns())
                 if n <= len(turns):
-                    run(session.create_branch_from_turn(n))
+                    run(session.create_branch_from_turn(n, f"b{k}"))
             elif op == "switch":
                 run(session.switch_to_branch("main"))
             elif op == "read":
