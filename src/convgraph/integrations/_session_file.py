@@ -6,19 +6,21 @@ It is a cache of a fold of the records, never a second truth. The file of `(conv
 `agents-sessions/<digest>.items` in the home: a head line (magic, version, this replica's
 Ed25519 signature over a SHA-256 digest of the body) and the body: one JSON line of what the
 view needs to be moved on (the conversation, branch, `since` cursor, hidden set, last key, cut,
-the turn of each item) and then each item's JSON, one a line. A file that is unsigned by this
-replica, of another version, conversation or branch, cut short, or whose cursor or turns the
-store does not hold is ignored; the caller then reads the items afresh and writes the file
-again. A loaded view is moved on by the records that arrived after its cursor, or rebuilt by
-the same rules as a kept one (`_session_view.move`). Invariant: a loaded view is one a read
-of the store's records made, as of its cursor.
+the number of items), the turn of each item (its CID's bytes, back to back), then each item's
+JSON, one a line (JSON text holds no raw newline), so the latest n are found from the end. A
+file that is unsigned by this replica, of another version, conversation or branch, cut short,
+or whose cursor or first and last turns the store does not hold is ignored; the caller then
+reads the items afresh and writes the file again. A loaded view is moved on by the records
+that arrived after its cursor, or rebuilt, by the same rules as a kept one
+(`_session_view.move`). Invariant: a loaded view is one a read of the store's records made,
+as of its cursor.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
+import mmap
 import os
 import threading
 from collections.abc import Sequence
@@ -48,6 +50,7 @@ class Loaded:
     cut: OrderKey | None
     ops: list[CID]
     frags: Sequence[object]  # each item's JSON text (a view with any other is not written)
+    complete: bool = True  # every item, or only the latest (`load(last=…)`)
 
 
 def path_of(home: Path, conv: str, branch: str | None) -> Path:
@@ -57,8 +60,8 @@ def path_of(home: Path, conv: str, branch: str | None) -> Path:
 
 
 def save(replica: Replica, conv: str, branch: str | None, view: Loaded) -> bool:
-    """Write `view` as the file of `(conv, branch)`; False when there is no home or key, or an
-    item is not JSON text (then there is no file: the items are read afresh when opened)."""
+    """Write `view` (complete) as the file of `(conv, branch)`; False when there is no home or
+    key, or an item is not JSON text (then there is no file: the items are read afresh)."""
     home, key = replica.home, replica._key
     frags, ops = view.frags, view.ops
     if home is None or key is None or not all(type(f) is str for f in frags) \
@@ -66,9 +69,9 @@ def save(replica: Replica, conv: str, branch: str | None, view: Loaded) -> bool:
         return False
     head = {"conv": conv, "branch": branch, "cursor": view.cursor, "n": len(frags),
             "hidden": None if view.hidden is None else sorted(c.hex() for c in view.hidden),
-            "top": _key_out(view.top), "cut": _key_out(view.cut),
-            "ops": base64.b64encode(b"".join(ops)).decode()}
-    body = "\n".join([json.dumps(head, separators=(",", ":")), *cast(Sequence[str], frags)]).encode()
+            "top": _key_out(view.top), "cut": _key_out(view.cut)}
+    body = b"".join([json.dumps(head, separators=(",", ":")).encode(), b"\n", *ops,
+                     "\n".join(cast(Sequence[str], frags)).encode()])
     signature = key.sign(_DOMAIN + hashlib.sha256(body).digest())
     path = path_of(home, conv, branch)
     path.parent.mkdir(exist_ok=True)
@@ -78,41 +81,61 @@ def save(replica: Replica, conv: str, branch: str | None, view: Loaded) -> bool:
     return True
 
 
-def load(replica: Replica, conv: str, branch: str | None) -> Loaded | None:
-    """The view the file of `(conv, branch)` holds, when it is sound (see the module)."""
+def load(replica: Replica, conv: str, branch: str | None, last: int | None = None) -> Loaded | None:
+    """The view the file of `(conv, branch)` holds, when it is sound (see the module): its
+    latest `last` items only (all when None), so a first `get_items(limit=n)` decodes n items."""
     home = replica.home
     if home is None:
         return None
     try:
-        head_line, body = path_of(home, conv, branch).read_bytes().split(b"\n", 1)
-        magic, version, signature = head_line.decode().split(" ")
-        if magic != _MAGIC or version != str(VERSION) or not verify(
-                replica.actor, _DOMAIN + hashlib.sha256(body).digest(), bytes.fromhex(signature)):
-            return None
-        lines = body.decode().split("\n")
-        head: dict[str, Any] = json.loads(lines[0])
-        frags = lines[1:]
-        if head["conv"] != conv or head["branch"] != branch or head["n"] != len(frags):
-            return None
-        raw = base64.b64decode(head["ops"])
-        ops = [CID._trusted(raw[i:i + _CID_LEN]) for i in range(0, len(raw), _CID_LEN)]  # signed by us
-        hidden = head["hidden"]
-        loaded = Loaded(int(head["cursor"]), None if hidden is None else frozenset(
-            CID._trusted(bytes.fromhex(c)) for c in hidden), _key_in(head["top"]), _key_in(head["cut"]),
-            ops, frags)
+        with open(path_of(home, conv, branch), "rb") as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return _loaded(replica, conv, branch, last, m)  # mapped: the file is not copied to be hashed
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-    return loaded if len(ops) == len(frags) and _held(replica, conv, loaded) else None
 
 
-def _held(replica: Replica, conv: str, loaded: Loaded) -> bool:
+def _loaded(replica: Replica, conv: str, branch: str | None, last: int | None, m: mmap.mmap) -> Loaded | None:
+    start = m.find(b"\n") + 1
+    magic, version, signature = m[:start].decode().split(" ")
+    with memoryview(m) as whole, whole[start:] as body:
+        digest = hashlib.sha256(body).digest()
+    if magic != _MAGIC or version != str(VERSION) or not verify(
+            replica.actor, _DOMAIN + digest, bytes.fromhex(signature)):
+        return None
+    end = m.find(b"\n", start)
+    head: dict[str, Any] = json.loads(m[start:end])
+    n = head["n"]
+    if head["conv"] != conv or head["branch"] != branch or type(n) is not int:
+        return None
+    ops_at, text_at = end + 1, end + 1 + n * _CID_LEN
+    k = n if last is None else min(last, n)
+    at = len(m)
+    for _ in range(k if k < n else 0):  # the start of the latest k lines
+        at = m.rfind(b"\n", text_at, at)
+        if at < 0:
+            return None
+    frags = m[at + 1 if k < n else text_at:].decode().split("\n") if k else []
+    if text_at > len(m) or len(frags) != k or (n == 0 and text_at != len(m)):
+        return None
+    raw = m[ops_at + (n - k) * _CID_LEN:text_at]
+    ops = [CID._trusted(raw[i:i + _CID_LEN]) for i in range(0, len(raw), _CID_LEN)]  # signed by us
+    if not _held(replica, conv, int(head["cursor"]), m[ops_at:ops_at + _CID_LEN] + raw[-_CID_LEN:]):
+        return None
+    hidden = head["hidden"]
+    return Loaded(int(head["cursor"]), None if hidden is None else frozenset(
+        CID._trusted(bytes.fromhex(c)) for c in hidden), _key_in(head["top"]), _key_in(head["cut"]),
+        ops, frags, k == n)
+
+
+def _held(replica: Replica, conv: str, cursor: int, raw: bytes) -> bool:
     """Whether the store holds what the file was read from: its cursor, and its first and last
-    turns as this conversation's (a store restored from an older copy fails one or the other;
-    every turn is not looked up, which would cost more than reading the file)."""
+    turns (`raw`: theirs, back to back) as this conversation's. A store restored from an older
+    copy fails one or the other; looking every turn up would cost more than reading the file."""
     store = replica.store
-    if loaded.cursor > store.cursor():
+    if cursor > store.cursor():
         return False
-    probe = {loaded.ops[0], loaded.ops[-1]} if loaded.ops else set()
+    probe = {CID._trusted(raw[:_CID_LEN]), CID._trusted(raw[-_CID_LEN:])} if raw else set()
     found = store.metas(probe) if probe else {}
     return len(found) == len(probe) and all(m.conv == conv for m in found.values())
 

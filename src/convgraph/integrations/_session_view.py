@@ -106,7 +106,8 @@ class Views:
         with self._guard:
             kept = self._views.get(key)
         lag = self._lag.get(key, 0)
-        if kept is None and (loaded := _session_file.load(replica, conv, branch)) is not None:
+        if (kept is None or not kept.holds(want)) \
+                and (loaded := _session_file.load(replica, conv, branch, want)) is not None:
             kept, lag = _loaded(loaded), 0
         if kept is not None and kept.token != token:
             moved = move(replica, kept, conv, branch, token)
@@ -147,9 +148,9 @@ def views_of(replica: Replica) -> Views:
 
 
 def _loaded(found: _session_file.Loaded) -> View:
-    """A complete view of what a file holds, its token one no store gives (so it is moved on)."""
+    """The view a file holds, its token one no store gives (so it is moved on)."""
     return View(object(), found.cursor, found.hidden, found.top, found.cut, found.ops,
-                cast(list[Frag], found.frags), len(found.ops), True)
+                cast(list[Frag], found.frags), len(found.ops), found.complete)
 
 
 def read(replica: Replica, conv: str, branch: str | None, want: int | None) -> View:
