@@ -20,10 +20,12 @@ side by side and alternating which goes first:
 * **cold, new process**: the same first read (unlimited, and `limit=200`) in a new interpreter
   per read, as an app restarted: opening is not timed, the read is.
 
-Before each pair of timed reads the script sleeps 20 ms and runs `gc.collect()`, so neither a
-collection that the garbage of earlier reads (10k dicts each) owes, nor an executor worker
-still freeing the items it returned (`asyncio.to_thread` frees a result in the worker when the
-caller let go of it first: ~4 ms at 10k, SQLiteSession's case) lands on one side's clock.
+Before each pair of timed reads the script runs one no-op `asyncio.to_thread` and
+`gc.collect()`. A list that `asyncio.to_thread` returns bare (SQLiteSession's 10k items) is
+freed only when the executor runs its next job, on that job's clock (6-10 ms at 10k; a 200 ms
+sleep does not help, the no-op job does), and a collection that the garbage of earlier reads
+owes lands at random: this way neither lands on one side's clock. (`ConvgraphSession` hands
+its items back boxed, so it leaves no such debt.)
 Each figure is the min and median of `--reps` calls in ms; the ratio is convgraph's median over
 SQLiteSession's. The targets (issue 28 §3): `limit=200` at most 1.0x, unlimited at 10k
 at most 1.5x.
@@ -106,8 +108,8 @@ class Pair:
     ) -> None:
         ours, theirs = ours or self.ours, theirs or self.theirs
         first, second = (theirs, ours) if flip else (ours, theirs)
-        time.sleep(0.02)  # an executor worker still freeing a previous result (SQLiteSession's 10k
-        gc.collect()  # items) and a collection the garbage owes land on neither side's clock
+        await asyncio.to_thread(lambda: None)  # the executor frees a result returned bare (SQLiteSession's
+        gc.collect()  # 10k items) at its next job, and a collection the garbage owes: on neither clock
         (t1, i1), (t2, i2) = await timed(first, limit), await timed(second, limit)
         if i1 != i2:
             sys.exit(f"{label}: the two sessions returned different items")
