@@ -40,7 +40,7 @@ from convgraph.store.base import Store
 LIMIT: Final = 8
 SAVE_EVERY: Final = 64
 """Items added or taken since a view's file was written before it is written again: a cold read
-moves the file's view on by at most that many (~5 ms at 10k items), a write costs ~15 ms."""
+moves the file's view on by at most that many (~5 ms at 10k items), a write costs ~17 ms."""
 """Views kept per replica (least recently used out): a few conversations and branches."""
 
 Frag = str | Item
