@@ -10,9 +10,12 @@ conversation that arrived since (`Store.since`) move the view on when all they d
 turns to its line after its last key and retract turns; anything else (a record landing
 inside what the view shows, a supersession, a merge on its line, a new fork of its branch, a
 changed hidden set, a checkpoint: an adopted one brings records as a snapshot only) rebuilds it
-from the transcript, compacted turns' items read from the snapshot. Nothing read inside an open transaction,
-or while a commit landed, is kept. Invariant: a view's items equal, in order, those the
-transcript of the same records gives.
+from the transcript, compacted turns' items read from the snapshot. Nothing read inside an
+open transaction, or while a commit landed, is kept. A complete view is also kept as a file
+in the replica's home (`_session_file`), written after a rebuild and every `SAVE_EVERY` items
+changed; a view not in memory (a session opened afresh) is read from that file and moved on
+like a kept one. Invariant: a view's items equal, in order, those the transcript of the same
+records gives.
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from convgraph.replica import Replica
 from convgraph.store.base import Store
 
 LIMIT: Final = 8
+"""Views kept per replica (least recently used out): a few conversations and branches."""
 SAVE_EVERY: Final = 64
 """Items added or taken since a view's file was written before it is written again: a cold read
-moves the file's view on by at most that many (~5 ms at 10k items), a write costs ~17 ms."""
-"""Views kept per replica (least recently used out): a few conversations and branches."""
+moves the file's view on by fewer than that many, and a write costs ~17 ms at 10k items."""
 
 Frag = str | Item
 """An item's JSON text, or the item itself when JSON cannot carry it (bytes, a CID)."""
