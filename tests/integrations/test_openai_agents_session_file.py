@@ -290,3 +290,15 @@ def test_a_fresh_sessions_cold_read_equals_the_warm_one(ops: list[tuple[str, int
         for name, items in warm.items():
             branch = None if name == "main" else name
             assert cold(home, conv, branch) == items == truth(home, conv, branch)
+
+
+def test_a_replica_opened_without_its_key_reads_afresh(tmp_path: Path, builds: list[int]) -> None:
+    """Its file cannot be checked (nor written): the items are read from the records."""
+    home = tmp_path / "h"
+    conv = filled(home)
+    key = home / "actor.key"
+    key.rename(tmp_path / "key.bak")
+    builds.clear()
+    with Replica.open(home, need_key=False) as replica:
+        assert run(ConvgraphSession(replica, conv).get_items()) == items_of_all(30)
+    assert builds

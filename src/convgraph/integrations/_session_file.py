@@ -85,7 +85,7 @@ def load(replica: Replica, conv: str, branch: str | None, last: int | None = Non
     """The view the file of `(conv, branch)` holds, when it is sound (see the module): its
     latest `last` items only (all when None), so a first `get_items(limit=n)` decodes n items."""
     home = replica.home
-    if home is None:
+    if home is None or replica._key is None:  # opened to be read, its key lost: no file to trust
         return None
     try:
         with open(path_of(home, conv, branch), "rb") as f, \
