@@ -302,3 +302,15 @@ def test_a_replica_opened_without_its_key_reads_afresh(tmp_path: Path, builds: l
     with Replica.open(home, need_key=False) as replica:
         assert run(ConvgraphSession(replica, conv).get_items()) == items_of_all(30)
     assert builds
+
+
+def test_a_file_that_cannot_be_written_costs_the_read_nothing(tmp_path: Path, builds: list[int]) -> None:
+    home = tmp_path / "h"
+    with Replica.open(home) as replica:
+        session = ConvgraphSession.new(replica, "unwritable")
+        run(session.add_items(items_of_all(3)))  # type: ignore[arg-type]
+        (home / _session_file.DIRECTORY).write_text("a file where the directory goes")
+        assert run(session.get_items()) == items_of_all(3)
+    builds.clear()
+    assert cold(home, session.session_id) == items_of_all(3)
+    assert builds  # there was no file to read

@@ -18,6 +18,7 @@ as of its cursor.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
@@ -74,10 +75,15 @@ def save(replica: Replica, conv: str, branch: str | None, view: Loaded) -> bool:
                      "\n".join(cast(Sequence[str], frags)).encode()])
     signature = key.sign(_DOMAIN + hashlib.sha256(body).digest())
     path = path_of(home, conv, branch)
-    path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(f"{_MAGIC} {VERSION} {signature.hex()}\n".encode() + body)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp.write_bytes(f"{_MAGIC} {VERSION} {signature.hex()}\n".encode() + body)
+        os.replace(tmp, path)
+    except OSError:  # a full disk or a read-only home: the read goes on without a file
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
     return True
 
 
