@@ -16,10 +16,16 @@ side by side and alternating which goes first:
   one step to both, then time `get_items(limit=200)` and `get_items()`;
 * **again** (nothing written in between): the same two reads repeated;
 * **cold**: the first `get_items()` of a session opened afresh on the same file (the OS page
-  cache stays warm), convgraph's replica opened afresh too.
+  cache stays warm), convgraph's replica opened afresh too, in this process;
+* **cold, new process**: the same first read (unlimited, and `limit=200`) in a new interpreter
+  per read, as an app restarted: opening is not timed, the read is.
 
-Before each pair of timed reads the script runs `gc.collect()`, so a collection that the
-garbage of earlier reads (10k dicts each) owes does not land on one side's clock at random.
+Before each pair of timed reads the script runs one no-op `asyncio.to_thread` and
+`gc.collect()`. A list that `asyncio.to_thread` returns bare (SQLiteSession's 10k items) is
+freed only when the executor runs its next job, on that job's clock (6-10 ms at 10k; a 200 ms
+sleep does not help, the no-op job does), and a collection that the garbage of earlier reads
+owes lands at random: this way neither lands on one side's clock. (`ConvgraphSession` hands
+its items back boxed, so it leaves no such debt.)
 Each figure is the min and median of `--reps` calls in ms; the ratio is convgraph's median over
 SQLiteSession's. The targets (issue 28 §3): `limit=200` at most 1.0x, unlimited at 10k
 at most 1.5x.
@@ -31,8 +37,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
+import json
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,7 +108,8 @@ class Pair:
     ) -> None:
         ours, theirs = ours or self.ours, theirs or self.theirs
         first, second = (theirs, ours) if flip else (ours, theirs)
-        gc.collect()  # a collection the previous reads' garbage owes lands on neither side's clock
+        await asyncio.to_thread(lambda: None)  # the executor frees a result returned bare (SQLiteSession's
+        gc.collect()  # 10k items) at its next job, and a collection the garbage owes: on neither clock
         (t1, i1), (t2, i2) = await timed(first, limit), await timed(second, limit)
         if i1 != i2:
             sys.exit(f"{label}: the two sessions returned different items")
@@ -134,8 +144,43 @@ async def measure(n: int, reps: int, rng: random.Random) -> dict[str, tuple[list
             await pair.read("cold: unlimited", None, flip=r % 2 == 1, ours=ours, theirs=theirs)
             theirs.close()
             fresh.close()
+        conv = pair.ours.session_id
         pair.close()
+        for r in range(max(3, reps // 3)):
+            for limit, label in ((None, "cold, new process: unlimited"),
+                                 (200, "cold, new process: limit=200")):
+                sides = ["ours", "theirs"][::-1 if r % 2 else 1]
+                found = {side: in_a_new_process(Path(tmp), conv, side, limit) for side in sides}
+                if found["ours"][1] != found["theirs"][1]:
+                    sys.exit(f"{label}: the two sessions returned different items")
+                mine, other = pair.samples.setdefault(label, ([], []))
+                mine.append(found["ours"][0])
+                other.append(found["theirs"][0])
         return pair.samples
+
+
+def in_a_new_process(tmp: Path, conv: str, side: str, limit: int | None) -> tuple[float, str]:
+    """The first read's seconds, and a digest of its items, in a new interpreter (an app restarted):
+    the imports and the opening are not timed, the read is."""
+    argv = [sys.executable, __file__, "--child", str(tmp), conv, side, str(limit or 0)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), out[1]
+
+
+def child(tmp: Path, conv: str, side: str, limit: int) -> None:
+    """`in_a_new_process`'s side: open, time one read, print seconds and digest."""
+    if side == "ours":
+        replica = Replica.open(tmp / "replica")
+        session: Any = ConvgraphSession(replica, conv)
+    else:
+        session = SQLiteSession("bench", tmp / "agents.sqlite")
+    seconds, items = asyncio.run(timed(session, limit or None))
+    digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    print(seconds, digest)
+    if side == "ours":
+        replica.close()
+    else:
+        session.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
     parser.add_argument("--sizes", help="comma-separated item counts (default 1000,10000)")
     parser.add_argument("--reps", type=int, help="timed calls per read (default 15; quick 5)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        tmp, conv, side, limit = args.child
+        child(Path(tmp), conv, side, int(limit))
+        return 0
     default = [200, 800] if args.quick else [1000, 10000]
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else default
     reps = args.reps or (5 if args.quick else 15)
@@ -153,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nN = {n:,} items")
         for label, (mine, other) in samples.items():
             ratio = statistics.median(mine) / statistics.median(other)
-            print(f"  {label:<28} convgraph {min(mine) * 1e3:8.2f} / {statistics.median(mine) * 1e3:8.2f}"
+            print(f"  {label:<30} convgraph {min(mine) * 1e3:8.2f} / {statistics.median(mine) * 1e3:8.2f}"
                   f"   SQLiteSession {min(other) * 1e3:8.2f} / {statistics.median(other) * 1e3:8.2f}"
                   f"   {ratio:5.2f}x", flush=True)
     return 0

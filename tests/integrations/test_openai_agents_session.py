@@ -27,7 +27,7 @@ from conftest import IN_CI
 from convgraph import AdapterError, Replica, sync_replicas
 from convgraph.core.hlc import system_clock
 from convgraph.core.keys import SigningKey
-from convgraph.integrations import _session_view
+from convgraph.integrations import _session_file, _session_view
 from convgraph.integrations.openai_agents import ConvgraphSession
 from convgraph.projections import validity
 from convgraph.store.memory import MemoryStore
@@ -70,7 +70,7 @@ def test_the_loop_keeps_running_during_a_10k_read(tmp_path: Path) -> None:
     writer.close()
 
     async def in_a_thread() -> tuple[int, Any]:
-        with Replica.open(tmp_path / "r") as fresh:  # nothing kept: the read builds everything
+        with Replica.open(tmp_path / "r") as fresh:  # nothing kept in memory
             return await ticks_during(lambda: ConvgraphSession(fresh, conv).get_items())
 
     async def on_the_loop() -> tuple[int, Any]:
@@ -85,6 +85,9 @@ def test_the_loop_keeps_running_during_a_10k_read(tmp_path: Path) -> None:
     ticks, items = asyncio.run(in_a_thread())
     assert len(items) == 10_000 and items == added
     assert ticks >= 50
+    assert _session_file.path_of(tmp_path / "r", conv, None).exists()
+    ticks, items = asyncio.run(in_a_thread())  # read from the items file the first read wrote
+    assert items == added and ticks >= 50
     ticks, items = asyncio.run(on_the_loop())
     assert items == added and ticks == 0
 

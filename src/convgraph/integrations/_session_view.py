@@ -10,9 +10,12 @@ conversation that arrived since (`Store.since`) move the view on when all they d
 turns to its line after its last key and retract turns; anything else (a record landing
 inside what the view shows, a supersession, a merge on its line, a new fork of its branch, a
 changed hidden set, a checkpoint: an adopted one brings records as a snapshot only) rebuilds it
-from the transcript, compacted turns' items read from the snapshot. Nothing read inside an open transaction,
-or while a commit landed, is kept. Invariant: a view's items equal, in order, those the
-transcript of the same records gives.
+from the transcript, compacted turns' items read from the snapshot. Nothing read inside an
+open transaction, or while a commit landed, is kept. A complete view is also kept as a file
+in the replica's home (`_session_file`), written after a rebuild and every `SAVE_EVERY` items
+changed; a view not in memory (a session opened afresh) is read from that file and moved on
+like a kept one. Invariant: a view's items equal, in order, those the transcript of the same
+records gives.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from convgraph.core.cid import CID
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ConvgraphError
+from convgraph.integrations import _session_file
 from convgraph.integrations._responses_items import Item, items_of, residual_of
 from convgraph.projections.index_rows import LINE_KINDS, OrderKey, line_of
 from convgraph.projections.state import Entry, entry_from_bytes
@@ -38,6 +42,9 @@ from convgraph.store.base import Store
 
 LIMIT: Final = 8
 """Views kept per replica (least recently used out): a few conversations and branches."""
+SAVE_EVERY: Final = 64
+"""Items added or taken since a view's file was written before it is written again: a cold read
+moves the file's view on by fewer than that many, and a write costs ~17 ms at 10k items."""
 
 Frag = str | Item
 """An item's JSON text, or the item itself when JSON cannot carry it (bytes, a CID)."""
@@ -85,6 +92,7 @@ class Views:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._views: OrderedDict[tuple[str, str | None], View] = OrderedDict()
+        self._lag: dict[tuple[str, str | None], int] = {}  # items changed since the file was written
 
     def lock(self, conv: str) -> threading.Lock:
         with self._guard:
@@ -100,15 +108,32 @@ class Views:
         key = (conv, branch)
         with self._guard:
             kept = self._views.get(key)
+        lag = self._lag.get(key, 0)
+        if (kept is None or not kept.holds(want)) \
+                and (loaded := _session_file.load(replica, conv, branch, want)) is not None:
+            kept, lag = _loaded(loaded), 0
         if kept is not None and kept.token != token:
-            kept = move(replica, kept, conv, branch, token)
-        found = kept if kept is not None and kept.holds(want) else read(replica, conv, branch, want)
+            moved = move(replica, kept, conv, branch, token)
+            if moved is not None:  # items added or taken since the file was written
+                lag += abs(moved.length - kept.length) or int(moved.ops is not kept.ops)
+            kept = moved
+        if kept is not None and kept.holds(want):
+            found = kept
+        else:
+            found, lag = read(replica, conv, branch, want), SAVE_EVERY  # a rebuild is always kept
         if found.token == store.change_token():
+            if found.complete and lag >= SAVE_EVERY:
+                n = found.length
+                _session_file.save(replica, conv, branch, _session_file.Loaded(
+                    found.cursor, found.hidden, found.top, found.cut, found.ops[:n], found.frags[:n]))
+                lag = 0
             with self._guard:
                 self._views[key] = found
+                self._lag[key] = lag
                 self._views.move_to_end(key)
                 while len(self._views) > self.limit:
-                    self._views.popitem(last=False)
+                    gone, _ = self._views.popitem(last=False)
+                    self._lag.pop(gone, None)
         return found
 
 
@@ -123,6 +148,12 @@ def views_of(replica: Replica) -> Views:
         if found is None:
             found = _REGISTRY[replica] = Views()
         return found
+
+
+def _loaded(found: _session_file.Loaded) -> View:
+    """The view a file holds, its token one no store gives (so it is moved on)."""
+    return View(object(), found.cursor, found.hidden, found.top, found.cut, found.ops,
+                cast(list[Frag], found.frags), len(found.ops), found.complete)
 
 
 def read(replica: Replica, conv: str, branch: str | None, want: int | None) -> View:

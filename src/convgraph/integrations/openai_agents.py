@@ -87,7 +87,10 @@ class ConvgraphSession:
         if limit == 0:
             return []
         want = None if limit is None or limit < 0 else limit
-        return await asyncio.to_thread(self._read, self.branch, want)
+        # boxed: a list `to_thread` returns bare was freed when the executor ran its next job,
+        # on that job's clock (measured: the next call's hop took 6-10 ms after 10k items)
+        box = await asyncio.to_thread(lambda: [self._read(self.branch, want)])
+        return box.pop()
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append `items` as turns, in one transaction."""
