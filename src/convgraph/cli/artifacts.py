@@ -17,11 +17,11 @@ from typing import BinaryIO
 import click
 
 from convgraph.artifacts.blocks import decode_manifest
-from convgraph.cli import inputs, safe_text
-from convgraph.core import short_cid
+from convgraph.cli import inputs
+from convgraph.core import safe_text, short_cid
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.replica import Replica
-from convgraph.replica_code import VERDICTS
+from convgraph.replica.code import VERDICTS
 
 
 def artifact_cid(r: Replica, text: str) -> CID:

@@ -15,9 +15,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from convgraph import suggestions
 from convgraph.cli import home as cli_home
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import inputs
+from convgraph.core import safe_text, suggestions
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import CAPABILITIES
 from convgraph.projections.authority import Answer, Authority

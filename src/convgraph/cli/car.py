@@ -17,7 +17,7 @@ from typing import Final
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.sync.car_summary import ImportSummary
 from convgraph.sync.carfile import export_car, import_car
 

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from convgraph import suggestions
-from convgraph.cli import safe_text
+from convgraph.core import safe_text, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.errors import NotFoundError

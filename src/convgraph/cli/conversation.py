@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from convgraph import suggestions
-from convgraph.cli import inputs, listing, safe_text
+from convgraph.cli import inputs, listing
+from convgraph.core import safe_text, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint

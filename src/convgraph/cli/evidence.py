@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.core.cid import CID
 from convgraph.errors import EvidenceError
 from convgraph.integrity.evidence import MAX_BUNDLE_BYTES, decode_bundle, verify_bundle

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from convgraph.cli import journal, safe_text
+from convgraph.cli import journal
+from convgraph.core import safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding, reason
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from convgraph import suggestions
-from convgraph.cli import aliases, safe_text
+from convgraph.cli import aliases
+from convgraph.core import safe_text, suggestions
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
 from convgraph.importers import (

@@ -29,8 +29,8 @@ from rich.console import Console
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
 
-from convgraph import suggestions
-from convgraph.cli import aliases, commands, compacted, graph_view, hints, home, inputs, listing, safe_text
+from convgraph.cli import aliases, commands, compacted, graph_view, hints, home, inputs, listing
+from convgraph.core import safe_text, suggestions
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text, fingerprint
@@ -39,7 +39,7 @@ from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import CompactedError, ConvgraphError, InvalidTextError
-from convgraph.replica_home import DB_FILE, replace_lost_key
+from convgraph.replica.home import DB_FILE, replace_lost_key
 
 if TYPE_CHECKING:  # the replica is imported when a command opens one, not for --help
     from convgraph.replica import Replica

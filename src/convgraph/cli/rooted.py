@@ -15,18 +15,18 @@ import click
 from rich.table import Column, Table
 from rich.text import Text
 
-from convgraph import suggestions
-from convgraph.cli import aliases, safe_text
+from convgraph.cli import aliases
 from convgraph.cli import home as cli_home
 from convgraph.cli.listing import utc, when
+from convgraph.core import safe_text, suggestions
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
-from convgraph.migration import migrate
 from convgraph.projections.state import ConvState, Entry, entry_of
 from convgraph.replica import Replica
+from convgraph.replica.migration import migrate
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ import click
 from rich.table import Column, Table
 from rich.text import Text
 
-from convgraph import checkpointing, suggestions, witness_policy
-from convgraph.cli import aliases, journal, safe_text
+from convgraph.cli import aliases, journal
 from convgraph.cli.rooted import listing
+from convgraph.core import safe_text, suggestions
 from convgraph.core.keys import actor_text, fingerprint
+from convgraph.replica import checkpointing, witness_policy
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,17 +25,17 @@ import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from convgraph import replica_home, suggestions
-from convgraph.cli import inputs, journal, safe_text
-from convgraph.core import short_actor
+from convgraph.cli import inputs, journal
+from convgraph.core import safe_text, short_actor, suggestions
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import AccessConfigError, ConvgraphError, NoteError
 from convgraph.integrity import note
 from convgraph.integrity.findings import Finding, reason
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
+from convgraph.replica import home as replica_home
 from convgraph.server.access import ANY, Access
-from convgraph.server.auth import NonceLog
 from convgraph.sync import pins
+from convgraph.sync.auth import NonceLog
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting

@@ -44,7 +44,7 @@ def register(cli: click.Group) -> None:
             _announce(link, open_browser, as_json=as_json)
             return
         from convgraph.server import listener  # noqa: PLC0415 - only the viewer needs uvicorn
-        from convgraph.server.live import Hub  # noqa: PLC0415
+        from convgraph.sync.live import Hub  # noqa: PLC0415
         from convgraph.viewer.app import BASE, Everything, Viewer, standalone  # noqa: PLC0415
         from convgraph.viewer.sessions import Sessions  # noqa: PLC0415
 

@@ -14,11 +14,13 @@ from typing import Any
 
 import click
 
-from convgraph import checkpointing, suggestions, witness_client, witness_policy
 from convgraph.cli import home as cli_home
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import inputs
+from convgraph.core import safe_text, suggestions
 from convgraph.errors import ConvgraphError
 from convgraph.integrity import note
+from convgraph.replica import checkpointing, witness_policy
+from convgraph.sync import witness_client
 
 
 def register(cli: click.Group) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Final
 from convgraph.core.cid import CID
 from convgraph.projections.state import Entry
 from convgraph.replica import Replica
-from convgraph.replica_reads import Mark, snapshot_entries
+from convgraph.replica.reads import Mark, snapshot_entries
 
 CHECKPOINT_PATH: Final = "langgraph/checkpoint"
 WRITES_PATH: Final = "langgraph/writes"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from convgraph.artifacts.blocks import checked, decode_manifest, verify_block
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.errors import ArtifactScopeError, ConvgraphError
-from convgraph.replica_artifacts import spans
+from convgraph.replica.artifacts import spans
 from convgraph.store.base import Store
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record
