@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from test_safe_text import UNSAFE, unsafe_in
+from core.test_safe_text import UNSAFE, unsafe_in
 
 import cli_process
 from convgraph import Replica, ToolCall

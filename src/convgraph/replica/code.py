@@ -14,17 +14,30 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, Protocol
 
 from convgraph.artifacts.diff import apply_unified_diff
 from convgraph.core.cid import CID
 from convgraph.core.record import Record
 from convgraph.errors import ChoiceError, NotFoundError, PatchApplyError, WorkingTreeError, WrongTargetError
+from convgraph.replica.artifacts import Source
+from convgraph.store.base import Store
 
-if TYPE_CHECKING:
-    from convgraph.replica.facade import Replica
+
+class Replica(Protocol):
+    """What these helpers use of `Replica`: its one write path, its artifacts and its store."""
+
+    @property
+    def store(self) -> Store: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def write(self, conv: str, kind: str, payload: dict[str, Any], *, refs: Sequence[CID] = (),
+              branch: str | None = None) -> Record: ...
+    def get(self, cid: CID) -> Record: ...
+    def put(self, source: Source) -> CID: ...
+    def get_artifact(self, cid: CID) -> bytes: ...
 
 PathText = str | os.PathLike[str]
 Attachment = bytes | bytearray | memoryview | PathText | CID

@@ -18,18 +18,17 @@ import os
 import threading
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from convgraph.artifacts.blocks import MAX_ARTIFACT_SIZE
 from convgraph.core import suggestions
 from convgraph.core.cid import CID
-from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Clock, Hlc, system_clock
+from convgraph.core.hlc import Clock, Hlc, system_clock
 from convgraph.core.keys import SigningKey, load_or_create_key
 from convgraph.core.kinds import NONCE_LEN
-from convgraph.core.record import DEFAULT_LIMITS, Limits, Record, load_trusted
+from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import conv_id, is_rooted
 from convgraph.core.text import check_text
 from convgraph.errors import (
@@ -59,6 +58,7 @@ from convgraph.replica import forget as replica_forget
 from convgraph.replica import home as replica_home
 from convgraph.replica import reads as replica_reads
 from convgraph.replica.checkpoints import claim, refuse_unwritten, require_witnessed
+from convgraph.replica.config import Config
 from convgraph.replica.drafts import Draft, genesis_payload, response_drafts, turn_draft
 from convgraph.replica.folds import Folds
 from convgraph.replica.home import DB_FILE, KEY_FILE
@@ -69,29 +69,12 @@ from convgraph.replica.verify import VerifyReport, stored_record, verify_store
 from convgraph.replica.witness_policy import WitnessPolicy
 from convgraph.replica.witnessing import SessionVerdict
 from convgraph.replica.writes import Writer
-from convgraph.store.base import QuarantineBounds, Store
+from convgraph.store.base import Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
 
 __all__ = ["DB_FILE", "KEY_FILE", "Config", "Draft", "Replica", "resume"]
 
-
-
-@dataclass(frozen=True)
-class Config:
-    """Policy a replica applies to what it ingests and writes.
-
-    `legacy_writes` lets it author records in legacy conversations (ids that name no owner,
-    docs/authority.md §2); without it a local write there raises `LegacyConversationError`.
-    What it ingests and syncs never depends on it. `max_artifact_bytes` bounds what `put`
-    stores (at most `artifacts.MAX_ARTIFACT_SIZE`, 1 GiB).
-    """
-
-    limits: Limits = DEFAULT_LIMITS
-    max_drift_ms: int = DEFAULT_MAX_DRIFT_MS
-    quarantine: QuarantineBounds = field(default_factory=QuarantineBounds)
-    legacy_writes: bool = False
-    max_artifact_bytes: int = MAX_ARTIFACT_SIZE
 
 
 class Replica:

@@ -29,7 +29,7 @@ from convgraph.replica.writes import Writer
 from convgraph.store.base import Store, WriteSet
 
 if TYPE_CHECKING:
-    from convgraph.replica.facade import Config
+    from convgraph.replica.config import Config
 
 
 class Intake:

@@ -55,7 +55,7 @@ from convgraph.server.gate import Gate
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
-from convgraph.sync.artifact_scope import BlockOutcome
+from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.sync.live import Hub, poll, record_events
 from convgraph.sync.peer import ReplicaPeer

@@ -22,7 +22,7 @@ from convgraph.replica import Replica, artifact_checks
 from convgraph.replica.adoption import compaction_of
 from convgraph.replica.ingest import IngestReport
 from convgraph.sync import artifact_scope
-from convgraph.sync.artifact_scope import BlockOutcome
+from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome, cid_of, refusal
