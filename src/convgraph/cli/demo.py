@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from convgraph.cli import aliases, graph_view
-from convgraph.cli.main import _label
+from convgraph.cli.shared import _label
 from convgraph.core import safe_text, suggestions
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint

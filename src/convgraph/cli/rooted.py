@@ -18,6 +18,7 @@ from rich.text import Text
 from convgraph.cli import aliases
 from convgraph.cli import home as cli_home
 from convgraph.cli.listing import utc, when
+from convgraph.cli.shared import TEXT, _emit, _errors, _replica, err, json_option, out
 from convgraph.core import safe_text, suggestions
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
@@ -92,7 +93,6 @@ def _genesis_of(replica: Replica, conv: str) -> Entry | None:
 
 def point(ctx: click.Context, name: str, conv: str) -> None:
     """Make alias `name` name `conv`, saying on stderr which conversation it named before."""
-    from convgraph.cli.main import err  # noqa: PLC0415 - main imports this module
 
     with aliases.editing(ctx.obj["home"]) as table:
         before, table[name] = table.get(name), conv
@@ -107,7 +107,6 @@ def register(cli: click.Group) -> None:
 
 
 def _register_new_and_migrate(cli: click.Group) -> None:
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, json_option, out  # noqa: PLC0415
 
     @cli.command()
     @click.argument("title", required=False, type=TEXT)
@@ -157,7 +156,6 @@ def _register_new_and_migrate(cli: click.Group) -> None:
 
 
 def _register_listings(cli: click.Group) -> None:
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, json_option, out  # noqa: PLC0415
 
     @cli.command()
     @json_option

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from convgraph.cli import aliases, journal
 from convgraph.cli.rooted import listing
+from convgraph.cli.shared import _emit, _errors, _replica, json_option, out
 from convgraph.core import safe_text, suggestions
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.replica import checkpointing, witness_policy
@@ -125,7 +126,6 @@ def _render_syncs(syncs: dict[str, dict[str, Any]], out: Any) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `status` to `cli`."""
-    from convgraph.cli.main import _emit, _errors, _replica, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command("status")
     @json_option

@@ -26,6 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from convgraph.cli import inputs, journal
+from convgraph.cli.shared import TEXT, _emit, _errors, conversation, err, json_option, out
 from convgraph.core import safe_text, short_actor, suggestions
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import AccessConfigError, ConvgraphError, NoteError
@@ -89,7 +90,6 @@ def _whole_allow(rules: Iterable[str], replica: Replica) -> list[str]:
 
 def register(cli: click.Group) -> None:
     """Add `serve` and `sync` to the main command group."""
-    from convgraph.cli.main import TEXT, _emit, _errors, conversation, err, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)

@@ -17,11 +17,11 @@ import webbrowser
 import click
 
 from convgraph.cli import aliases
+from convgraph.cli.shared import _errors, _replica, err, json_option
 
 
 def register(cli: click.Group) -> None:
     """Add `view` to the main command group."""
-    from convgraph.cli.main import _errors, _replica, err, json_option  # noqa: PLC0415 - main imports this module
 
     @cli.command()
     @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65_535),
