@@ -41,7 +41,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from convgraph import Replica
 from convgraph.integrations.langgraph import ConvgraphSaver
-from convgraph.replica_home import DB_FILE
+from convgraph.replica.home import DB_FILE
 
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "that", "for", "it", "with", "as", "on", "this", "file",
          "code", "function", "test", "error", "result", "call", "tool", "patch", "review", "value", "return"]

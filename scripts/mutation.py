@@ -9,7 +9,7 @@ of that module, so `--report` prints the table of every module run so far withou
 (judging survivors against the equivalents as listed now).
 
     scripts/mutate                      every module, in MODULES order
-    scripts/mutate server/auth.py core  one module, or a whole package
+    scripts/mutate sync/auth.py core  one module, or a whole package
     scripts/mutate --report             the table and survivors of the last runs (markdown)
     MUTATE_JOBS=1 scripts/mutate ...    mutmut's worker processes (default 2)
 """
@@ -36,7 +36,7 @@ MUTMUT = Path(sys.executable).parent / "mutmut"
 
 _CORE = ("tests/core/test_record.py", "tests/core/test_vectors.py")
 _AUTHORITY = ("tests/projections/test_authority.py", "tests/projections/test_authority_orders.py",
-              "tests/projections/test_authority_vectors.py", "tests/test_replica_authority.py")
+              "tests/projections/test_authority_vectors.py", "tests/replica/test_authority.py")
 # module (under src/convgraph) -> the test files that concern it; the modules other
 # branches leave alone come first, so a partial run covers them
 MODULES: dict[str, tuple[str, ...]] = {
@@ -50,14 +50,14 @@ MODULES: dict[str, tuple[str, ...]] = {
     "sync/reconcile.py": ("tests/sync/test_reconcile.py", "tests/sync/test_protocol.py",
                           "tests/sync/test_compacted.py"),  # bases and adoption
     "projections/repair.py": ("tests/projections/test_repair.py", "tests/projections/test_resume.py"),
-    "server/auth.py": ("tests/server/test_auth.py",),
+    "sync/auth.py": ("tests/sync/test_auth.py",),
     "sync/wire.py": ("tests/sync/test_wire.py", "tests/sync/test_protocol.py"),
     "core/codec.py": ("tests/core/test_codec.py", *_CORE),
-    "ingest.py": ("tests/test_ingest.py", "tests/test_adoption.py"),  # adoption runs through plan_ingest
+    "replica/ingest.py": ("tests/replica/test_ingest.py", "tests/replica/test_adoption.py"),  # adoption runs through plan_ingest
     # the report part: pushes over a live server, over a local pair, and releases after a base
     "sync/fates.py": ("tests/sync/test_fates.py", "tests/sync/test_local.py", "tests/sync/test_compacted.py"),
     # checked directly, then travelling by sync and in CAR files (compaction_of, role, cover_checkpoint)
-    "adoption.py": ("tests/test_adoption.py", "tests/sync/test_compacted.py", "tests/sync/test_car.py"),
+    "replica/adoption.py": ("tests/replica/test_adoption.py", "tests/sync/test_compacted.py", "tests/sync/test_car.py"),
     # the root of trust: the id derivation and the root rules, directly and through the vectors
     "core/rooted.py": ("tests/core/test_rooted.py", "tests/core/test_vectors.py"),
     # the authority projection (issue 10), each part against the same four suites: the attacks
@@ -75,16 +75,16 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/integrity/test_evidence.py", "tests/sync/test_statements.py",
     ),
     "integrity/consistency.py": ("tests/integrity/test_consistency.py", "tests/integrity/test_evidence.py"),
-    "integrity/remembered.py": ("tests/integrity/test_remembered.py", "tests/test_witnessing.py"),
+    "integrity/remembered.py": ("tests/integrity/test_remembered.py", "tests/replica/test_witnessing.py"),
     "integrity/evidence.py": ("tests/integrity/test_evidence.py", "tests/integrity/test_integrity_vectors.py",
-                              "tests/test_checkpointing.py"),
+                              "tests/replica/test_checkpointing.py"),
     "integrity/note.py": ("tests/integrity/test_note.py",),
-    "integrity/checkpoints.py": ("tests/integrity/test_checkpoints.py", "tests/test_checkpointing.py"),
+    "integrity/checkpoints.py": ("tests/integrity/test_checkpoints.py", "tests/replica/test_checkpointing.py"),
     "projections/validity.py": ("tests/projections/test_validity.py", "tests/projections/test_resume.py"),
     # artifacts (issue 14, docs/format.md §17/§18): the pure modules, directly, through the
     # vectors, and through the replica that stores and checks them
     "artifacts/blocks.py": ("tests/artifacts/test_blocks.py", "tests/artifacts/test_artifact_vectors.py",
-                            "tests/artifacts/test_put_get.py", "tests/test_replica_artifacts.py"),
+                            "tests/artifacts/test_put_get.py", "tests/replica/test_artifacts.py"),
     "artifacts/diff.py": ("tests/artifacts/test_diff.py",),
     "artifacts/claims.py": ("tests/artifacts/test_claims.py", "tests/integrity/test_artifact_evidence.py"),
 }

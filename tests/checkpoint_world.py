@@ -7,12 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from convgraph import Config, Replica
-from convgraph.checkpointing import ConvView
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record
 from convgraph.integrity.checkpoints import causal_past
 from convgraph.projections import state as state_
+from convgraph.replica.checkpointing import ConvView
 
 CONV = "c"
 

@@ -20,9 +20,9 @@ from convgraph.projections.request import HISTORY_KEYS, check_request, system_of
 from convgraph.projections.resume import PROVIDERS
 from convgraph.projections.system import SYSTEM_LINE, fold_prompts, system_of
 from convgraph.projections.transcript import FoldLines
+from convgraph.replica.turn_index import TurnIndex
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
-from convgraph.turn_index import TurnIndex
 from projections.sdk import request_errors
 
 T0 = 1_700_000_000_000

@@ -18,7 +18,6 @@ from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr__` imports them
-    from convgraph.adoption import Compaction, compaction_of
     from convgraph.artifacts import (
         CHUNK_SIZE,
         MAX_ARTIFACT_SIZE,
@@ -148,12 +147,10 @@ if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr
         import_openai_agents,
         import_openai_agents_session,
     )
-    from convgraph.ingest import IngestReport, Rejection
     from convgraph.integrity.consistency import Verdict
     from convgraph.integrity.evidence import Proof, verify_bundle
     from convgraph.integrity.findings import FINDING_KINDS, Finding
     from convgraph.integrity.statement import Statement, decode_statement, sign_statement
-    from convgraph.migration import Migration, migrate
     from convgraph.projections.message import Message
     from convgraph.projections.repair import repair
     from convgraph.projections.request import check_request, to_request
@@ -164,7 +161,12 @@ if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr
     from convgraph.projections.transcript import transcript, transcript_bytes, transcript_cid
     from convgraph.projections.turn import DEFAULT_CONVERSATION, Role, ToolCall, Turn, turn_of
     from convgraph.replica import Config, Draft, Replica, resume
-    from convgraph.replica_verify import VerifyReport
+    from convgraph.replica.adoption import Compaction, compaction_of
+    from convgraph.replica.ingest import IngestReport, Rejection
+    from convgraph.replica.migration import Migration, migrate
+    from convgraph.replica.verify import VerifyReport
+    from convgraph.replica.witness_policy import Witness, WitnessPolicy
+    from convgraph.replica.witnessing import SessionVerdict
     from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
     from convgraph.store.memory import MemoryStore
     from convgraph.store.sqlite import SqliteStore
@@ -177,13 +179,11 @@ if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr
     from convgraph.sync.reconcile import Outcome, SyncPeer
     from convgraph.sync.responder import Responder
     from convgraph.sync.wire import Fate, Reported, WireLimits
-    from convgraph.witness_policy import Witness, WitnessPolicy
-    from convgraph.witnessing import SessionVerdict
 
 # each public name and the module it comes from: imported on first use, so that `import
 # convgraph` (and with it every `convgraph` command) pays only for what it touches
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "convgraph.adoption": ("Compaction", "compaction_of"),
+    "convgraph.replica.adoption": ("Compaction", "compaction_of"),
     "convgraph.artifacts": (
         "CHUNK_SIZE", "MAX_ARTIFACT_SIZE", "MAX_CHUNKS", "Manifest", "artifact_links", "decode_manifest",
         "encode_manifest",
@@ -230,12 +230,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ImportReport", "ThreadImportReport", "Unmapped", "import_jsonl", "import_langgraph",
         "import_langgraph_thread", "import_openai_agents", "import_openai_agents_session",
     ),
-    "convgraph.ingest": ("IngestReport", "Rejection"),
+    "convgraph.replica.ingest": ("IngestReport", "Rejection"),
     "convgraph.integrity.consistency": ("Verdict",),
     "convgraph.integrity.evidence": ("Proof", "verify_bundle"),
     "convgraph.integrity.findings": ("FINDING_KINDS", "Finding"),
     "convgraph.integrity.statement": ("Statement", "decode_statement", "sign_statement"),
-    "convgraph.migration": ("Migration", "migrate"),
+    "convgraph.replica.migration": ("Migration", "migrate"),
     "convgraph.projections.message": ("Message",),
     "convgraph.projections.repair": ("repair",),
     "convgraph.projections.request": ("check_request", "to_request"),
@@ -246,7 +246,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "convgraph.projections.transcript": ("transcript", "transcript_bytes", "transcript_cid"),
     "convgraph.projections.turn": ("DEFAULT_CONVERSATION", "Role", "ToolCall", "Turn", "turn_of"),
     "convgraph.replica": ("Config", "Draft", "Replica", "resume"),
-    "convgraph.replica_verify": ("VerifyReport",),
+    "convgraph.replica.verify": ("VerifyReport",),
     "convgraph.store.base": ("Pending", "QuarantineBounds", "Store", "WriteSet"),
     "convgraph.store.memory": ("MemoryStore",),
     "convgraph.store.sqlite": ("SqliteStore",),
@@ -259,8 +259,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "convgraph.sync.reconcile": ("Outcome", "SyncPeer"),
     "convgraph.sync.responder": ("Responder",),
     "convgraph.sync.wire": ("Fate", "Reported", "WireLimits"),
-    "convgraph.witness_policy": ("Witness", "WitnessPolicy"),
-    "convgraph.witnessing": ("SessionVerdict",),
+    "convgraph.replica.witness_policy": ("Witness", "WitnessPolicy"),
+    "convgraph.replica.witnessing": ("SessionVerdict",),
 }
 _FROM = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -70,7 +70,7 @@ def test_help_imports_no_command_module_and_no_replica() -> None:
     proc, modules = _fresh("--help")
     assert proc.returncode == 0 and "transcript" in proc.stdout and "verify-evidence" in proc.stdout
     assert not {f"convgraph.cli.{m}" for m, _ in commands.LAZY.values()} & modules
-    assert "convgraph.replica" not in modules and "convgraph.store.sqlite" not in modules
+    assert "convgraph.replica.facade" not in modules and "convgraph.store.sqlite" not in modules
 
 
 def test_log_imports_no_other_command(tmp_path: Path) -> None:

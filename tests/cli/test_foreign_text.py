@@ -21,12 +21,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from test_safe_text import UNSAFE, unsafe_in
 
 import cli_process
 from convgraph import Replica, ToolCall
 from convgraph.cli.main import cli
 from convgraph.projections.resume import PROVIDERS
+from core.test_safe_text import UNSAFE, unsafe_in
 from server.live import LiveServer
 
 ESCAPE_SEQUENCES = {

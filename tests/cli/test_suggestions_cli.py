@@ -5,7 +5,7 @@ CLI printed, and runs it in the same environment (`CONVGRAPH_HOME`, working dire
 the reader's placeholders are filled: FILE, NEW (a file the reader has), TITLE, TEXT, BASE
 (the base's CID, which the error was about). A command may answer with an error of its own
 (exit 1 or 2 on the facts), never with a usage error. The suggestions that need a server, a
-witness or a lying peer to provoke are only parsed (tests/test_suggestions.py); `SERVED`
+witness or a lying peer to provoke are only parsed (tests/core/test_suggestions.py); `SERVED`
 names them, so that a new suggestion must be put in one list or the other.
 """
 
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import cli_process
-from convgraph import Replica, SigningKey, suggestions
+from convgraph import Replica, SigningKey
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 
 _F = TypeVar("_F", bound=Callable[..., None])

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 
 import cli_process
 from convgraph import Replica
+from convgraph.cli import commands as cli_commands
 from convgraph.cli import home as cli_home
 from convgraph.cli.main import cli
 from convgraph.errors import MissingKeyError, ProjectionError
@@ -88,6 +89,7 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tupl
 
 
 def test_every_command_that_prints_takes_json_and_every_replica_command_takes_home() -> None:
+    cli_commands.load_all(cli)  # the lazy ones too, whatever other tests loaded before
     commands = _commands(cli)
     assert len(commands) > 30
     no_json = [" ".join(p) for p, c in commands if not any("--json" in param.opts for param in c.params)]

@@ -15,7 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from convgraph import Replica
 from convgraph.integrations._langgraph_index import INDEX_FILE
 from convgraph.integrations.langgraph import ConvgraphSaver
-from convgraph.replica_home import DB_FILE
+from convgraph.replica.home import DB_FILE
 from convgraph.sync.local import sync_replicas
 
 pytestmark = pytest.mark.usefixtures("product_defaults")

@@ -378,7 +378,7 @@ def test_claiming_sync_while_lacking_a_receipted_record_is_withholding(dag: Dag)
 
 
 def _apply(memory: Memory, out: Outcome) -> Memory:
-    """What witnessing.py stores after a session (every claim proven)."""
+    """What replica/witnessing.py stores after a session (every claim proven)."""
     settled = {c.earlier.cid for c in out.claims}
     receipts = [r for r in _dedup([*memory.receipts, *out.open]) if r.cid not in {*out.close, *settled}]
     return Memory(out.latest if out.advance else memory.remembered, tuple(receipts), out.pending)

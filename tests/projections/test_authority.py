@@ -17,6 +17,7 @@ from convgraph.errors import (
     RetractionTargetError,
 )
 from convgraph.projections import authority as au
+from convgraph.projections.authority.judge import judge_of
 from projections.authority_world import OWNER, STRANGER, T0, A, B, C, D, World
 
 ALL = ("admin", "decide", "merge", "read", "review", "write")
@@ -579,7 +580,7 @@ def test_a_grant_that_outlives_what_its_granter_keeps_in_hindsight_is_excluded()
 def test_the_owners_records_are_authorized_the_genesis_first() -> None:
     w = team()
     said = w.say(OWNER)
-    judge = w.state.judge()
+    judge = judge_of(w.state)
     assert judge.authorized(w.genesis.cid) and judge.authorized(said.cid)
 
 

@@ -23,10 +23,9 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import sign_record
 from convgraph.errors import ForbiddenError, ProtocolError, UnauthenticatedError
-from convgraph.server import auth
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer

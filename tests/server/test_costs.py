@@ -27,10 +27,10 @@ from starlette.concurrency import run_in_threadpool
 
 from convgraph import Replica, SigningKey
 from convgraph.core.keys import actor_text
-from convgraph.server import app, auth
+from convgraph.server import app
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.varint import uvarint
 from server.live import LiveServer
 

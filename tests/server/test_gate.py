@@ -36,12 +36,11 @@ from convgraph.core.keys import actor_text
 from convgraph.core.record import sign_record
 from convgraph.core.rooted import conv_id
 from convgraph.errors import ForbiddenError
-from convgraph.server import auth
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.server.pg_nonces import PostgresNonces
 from convgraph.store.postgres import PostgresStore, listen
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import SyncReport, synchronize
 from convgraph.sync.peer import ReplicaPeer

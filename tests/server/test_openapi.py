@@ -42,11 +42,10 @@ from convgraph import Replica, SigningKey
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import sign_record
-from convgraph.server import auth
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.server.openapi import SPEC
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.initiator import Initiator
 from convgraph.sync.peer import ReplicaPeer
 from projections.authority_world import T0, A, B

@@ -101,7 +101,7 @@ def test_one_session_may_hop_between_instances(instances: list[tuple[Replica, st
 
 def test_a_request_replayed_to_the_other_instance_is_refused(instances: list[tuple[Replica, str]]) -> None:
     (_, first), (_, second) = instances
-    from convgraph.server import auth
+    from convgraph.sync import auth
 
     body = wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8, ()))
     headers = auth.sign(KEY, "POST", "/v1/sync", body, now_ms=int(time.time() * 1000), nonce="q" * 16)

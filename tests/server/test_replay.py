@@ -15,8 +15,7 @@ import httpx
 
 from convgraph import Replica, SigningKey
 from convgraph.core.keys import actor_text
-from convgraph.server import auth
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import Initiator, synchronize
 from convgraph.sync.peer import ReplicaPeer

@@ -20,12 +20,12 @@ from convgraph.core.keys import SigningKey, actor_text
 from convgraph.core.record import Record
 from convgraph.errors import TransportError, WitnessRefusedError
 from convgraph.integrity import cosignature, note
+from convgraph.replica.witness_policy import Witness
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.server.witness import cosigner_for
 from convgraph.sync.http import HttpRemote
-from convgraph.witness_client import ask
-from convgraph.witness_policy import Witness
+from convgraph.sync.witness_client import ask
 from server.live import LiveServer
 
 CLIENT = SigningKey(bytes([7]) * 32)

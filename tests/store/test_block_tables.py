@@ -29,11 +29,11 @@ from test_contract import (  # noqa: F401  (fixtures)
     rec,
 )
 
-from convgraph import replica_artifacts
 from convgraph.artifacts import CHUNK_SIZE, Manifest, decode_manifest, encode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
+from convgraph.replica import artifacts as replica_artifacts
 from convgraph.store.base import Store, WriteSet
 
 SIZES = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7]

@@ -19,7 +19,7 @@ from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, aborted, chain, check_against_records, commit, observe, pend, rec
 
 import pg
-from convgraph import Replica, SigningKey, replica_artifacts
+from convgraph import Replica, SigningKey
 from convgraph.artifacts import CHUNK_SIZE, decode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
@@ -34,6 +34,7 @@ from convgraph.errors import (
 from convgraph.integrity.statement import sign_statement
 from convgraph.projections import state as state_
 from convgraph.projections.index_rows import rows_of
+from convgraph.replica import artifacts as replica_artifacts
 from convgraph.store.base import MAIN, QuarantineBounds, WriteSet
 from convgraph.store.postgres import SCHEMA_VERSION, PostgresStore, listen
 from projections.window_world import CONV, upgrade_history

@@ -13,7 +13,6 @@ import pytest
 from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
 
-from convgraph import replica_artifacts
 from convgraph.artifacts import CHUNK_SIZE, decode_manifest, split
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
@@ -29,6 +28,7 @@ from convgraph.errors import (
 from convgraph.integrity.statement import sign_statement
 from convgraph.projections import state as state_
 from convgraph.projections.index_rows import rows_of
+from convgraph.replica import artifacts as replica_artifacts
 from convgraph.store.base import Pending, QuarantineBounds, WriteSet
 from convgraph.store.sqlite import SCHEMA_VERSION, SqliteNonces, SqliteStore
 from projections.window_world import CONV, upgrade_history

@@ -20,13 +20,13 @@ import pytest
 
 import cli_process
 from convgraph import ManualClock, Replica, sync_replicas
-from convgraph.adoption import encode_cover
 from convgraph.core import codec
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import RecordMeta
 from convgraph.projections.transcript import transcript_bytes
 from convgraph.projections.turn import ToolCall
+from convgraph.replica.adoption import encode_cover
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync import wire

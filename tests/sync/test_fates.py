@@ -20,7 +20,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record, sign_record
-from convgraph.ingest import IngestReport
+from convgraph.replica.ingest import IngestReport
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.store.base import Pending

@@ -28,12 +28,12 @@ from convgraph.core.keys import actor_text
 from convgraph.errors import SyncError
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.server.auth import MemoryNonces, NonceLog
 from convgraph.server.pg_nonces import PostgresNonces
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
 from convgraph.store.postgres import listen as pg_listen
 from convgraph.store.sqlite import SqliteStore
+from convgraph.sync.auth import MemoryNonces, NonceLog
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer

@@ -40,11 +40,10 @@ from convgraph.core.keys import actor_text
 from convgraph.errors import SyncError
 from convgraph.integrity.statement import decode_statement
 from convgraph.replica import DB_FILE
-from convgraph.server import auth
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
 from convgraph.store.sqlite import SqliteStore
-from convgraph.sync import wire
+from convgraph.sync import auth, wire
 from convgraph.sync.http import HttpRemote
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.local import sync_replicas

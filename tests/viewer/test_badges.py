@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import sign_record
 from convgraph.replica import Replica
-from convgraph.server.live import Hub
+from convgraph.sync.live import Hub
 from convgraph.sync.local import sync_replicas
 from convgraph.viewer.app import Everything, Viewer, conv_url, record_url, standalone
 from convgraph.viewer.sessions import Sessions

@@ -17,11 +17,23 @@ from typing import BinaryIO
 import click
 
 from convgraph.artifacts.blocks import decode_manifest
-from convgraph.cli import inputs, safe_text
-from convgraph.core import short_cid
+from convgraph.cli import inputs
+from convgraph.cli.shared import (
+    TEXT,
+    _emit,
+    _errors,
+    _replica,
+    conv_option,
+    err,
+    error_line,
+    json_option,
+    out,
+    writing,
+)
+from convgraph.core import safe_text, short_cid
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.replica import Replica
-from convgraph.replica_code import VERDICTS
+from convgraph.replica.code import VERDICTS
 
 
 def artifact_cid(r: Replica, text: str) -> CID:
@@ -52,15 +64,6 @@ def _stdin() -> BinaryIO:
 
 def register(cli: click.Group) -> None:
     """Add the artifact commands to `cli`."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        json_option,
-        out,
-        writing,
-    )
 
     @cli.command()
     @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
@@ -143,17 +146,6 @@ def register(cli: click.Group) -> None:
 
 def _register_review(cli: click.Group) -> None:
     """Add `review`, `ask` and `decide` to `cli`."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        TEXT,
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        err,
-        error_line,
-        json_option,
-        out,
-    )
 
     @cli.command()
     @click.argument("target")

@@ -15,9 +15,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from convgraph import suggestions
 from convgraph.cli import home as cli_home
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import inputs
+from convgraph.core import safe_text, suggestions
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.core.kinds import CAPABILITIES
 from convgraph.projections.authority import Answer, Authority
@@ -85,10 +85,10 @@ class _Shell(NamedTuple):
 
 def register(cli: click.Group) -> None:
     """Add the authority commands to `cli`."""
-    from convgraph.cli import main  # noqa: PLC0415 - main imports this module
+    from convgraph.cli import shared  # noqa: PLC0415 - only these commands need it
 
-    shell = _Shell(main._emit, main._errors, main._replica, main.conv_option, main.conversation,
-                   main.json_option, main.out)
+    shell = _Shell(shared._emit, shared._errors, shared._replica, shared.conv_option, shared.conversation,
+                   shared.json_option, shared.out)
     _register_changes(cli, shell)
     _register_answers(cli, shell)
 

@@ -17,7 +17,18 @@ from typing import Final
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from convgraph.cli import safe_text
+from convgraph.cli.shared import (
+    TEXT,
+    _emit,
+    _errors,
+    _replica,
+    conversation,
+    err,
+    error_line,
+    json_option,
+    out,
+)
+from convgraph.core import safe_text
 from convgraph.sync.car_summary import ImportSummary
 from convgraph.sync.carfile import export_car, import_car
 
@@ -30,7 +41,6 @@ def _progress(size: int) -> Iterator[Callable[[int], None]]:
     if size < _PROGRESS_FROM or not sys.stderr.isatty():
         yield lambda _done: None
         return
-    from convgraph.cli.main import err  # noqa: PLC0415 - main imports this module
 
     columns = (TextColumn("importing"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -39,7 +49,6 @@ def _progress(size: int) -> Iterator[Callable[[int], None]]:
 
 
 def _print_import(s: ImportSummary) -> None:
-    from convgraph.cli.main import err, error_line, out  # noqa: PLC0415 - main imports this module
 
     out.print(f"read {s.blocks} block(s) from {safe_text.line(s.file)}")
     for name in ("accepted", "duplicates", "released", "quarantined", "held", "evicted"):
@@ -75,17 +84,6 @@ def _print_import(s: ImportSummary) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `export` and `import` to `cli`."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        TEXT,
-        _emit,
-        _errors,
-        _replica,
-        conversation,
-        err,
-        error_line,
-        json_option,
-        out,
-    )
 
     @cli.command("export")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))

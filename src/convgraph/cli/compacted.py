@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from convgraph import suggestions
-from convgraph.cli import safe_text
+from convgraph.cli.shared import _emit, out
+from convgraph.core import safe_text, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text, fingerprint
 from convgraph.errors import NotFoundError
@@ -38,7 +38,6 @@ def describe(replica: Replica, cid: CID) -> dict[str, Any]:
 
 def show(replica: Replica, cid: CID, *, as_json: bool) -> None:
     """Print the compacted record's header and where its content went."""
-    from convgraph.cli.main import _emit, out  # noqa: PLC0415 - main imports this module
 
     body = describe(replica, cid)
     if as_json:

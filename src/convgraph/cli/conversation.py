@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from convgraph import suggestions
-from convgraph.cli import inputs, listing, safe_text
+from convgraph.cli import inputs, listing
+from convgraph.cli.shared import TEXT, _emit, _errors, _replica, conv_option, err, json_option, out, writing
+from convgraph.core import safe_text, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.codec import from_json, to_json
 from convgraph.core.keys import fingerprint
@@ -77,17 +78,6 @@ def _held(r: Replica, conv: str, text: str) -> CID:
 
 def register(cli: click.Group) -> None:
     """Add the conversation commands to `cli`."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        TEXT,
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        err,
-        json_option,
-        out,
-        writing,
-    )
 
     @cli.command()
     @click.argument("text", type=inputs.CONTENT)
@@ -202,16 +192,6 @@ def register(cli: click.Group) -> None:
 
 def _register_system(cli: click.Group) -> None:
     """Add `system` to `cli`: the conversation's system prompt, set or shown."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        err,
-        json_option,
-        out,
-        writing,
-    )
 
     @cli.command()
     @click.argument("text", type=inputs.CONTENT, required=False)

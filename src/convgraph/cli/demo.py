@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from convgraph import suggestions
-from convgraph.cli import aliases, graph_view, safe_text
-from convgraph.cli.main import _label
+from convgraph.cli import aliases, graph_view
+from convgraph.cli.shared import _label
+from convgraph.core import safe_text, suggestions
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import sign_record

@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from convgraph.cli import safe_text
+from convgraph.cli.shared import _emit, err, error_line, json_option, out
+from convgraph.core import safe_text
 from convgraph.core.cid import CID
 from convgraph.errors import EvidenceError
 from convgraph.integrity.evidence import MAX_BUNDLE_BYTES, decode_bundle, verify_bundle
@@ -49,7 +50,6 @@ def check(file: Path) -> tuple[int, dict[str, Any]]:
 
 def register(cli: click.Group) -> None:
     """Add `verify-evidence` to `cli`."""
-    from convgraph.cli.main import _emit, err, error_line, json_option, out  # noqa: PLC0415 - main imports this module
 
     @cli.command("verify-evidence")
     @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))

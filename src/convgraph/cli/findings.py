@@ -11,7 +11,9 @@ from pathlib import Path
 
 import click
 
-from convgraph.cli import journal, safe_text
+from convgraph.cli import journal
+from convgraph.cli.shared import _emit, _errors, _replica, conv_option, conversation, json_option, out
+from convgraph.core import safe_text
 from convgraph.errors import ConvgraphError
 from convgraph.integrity.findings import Finding, reason
 
@@ -37,15 +39,6 @@ def save_bundles(found: list[Finding], where: Path) -> list[Path]:
 
 def register(cli: click.Group) -> None:
     """Add `findings` to `cli`."""
-    from convgraph.cli.main import (  # noqa: PLC0415 - main imports this module
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        conversation,
-        json_option,
-        out,
-    )
 
     @cli.command("findings")
     @conv_option

@@ -1,12 +1,12 @@
 """What to do next, for the errors a person at the command line meets most.
 
 An error says what was wrong; a hint, printed under it, says what to try. Pure: an error
-in, a line or None out; a command a hint names comes from `convgraph.suggestions`.
+in, a line or None out; a command a hint names comes from `convgraph.core.suggestions`.
 """
 
 from __future__ import annotations
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.errors import (
     ArtifactTooLargeError,
     ConvgraphError,

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from convgraph import replica_home, suggestions
-from convgraph.cli import safe_text
-from convgraph.replica_home import KEY_FILE
+from convgraph.core import safe_text, suggestions
+from convgraph.replica import home as replica_home
+from convgraph.replica.home import KEY_FILE
 
 if TYPE_CHECKING:  # imported by `opened`: `--help` and completion never open a replica
     from convgraph.replica import Replica

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import click
 
-from convgraph import suggestions
-from convgraph.cli import aliases, safe_text
+from convgraph.cli import aliases
+from convgraph.cli.shared import TEXT, _emit, _errors, _replica, err, json_option
+from convgraph.core import safe_text, suggestions
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
 from convgraph.importers import (
@@ -37,7 +38,6 @@ Run = Callable[[Replica, str | None], ImportReport]
 
 def register(cli: click.Group) -> None:
     """Add the `import-from` group to `cli`."""
-    from convgraph.cli.main import TEXT, _errors, json_option  # noqa: PLC0415 - main imports this module
 
     @cli.group("import-from")
     def import_from() -> None:
@@ -123,7 +123,6 @@ def register(cli: click.Group) -> None:
 def _import(ctx: click.Context, name: str, as_json: bool, run: Run) -> None:
     """Run the import into the conversation `name` stands for, rooting it (aliased `name`) when
     none does; then say what happened."""
-    from convgraph.cli.main import _emit, _replica  # noqa: PLC0415 - main imports this module
 
     home: Path = ctx.obj["home"]
     with _replica(ctx) as r, aliases.editing(home) as table:
@@ -147,7 +146,6 @@ def _import(ctx: click.Context, name: str, as_json: bool, run: Run) -> None:
 
 def _move_thread(ctx: click.Context, db: Path, thread_id: str, channel: str, as_json: bool) -> None:
     """Move the whole thread, then say what it wrote and how to go on."""
-    from convgraph.cli.main import _emit, _replica, err  # noqa: PLC0415 - main imports this module
 
     with _replica(ctx) as r:
         report = import_langgraph_thread(r, db, thread_id, messages_channels=(channel,))
@@ -167,7 +165,6 @@ def _move_thread(ctx: click.Context, db: Path, thread_id: str, channel: str, as_
 
 
 def _report(report: ImportReport, alias: str | None) -> None:
-    from convgraph.cli.main import err  # noqa: PLC0415 - main imports this module
 
     named = f" (alias {safe_text.line(repr(alias))})" if alias else ""
     what = "a new conversation" if report.created else "conversation"

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from convgraph import suggestions
-from convgraph.cli import aliases, safe_text
-from convgraph.core import short_actor, short_cid
+from convgraph.cli import aliases
+from convgraph.core import safe_text, short_actor, short_cid, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.rooted import is_rooted
 from convgraph.core.text import check_text

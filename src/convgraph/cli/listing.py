@@ -20,7 +20,7 @@ from typing import Final
 
 import click
 
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.core.hlc import Hlc
 
 PAGER_ENV: Final = "CONVGRAPH_PAGER"

@@ -15,18 +15,19 @@ import click
 from rich.table import Column, Table
 from rich.text import Text
 
-from convgraph import suggestions
-from convgraph.cli import aliases, safe_text
+from convgraph.cli import aliases
 from convgraph.cli import home as cli_home
 from convgraph.cli.listing import utc, when
+from convgraph.cli.shared import TEXT, _emit, _errors, _replica, err, json_option, out
+from convgraph.core import safe_text, suggestions
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import fingerprint
 from convgraph.core.record import load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import AliasError
-from convgraph.migration import migrate
 from convgraph.projections.state import ConvState, Entry, entry_of
 from convgraph.replica import Replica
+from convgraph.replica.migration import migrate
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,6 @@ def _genesis_of(replica: Replica, conv: str) -> Entry | None:
 
 def point(ctx: click.Context, name: str, conv: str) -> None:
     """Make alias `name` name `conv`, saying on stderr which conversation it named before."""
-    from convgraph.cli.main import err  # noqa: PLC0415 - main imports this module
 
     with aliases.editing(ctx.obj["home"]) as table:
         before, table[name] = table.get(name), conv
@@ -107,7 +107,6 @@ def register(cli: click.Group) -> None:
 
 
 def _register_new_and_migrate(cli: click.Group) -> None:
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, err, json_option, out  # noqa: PLC0415
 
     @cli.command()
     @click.argument("title", required=False, type=TEXT)
@@ -157,7 +156,6 @@ def _register_new_and_migrate(cli: click.Group) -> None:
 
 
 def _register_listings(cli: click.Group) -> None:
-    from convgraph.cli.main import TEXT, _emit, _errors, _replica, json_option, out  # noqa: PLC0415
 
     @cli.command()
     @json_option

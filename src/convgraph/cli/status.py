@@ -17,10 +17,12 @@ import click
 from rich.table import Column, Table
 from rich.text import Text
 
-from convgraph import checkpointing, suggestions, witness_policy
-from convgraph.cli import aliases, journal, safe_text
+from convgraph.cli import aliases, journal
 from convgraph.cli.rooted import listing
+from convgraph.cli.shared import _emit, _errors, _replica, json_option, out
+from convgraph.core import safe_text, suggestions
 from convgraph.core.keys import actor_text, fingerprint
+from convgraph.replica import checkpointing, witness_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -124,7 +126,6 @@ def _render_syncs(syncs: dict[str, dict[str, Any]], out: Any) -> None:
 
 def register(cli: click.Group) -> None:
     """Add `status` to `cli`."""
-    from convgraph.cli.main import _emit, _errors, _replica, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command("status")
     @json_option

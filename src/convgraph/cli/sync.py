@@ -25,17 +25,18 @@ import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from convgraph import replica_home, suggestions
-from convgraph.cli import inputs, journal, safe_text
-from convgraph.core import short_actor
+from convgraph.cli import inputs, journal
+from convgraph.cli.shared import TEXT, _emit, _errors, conversation, err, json_option, out
+from convgraph.core import safe_text, short_actor, suggestions
 from convgraph.core.keys import actor_text, load_key
 from convgraph.errors import AccessConfigError, ConvgraphError, NoteError
 from convgraph.integrity import note
 from convgraph.integrity.findings import Finding, reason
 from convgraph.replica import DB_FILE, KEY_FILE, Replica
+from convgraph.replica import home as replica_home
 from convgraph.server.access import ANY, Access
-from convgraph.server.auth import NonceLog
 from convgraph.sync import pins
+from convgraph.sync.auth import NonceLog
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting
@@ -89,7 +90,6 @@ def _whole_allow(rules: Iterable[str], replica: Replica) -> list[str]:
 
 def register(cli: click.Group) -> None:
     """Add `serve` and `sync` to the main command group."""
-    from convgraph.cli.main import TEXT, _emit, _errors, conversation, err, json_option, out  # noqa: PLC0415 - cycle
 
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True)

@@ -17,11 +17,11 @@ import webbrowser
 import click
 
 from convgraph.cli import aliases
+from convgraph.cli.shared import _errors, _replica, err, json_option
 
 
 def register(cli: click.Group) -> None:
     """Add `view` to the main command group."""
-    from convgraph.cli.main import _errors, _replica, err, json_option  # noqa: PLC0415 - main imports this module
 
     @cli.command()
     @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65_535),
@@ -44,7 +44,7 @@ def register(cli: click.Group) -> None:
             _announce(link, open_browser, as_json=as_json)
             return
         from convgraph.server import listener  # noqa: PLC0415 - only the viewer needs uvicorn
-        from convgraph.server.live import Hub  # noqa: PLC0415
+        from convgraph.sync.live import Hub  # noqa: PLC0415
         from convgraph.viewer.app import BASE, Everything, Viewer, standalone  # noqa: PLC0415
         from convgraph.viewer.sessions import Sessions  # noqa: PLC0415
 

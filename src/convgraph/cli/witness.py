@@ -14,11 +14,24 @@ from typing import Any
 
 import click
 
-from convgraph import checkpointing, suggestions, witness_client, witness_policy
 from convgraph.cli import home as cli_home
-from convgraph.cli import inputs, safe_text
+from convgraph.cli import inputs
+from convgraph.cli.shared import (
+    TEXT,
+    _emit,
+    _errors,
+    _replica,
+    conv_option,
+    err,
+    json_option,
+    out,
+    record_json,
+)
+from convgraph.core import safe_text, suggestions
 from convgraph.errors import ConvgraphError
 from convgraph.integrity import note
+from convgraph.replica import checkpointing, witness_policy
+from convgraph.sync import witness_client
 
 
 def register(cli: click.Group) -> None:
@@ -28,7 +41,6 @@ def register(cli: click.Group) -> None:
 
 
 def _witness_commands(cli: click.Group) -> None:
-    from convgraph.cli.main import TEXT, _emit, _errors, json_option, out  # noqa: PLC0415 - cycle
 
     def _policy_json(policy: witness_policy.WitnessPolicy) -> dict[str, Any]:
         return {"k": policy.k, "witnesses": [{"name": w.name, "key": w.key.hex(), "url": w.url}
@@ -87,15 +99,6 @@ def _witness_commands(cli: click.Group) -> None:
 
 
 def _checkpoint_commands(cli: click.Group) -> None:
-    from convgraph.cli.main import (  # noqa: PLC0415 - cycle
-        _emit,
-        _errors,
-        _replica,
-        conv_option,
-        err,
-        json_option,
-        out,
-    )
 
     @cli.group(invoke_without_command=True)
     @click.option("--compact", is_flag=True,
@@ -140,7 +143,6 @@ def _checkpoint_commands(cli: click.Group) -> None:
 
 
 def _checkpoint_reads(checkpoint: click.Group) -> None:
-    from convgraph.cli.main import _emit, _errors, _replica, json_option, out, record_json  # noqa: PLC0415
 
     @checkpoint.command("status")
     @click.argument("cid")

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.keys import actor_text, fingerprint, parse_actor
 from convgraph.errors import AmbiguousActorError, DecodeError, KeyFileError, NotFoundError
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.errors import AmbiguousCidError, DecodeError, NotFoundError
 

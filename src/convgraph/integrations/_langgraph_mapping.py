@@ -23,7 +23,7 @@ from convgraph.errors import AdapterError, ConvgraphError
 from convgraph.integrations._langgraph_thread import MESSAGE_ID
 from convgraph.integrations._large import note, refs_of, slim, too_large
 from convgraph.projections.turn import Turn, turn_from
-from convgraph.replica_drafts import Draft
+from convgraph.replica.drafts import Draft
 
 _NONCE_DOMAIN: Final = b"convgraph/langgraph-thread\x00"
 _GENERATION_DOMAIN: Final = b"convgraph/langgraph-thread/generation\x00"  # then the number, NUL, the id

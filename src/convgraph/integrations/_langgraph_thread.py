@@ -25,7 +25,7 @@ from convgraph.core.cid import CID
 from convgraph.integrations._langgraph_lists import resolve
 from convgraph.projections.state import Entry
 from convgraph.replica import Replica
-from convgraph.replica_reads import Mark, snapshot_entries
+from convgraph.replica.reads import Mark, snapshot_entries
 
 CHECKPOINT_PATH: Final = "langgraph/checkpoint"
 WRITES_PATH: Final = "langgraph/writes"

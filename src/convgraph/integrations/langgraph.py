@@ -77,7 +77,7 @@ from convgraph.projections.resume import to_provider
 from convgraph.projections.state import Entry
 from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica
-from convgraph.replica_drafts import Draft
+from convgraph.replica.drafts import Draft
 
 __all__ = ["Compacted", "ConvgraphSaver", "Fork", "ForkLine", "ThreadInfo"]
 

@@ -54,8 +54,8 @@ from convgraph.integrations._store_fold import (
     path_of,
 )
 from convgraph.replica import Replica
-from convgraph.replica_drafts import Draft
-from convgraph.replica_reads import Mark
+from convgraph.replica.drafts import Draft
+from convgraph.replica.reads import Mark
 
 __all__ = ["ConvgraphStore", "MemoryVersion"]
 

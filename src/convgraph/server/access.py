@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.keys import actor_text, parse_actor
 from convgraph.errors import AccessConfigError, ForbiddenError, KeyFileError
 

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field
 from typing import Any
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.core.keys import actor_text
@@ -51,13 +51,13 @@ from convgraph.errors import (
 from convgraph.replica import Replica
 from convgraph.server import artifacts, openapi
 from convgraph.server.access import Access
-from convgraph.server.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.server.gate import Gate
-from convgraph.server.live import Hub, poll, record_events
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync import fates, pins, wire
-from convgraph.sync.artifact_scope import BlockOutcome
+from convgraph.sync.artifact_exchange import BlockOutcome
+from convgraph.sync.auth import MemoryNonces, NonceLog, Signed, Verifier
+from convgraph.sync.live import Hub, poll, record_events
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder

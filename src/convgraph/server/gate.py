@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.keys import actor_text
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ForbiddenError, NotFoundError, ProjectionError

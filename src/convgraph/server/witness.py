@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from convgraph.checkpointing import ConvView
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, decode_record
@@ -31,6 +30,7 @@ from convgraph.errors import ConvgraphError, StoreError, WitnessRefusedError
 from convgraph.integrity import cosignature as cosignature_
 from convgraph.integrity import note
 from convgraph.integrity.checkpoints import Checkpoint, decide_cosign
+from convgraph.replica.checkpointing import ConvView
 from convgraph.store.base import Store
 
 WITNESS_DIR: Final = "witness"

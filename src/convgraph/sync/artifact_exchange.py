@@ -16,10 +16,25 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from convgraph.core.cid import CID, DAG_CBOR
-from convgraph.sync.artifact_scope import BlockOutcome
 
 BLOCK_OVERHEAD: Final = 37  # a block's codec byte, digest and length, counted against the budget
 _FETCH: Final = 256  # blocks read per store look-up
+
+
+@dataclass
+class BlockOutcome:
+    """What a replica did with blocks a peer sent for one conversation."""
+
+    stored: list[CID] = field(default_factory=list)  # new here
+    accepted: list[CID] = field(default_factory=list)  # passed every check: stored or held already
+    duplicate: int = 0  # held already
+    refused: list[tuple[CID, str, str]] = field(default_factory=list)  # cid, rule, why
+
+    def merge(self, other: BlockOutcome) -> None:
+        self.stored += other.stored
+        self.accepted += other.accepted
+        self.duplicate += other.duplicate
+        self.refused += other.refused
 
 
 @runtime_checkable

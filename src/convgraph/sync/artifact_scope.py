@@ -13,29 +13,13 @@ not read a conversation cannot reach its artifacts by guessing a CID.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 
 from convgraph.artifacts.blocks import checked, decode_manifest, verify_block
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.errors import ArtifactScopeError, ConvgraphError
-from convgraph.replica_artifacts import spans
+from convgraph.replica.artifacts import spans
 from convgraph.store.base import Store
-
-
-@dataclass
-class BlockOutcome:
-    """What a replica did with blocks a peer sent for one conversation."""
-
-    stored: list[CID] = field(default_factory=list)  # new here
-    accepted: list[CID] = field(default_factory=list)  # passed every check: stored or held already
-    duplicate: int = 0  # held already
-    refused: list[tuple[CID, str, str]] = field(default_factory=list)  # cid, rule, why
-
-    def merge(self, other: BlockOutcome) -> None:
-        self.stored += other.stored
-        self.accepted += other.accepted
-        self.duplicate += other.duplicate
-        self.refused += other.refused
+from convgraph.sync.artifact_exchange import BlockOutcome
 
 
 def _union(groups: Iterable[set[CID]]) -> set[CID]:

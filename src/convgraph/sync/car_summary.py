@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from convgraph.core.cid import CID
 from convgraph.errors import CarError, ConvgraphError
-from convgraph.ingest import IngestReport
+from convgraph.replica.ingest import IngestReport
 
 MAX_SHOWN: Final = 1000  # rejections and skipped blocks listed: past this only the counts grow
 

@@ -19,8 +19,6 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final
 
-from convgraph import artifact_checks
-from convgraph.adoption import Compaction, compaction_of, cover_checkpoint, role
 from convgraph.artifacts.blocks import decode_manifest
 from convgraph.artifacts.links import artifact_links
 from convgraph.core import codec
@@ -28,9 +26,10 @@ from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.keys import actor_text
 from convgraph.core.record import load_trusted
 from convgraph.errors import CarError, ConvgraphError, CoverError, NotFoundError
-from convgraph.ingest import IngestReport
-from convgraph.replica import Replica
-from convgraph.replica_artifacts import missing
+from convgraph.replica import Replica, artifact_checks
+from convgraph.replica.adoption import Compaction, compaction_of, cover_checkpoint, role
+from convgraph.replica.artifacts import missing
+from convgraph.replica.ingest import IngestReport
 from convgraph.sync.artifact_scope import export_blocks, named_scope, take_named
 from convgraph.sync.car import OtherBlock, read_car, write_car
 from convgraph.sync.car_summary import MAX_SHOWN, ImportSummary

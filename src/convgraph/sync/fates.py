@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Collection, Mapping, Sequence
 
 from convgraph.core.cid import CID
-from convgraph.ingest import IngestReport
+from convgraph.replica.ingest import IngestReport
 from convgraph.store.base import Pending
 from convgraph.sync.wire import DEFAULT_LIMITS, Fate, Reported
 

@@ -2,7 +2,7 @@
 
 `HttpRemote.exchange` is a `Remote` for `synchronize`: it posts one message and returns
 the reply, within the sync's deadline when given one. Every request is signed with the
-client's actor key (`server/auth.py`); the server's typed refusals come back as the same
+client's actor key (`sync/auth.py`); the server's typed refusals come back as the same
 typed errors (401 `UnauthenticatedError`, 403 `ForbiddenError`, 400 `ProtocolError`),
 anything else outside the protocol as `TransportError`. A 403 in a rooted conversation keeps
 what the server cited from its authority projection: the capability lacked and the
@@ -42,7 +42,7 @@ from convgraph.errors import (
     UnauthenticatedError,
     WitnessRefusedError,
 )
-from convgraph.server import auth
+from convgraph.sync import auth
 from convgraph.sync.deadline import Deadline, Monotonic
 from convgraph.sync.verify import HeldLookup, check_heads, checked_record
 from convgraph.sync.wire import DEFAULT_LIMITS, MAX_BLOCK
@@ -50,7 +50,7 @@ from convgraph.sync.wire import DEFAULT_LIMITS, MAX_BLOCK
 if TYPE_CHECKING:
     import httpx
 else:  # imported on first use: `import convgraph` and the local commands never load the HTTP stack
-    from convgraph._deferred import Deferred
+    from convgraph.sync._deferred import Deferred
 
     httpx = Deferred("httpx")
 

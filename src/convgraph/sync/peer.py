@@ -14,16 +14,15 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from convgraph import artifact_checks
-from convgraph.adoption import compaction_of
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
-from convgraph.ingest import IngestReport
-from convgraph.replica import Replica
+from convgraph.replica import Replica, artifact_checks
+from convgraph.replica.adoption import compaction_of
+from convgraph.replica.ingest import IngestReport
 from convgraph.sync import artifact_scope
-from convgraph.sync.artifact_scope import BlockOutcome
+from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
 from convgraph.sync.reconcile import Outcome, cid_of, refusal

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.keys import fingerprint
 from convgraph.errors import ConvgraphError, PeerKeyChangedError
 

@@ -11,15 +11,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, UnconfirmedStoreError
 from convgraph.integrity.findings import Finding
 from convgraph.sync.wire import Fate, Reported
 
-if TYPE_CHECKING:
-    from convgraph.sync.initiator_session import Initiator
+
+class Session(Protocol):
+    """What a sync report takes from one finished session (`initiator_session.Initiator`)."""
+
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def bytes_sent(self) -> int: ...
+    @property
+    def bytes_received(self) -> int: ...
+    @property
+    def reports(self) -> dict[str, ConvReport]: ...
 
 
 @dataclass
@@ -145,7 +155,7 @@ class SyncReport:
         """The findings this run raised (new ones only), over every conversation."""
         return [f for r in self.convs.values() for f in r.findings]
 
-    def _add(self, session: Initiator) -> None:
+    def _add(self, session: Session) -> None:
         self.sessions += 1
         self.round_trips += session.rounds
         self.bytes_sent += session.bytes_sent

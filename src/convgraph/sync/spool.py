@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.errors import ConvgraphError, ProtocolError, TransportError
 from convgraph.sync.deadline import Deadline
 

@@ -1,7 +1,7 @@
 """What sync asks of a replica's witnessed-history memory (docs/integrity.md §4, §5).
 
 The state machines only carry statements; judging them (remembered heads, receipts,
-gossip, findings) is the replica's (`witnessing.py`), behind the `Witness` protocol below,
+gossip, findings) is the replica's (`replica/witnessing.py`), behind the `Witness` protocol below,
 which `Replica` implements. Without a witness, statements are still signed, sent and
 checked for authenticity, but nothing is remembered or gossiped. The calls a run of
 sessions (`synchronize`) makes are here too: gossip out before each session, its

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, Protocol, TypeVar
 
-from convgraph import suggestions
-from convgraph.cli import safe_text
+from convgraph.core import safe_text, suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import fingerprint
 from convgraph.errors import ConvgraphError, MissingExtraError
@@ -43,7 +42,7 @@ except ModuleNotFoundError as exc:
     raise MissingExtraError("server", "the web viewer", module=exc.name) from exc
 
 from convgraph.replica import Replica
-from convgraph.server.live import Hub, poll, record_events
+from convgraph.sync.live import Hub, poll, record_events
 from convgraph.viewer import code, views
 from convgraph.viewer.sessions import Session, Sessions, cookie_name
 

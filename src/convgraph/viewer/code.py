@@ -15,7 +15,7 @@ from typing import Final
 
 from convgraph.artifacts.blocks import decode_manifest, verify_block
 from convgraph.artifacts.claims import ClaimStatus, check_claim, file_tree
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.core.cid import CID, DAG_CBOR
 from convgraph.core.record import Record
 from convgraph.errors import ArtifactMissingError, ConvgraphError, NotFoundError

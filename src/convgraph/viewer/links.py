@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from convgraph.artifacts.claims import file_tree
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.core.cid import CID
 
 NAMING: Final = {"review_comment": "target", "decision_request": "subject", "decision": "request"}

@@ -1,6 +1,6 @@
 """Who a viewer request comes from: a random token, as Jupyter hands one out in its URL.
 
-A browser cannot sign requests the way the sync clients do (`server/auth.py`), so a signed
+A browser cannot sign requests the way the sync clients do (`sync/auth.py`), so a signed
 request (or the local owner starting `convgraph view`) is exchanged for a token: 32 random
 bytes, url-safe. The first page opened with `?token=` sets it as an HttpOnly, SameSite=Strict
 cookie and redirects to the same page without it, so the token leaves the address bar and

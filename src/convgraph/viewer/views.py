@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from convgraph.cli import safe_text
+from convgraph.core import safe_text
 from convgraph.core.cid import CID
 from convgraph.core.codec import to_json
 from convgraph.core.hlc import Hlc

@@ -24,9 +24,10 @@ from convgraph.projections.authority.answers import (
     require,
     who_can,
 )
+from convgraph.projections.authority.fold import apply, fold
 from convgraph.projections.authority.judge import order_key
 from convgraph.projections.authority.needs import ADMIN, READ
-from convgraph.projections.authority.state import AuthorityState, apply, fold
+from convgraph.projections.authority.state import AuthorityState
 from convgraph.projections.authority.values import Answer, Exclusion, Finding
 
 __all__ = [

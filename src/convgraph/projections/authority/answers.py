@@ -16,7 +16,9 @@ from convgraph.core.record import Record
 from convgraph.projections.authority.judge import (
     Judge,
     authority_within,
+    effective,
     incoming,
+    judge_of,
     order_key,
     sees_all_authority,
     virtual,
@@ -37,7 +39,7 @@ def check(state: AuthorityState, record: Record) -> None:
         state.checked = (record.cid, use.vv)
     check_graph(state, record, use)
     within = None if sees_all_authority(state, use.vv) else authority_within(state, use)
-    judge, needs = state.judge(within), record_needs(state, record)
+    judge, needs = judge_of(state, within), record_needs(state, record)
     # A record that sees every grant and revocation gets its author's answer from the heads:
     # the same for each such record until the earliest expiry among the grants it rests on.
     steady = within is None and record.kind not in ("grant", "revocation")
@@ -52,7 +54,7 @@ def who_can(
 ) -> Answer:
     """The answer for a record `actor` would write now on top of `heads` (§7)."""
     use = virtual(state, actor, heads, at_ms)
-    return state.judge().answer(actor, capability, use)
+    return judge_of(state).answer(actor, capability, use)
 
 def require(state: AuthorityState, actor: bytes, kind: str, payload: Mapping[str, Any], *,
             heads: Iterable[CID], at_ms: int) -> None:
@@ -61,12 +63,12 @@ def require(state: AuthorityState, actor: bytes, kind: str, payload: Mapping[str
         return  # only the owner's key can derive the id (format.md §15.2)
     use = virtual(state, actor, heads, at_ms)._replace(kind=kind, payload=payload)
     needs = needs_of(state, actor, kind, payload)
-    state.judge().require(use, needs, None)
+    judge_of(state).require(use, needs, None)
 
 def members(state: AuthorityState, heads: Iterable[CID], at_ms: int) -> dict[bytes, tuple[Answer, ...]]:
     """Every actor holding `read` now, with each capability it holds (and its chain)."""
     head_list = tuple(heads)
-    judge = state.judge()
+    judge = judge_of(state)
     candidates = set(state.grants_to) | ({state.owner} if state.owner else set())
     out: dict[bytes, tuple[Answer, ...]] = {}
     for actor in sorted(candidates):
@@ -86,8 +88,8 @@ def excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
     return result
 
 def _excluded(state: AuthorityState) -> tuple[Exclusion, ...]:
-    k = state.effective()
-    judge = state.judge()
+    k = effective(state)
+    judge = judge_of(state)
     # §6.1 drops a revocation in its first round, judged with every stored revocation (a later
     # round only widens authority): what cut it then is its cause, even if itself dropped;
     # if nothing cut it, its author's grants in its past were unauthorized in that round

@@ -7,19 +7,18 @@ and revocations; `AuthorityState` drops its judges when either changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from convgraph import suggestions
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.keys import actor_text
 from convgraph.core.record import Record
 from convgraph.errors import AuthorityError
 from convgraph.projections.ancestry import Vector
 from convgraph.projections.authority.needs import ADMIN, READ, WRITE
+from convgraph.projections.authority.state import AuthorityState
 from convgraph.projections.authority.values import Answer
 
-if TYPE_CHECKING:
-    from convgraph.projections.authority.state import AuthorityState
 
 class Use(NamedTuple):
     """A record being judged: stored (`cid` indexed), incoming, or virtual at the heads."""
@@ -212,6 +211,29 @@ def check_delegation(judge: Judge, use: Use, cid: CID | None) -> None:
                 raise AuthorityError(
                     f"the grant outlives the granter's own `{cap}` (until {held.until} ms)",
                     capability=cap, actor=actor_text(use.actor), cid=cid)
+
+def judge_of(state: AuthorityState, within: frozenset[CID] | None = None) -> Judge:
+    """A judge over the effective revocations; its memos hold until a grant or revocation is added."""
+    judge: Judge | None = state._judges.get(within)
+    if judge is None:
+        judge = state._judges[within] = Judge(state, effective(state, within))
+    return judge
+
+
+def effective(state: AuthorityState, within: frozenset[CID] | None = None) -> frozenset[CID]:
+    """The effective revocations (§6.1) among all records, or among the authority records `within`."""
+    cached = state._effective.get(within)
+    if cached is None:
+        k = frozenset(u for u in state.revocations if within is None or u in within)
+        while True:
+            judge = Judge(state, k)
+            kept = frozenset(u for u in k if judge.authorized(u))
+            if kept == k:
+                break
+            k = kept
+        cached = state._effective[within] = k
+    return cached
+
 
 def root_of(state: AuthorityState, use: Use) -> CID:
     """The genesis an owner's answer cites: the earliest in `use`'s past (§2).

@@ -7,12 +7,10 @@ record's causal position; only the owner may write a genesis, which needs nothin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from convgraph.core.record import Record
-
-if TYPE_CHECKING:
-    from convgraph.projections.authority.state import AuthorityState
+from convgraph.projections.authority.state import AuthorityState
 
 ADMIN: Final = "admin"
 

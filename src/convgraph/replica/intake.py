@@ -1,0 +1,129 @@
+"""Records from elsewhere: ingest and adoption into a replica's store, and what follows a landing.
+
+Each batch is planned by the ingest rules (`plan_ingest`), in a rooted conversation against
+its authority state brought up to date once per batch, then committed with what its landing
+settles in the same transaction: the finding of an equivocation, the checks of a checkpoint
+or cosignature that landed or that waited for a record, the quarantine's bounds. Invariant:
+the store only ever holds records that passed every ingest rule, and no equivocation is
+stored without its finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+from typing import TYPE_CHECKING
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Clock
+from convgraph.core.record import load_trusted
+from convgraph.core.rooted import is_rooted
+from convgraph.errors import ForgottenConversationError
+from convgraph.projections import authority as authority_
+from convgraph.projections import state as state_
+from convgraph.projections.authority import AuthorityState
+from convgraph.replica import artifact_checks, checkpointing, collector, turn_index, witnessing
+from convgraph.replica.adoption import plan_adoption
+from convgraph.replica.folds import Folds, authority_from
+from convgraph.replica.ingest import IngestReport, Item, plan_ingest
+from convgraph.replica.writes import Writer
+from convgraph.store.base import Store, WriteSet
+
+if TYPE_CHECKING:
+    from convgraph.replica.config import Config
+
+
+class Intake:
+    """Ingest and adoption through one store, keeping its folds, checkpoint watch and clock current."""
+
+    def __init__(
+        self, store: Store, folds: Folds, watch: checkpointing.Watch, writer: Writer,
+        entries: checkpointing.Entries,
+    ) -> None:
+        self.store, self.folds, self.watch, self.writer, self.entries = store, folds, watch, writer, entries
+
+    def ingest(
+        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
+    ) -> IngestReport:
+        """Validate and store foreign records; a bad one is reported, never fatal to the rest."""
+        # the batch's records, plans and decoded maps die when `_ingest` returns, before the
+        # collector resumes: it then traces only what outlives the batch, not the whole batch
+        with collector.paused():
+            return self._ingest(items, config=config, clock=clock, conversations=conversations)
+
+    def _ingest(
+        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
+    ) -> IngestReport:
+        with self.store.transaction():
+            now = clock()
+            states: dict[str, AuthorityState | None] = {}
+
+            def authority(conv: str) -> AuthorityState | None:  # brought up to date once per ingest
+                if conv not in states:
+                    states[conv] = self.folds.authority(conv)
+                return states[conv]
+
+            writes, report = plan_ingest(
+                items, self.store, now_ms=now, max_drift_ms=config.max_drift_ms,
+                limits=config.limits, conversations=conversations, authority=authority,
+            )
+            judged: dict[str, list[CID]] = {}
+            for record in writes.records:
+                if states.get(record.conv) is not None:
+                    judged.setdefault(record.conv, []).append(record.cid)
+            for conv, cids in judged.items():
+                self.folds.added(conv, cids)
+            self._land(writes, report, config=config, clock=clock)
+            turn_index.keep_hidden(self.store, ((conv, states[conv]) for conv in judged))
+            if judged:  # what this commit stored of them was added to their states while planning
+                self.folds.caught_up_to(judged, self.store.cursor())
+        self.folds.confirmed(states)
+        self.writer.received(report.accepted_hlcs, now)
+        return report
+
+    def adopt(self, checkpoint: bytes, snapshot: bytes, cover: bytes, *, config: Config,
+              clock: Clock) -> IngestReport:
+        """Take a compacted conversation on its checkpoint signer's word (docs/format.md 11.5)."""
+        with self.store.transaction():
+            now = clock()
+            adoption = plan_adoption(checkpoint, snapshot, cover, self.store, now_ms=now,
+                                     max_drift_ms=config.max_drift_ms, limits=config.limits)
+            if adoption is None:
+                return IngestReport(duplicates=[CID.of_record(checkpoint)])
+            record = adoption.checkpoint
+            if store_forgot := self.store.forgotten([record.conv]):
+                raise ForgottenConversationError(f"a base of conversation {record.conv!r}, which this "
+                                                 "replica forgot", conv=min(store_forgot), cid=record.cid)
+            adopted: AuthorityState | None = None
+            if is_rooted(record.conv):  # the base's records, then what the base lets in, are judged
+                held = self.store.metas(e for e in state_.restore(snapshot).entries)
+                adopted = authority_from(record.conv, snapshot,
+                                         {**held, **{h.cid: h for h in adoption.headers}})
+                for cid, data in self.store.since(0, record.conv)[0]:
+                    authority_.apply(adopted, load_trusted(data, cid))
+
+            def authority(conv: str) -> AuthorityState | None:
+                return adopted if conv == record.conv else self.folds.authority(conv)
+
+            writes, report = plan_ingest(
+                (), self.store, now_ms=now, max_drift_ms=config.max_drift_ms,
+                limits=config.limits, adoption=adoption, authority=authority,
+            )
+            self._land(writes, report, config=config, clock=clock)
+            # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
+            self.store.compact(record.conv, (), record.cid, adoption.snapshot)
+        # the folded view lacks what only the snapshot holds; authority is rebuilt from it and the headers
+        self.folds.drop(record.conv)
+        self.writer.received(report.accepted_hlcs, now)
+        return report
+
+    def _land(self, writes: WriteSet, report: IngestReport, *, config: Config, clock: Clock) -> None:
+        self.store.commit(writes)
+        if writes.equivocations:  # in the same transaction: no equivocation without its finding
+            witnessing.record_equivocations(self.store, writes.equivocations, now_ms=clock())
+        if writes.records:  # a checkpoint or cosignature that landed, or a record one waited for
+            checkpointing.landed(self.store, self.watch, writes.records, self.entries, now_ms=clock())
+            # a patch or snapshot whose blocks are held already is checked now; others when
+            # their blocks arrive (docs/integrity.md §6.4)
+            artifact_checks.check_records(self.store, writes.records, clock())
+        if writes.pending_put:  # only a growing quarantine can exceed its bounds
+            report.evict(self.store.evict_pending(config.quarantine))
