@@ -20,11 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from convgraph import collector
 from convgraph.core.cid import CID
 from convgraph.integrations._langgraph_lists import resolve
 from convgraph.projections.state import Entry
-from convgraph.replica import Replica
+from convgraph.replica import Replica, collector
 from convgraph.replica.reads import Mark, snapshot_entries
 
 CHECKPOINT_PATH: Final = "langgraph/checkpoint"

@@ -44,7 +44,6 @@ from langgraph.checkpoint.base import Checkpoint as LgCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from convgraph import collector
 from convgraph.core.cid import CID
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations import _langgraph_generations as generations
@@ -76,7 +75,7 @@ from convgraph.integrations._large import loaded, offloaded_bytes, refs_of
 from convgraph.projections.resume import to_provider
 from convgraph.projections.state import Entry
 from convgraph.projections.transcript import window_of
-from convgraph.replica import Replica
+from convgraph.replica import Replica, collector
 from convgraph.replica.drafts import Draft
 
 __all__ = ["Compacted", "ConvgraphSaver", "Fork", "ForkLine", "ThreadInfo"]
