@@ -181,7 +181,7 @@ def _hwm():
     with open("/proc/self/status", encoding="ascii") as f:
         sys.stderr.write("".join(line for line in f if line.startswith("VmHWM:")))
 atexit.register(_hwm)
-from convgraph.cli.main import main
+from convgraph.cli.entry import main
 main()
 """
 

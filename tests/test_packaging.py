@@ -55,7 +55,7 @@ sys.meta_path.insert(0, Block())
 """
 _DRIVER = _HOOK + """
 import convgraph
-from convgraph.cli.main import main
+from convgraph.cli.entry import main
 sys.argv = ["convgraph", *sys.argv[2:]]
 main()
 """
@@ -63,7 +63,7 @@ main()
 _BATCH = _HOOK + """
 import contextlib, io
 import convgraph
-from convgraph.cli.main import main
+from convgraph.cli.entry import main
 results = []
 for args in json.loads(sys.argv[2]):
     sys.argv, out, err = ["convgraph", *args], io.StringIO(), io.StringIO()
