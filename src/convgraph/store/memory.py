@@ -30,7 +30,8 @@ from convgraph.projections.index_rows import (
     row_of,
     snapshot_rows,
 )
-from convgraph.store.base import (
+from convgraph.store.base import unshared_blocks
+from convgraph.store.rows import (
     GOSSIP_KEEP,
     FindingRow,
     Pending,
@@ -41,7 +42,6 @@ from convgraph.store.base import (
     manifest_links,
     sort_pairs,
     unique_checks,
-    unshared_blocks,
 )
 
 _Held = dict[CID, tuple[int, bytes]]  # statement CID -> (time, bytes)
