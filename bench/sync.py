@@ -103,7 +103,7 @@ from convgraph.core import hlc as hlc_
 from convgraph.core.keys import save_key
 from convgraph.core.record import load_trusted
 from convgraph.replica.home import KEY_FILE
-from convgraph.store.base import WriteSet
+from convgraph.store.rows import WriteSet
 from convgraph.sync.initiator import synchronize
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome

@@ -67,7 +67,7 @@ from convgraph import (
 )
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS, MAX_COUNTER, Hlc
 from convgraph.core.record import load_trusted
-from convgraph.store.base import WriteSet
+from convgraph.store.rows import WriteSet
 
 Item = tuple[bytes, CID | None]  # record bytes and the CID a peer claims for them (or none)
 

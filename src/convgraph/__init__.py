@@ -167,8 +167,9 @@ if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr
     from convgraph.replica.verify import VerifyReport
     from convgraph.replica.witness_policy import Witness, WitnessPolicy
     from convgraph.replica.witnessing import SessionVerdict
-    from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
+    from convgraph.store.base import Store
     from convgraph.store.memory import MemoryStore
+    from convgraph.store.rows import Pending, QuarantineBounds, WriteSet
     from convgraph.store.sqlite import SqliteStore
     from convgraph.sync.car import OtherBlock, read_car, write_car
     from convgraph.sync.deadline import Deadline
@@ -247,8 +248,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "convgraph.projections.turn": ("DEFAULT_CONVERSATION", "Role", "ToolCall", "Turn", "turn_of"),
     "convgraph.replica": ("Config", "Draft", "Replica", "resume"),
     "convgraph.replica.verify": ("VerifyReport",),
-    "convgraph.store.base": ("Pending", "QuarantineBounds", "Store", "WriteSet"),
+    "convgraph.store.base": ("Store",),
     "convgraph.store.memory": ("MemoryStore",),
+    "convgraph.store.rows": ("Pending", "QuarantineBounds", "WriteSet"),
     "convgraph.store.sqlite": ("SqliteStore",),
     "convgraph.sync.car": ("OtherBlock", "read_car", "write_car"),
     "convgraph.sync.deadline": ("Deadline",),

@@ -220,7 +220,7 @@ def test_a_body_that_never_finishes_times_out(served: tuple[Replica, str]) -> No
 
 def test_a_flood_of_orphans_is_bounded_by_the_quarantine(tmp_path: Path) -> None:
     from convgraph.replica import Config
-    from convgraph.store.base import QuarantineBounds
+    from convgraph.store.rows import QuarantineBounds
 
     replica = Replica.open(tmp_path / "s", config=Config(quarantine=QuarantineBounds(max_count=50)))
     config = ServerConfig(access=Access.from_rules([f"{actor_text(WRITER.public)}=c"]))

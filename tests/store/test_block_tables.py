@@ -34,7 +34,8 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.record import Record, sign_record
 from convgraph.replica import artifacts as replica_artifacts
-from convgraph.store.base import Store, WriteSet
+from convgraph.store.base import Store
+from convgraph.store.rows import WriteSet
 
 SIZES = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7]
 

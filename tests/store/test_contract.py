@@ -30,9 +30,10 @@ from convgraph.core.hlc import ZERO, Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, decode_record, sign_record
 from convgraph.errors import StoreError
-from convgraph.store.base import Pending, QuarantineBounds, Store, WriteSet
+from convgraph.store.base import Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.postgres import PostgresStore
+from convgraph.store.rows import Pending, QuarantineBounds, WriteSet
 from convgraph.store.sqlite import SqliteStore
 
 # ---------------------------------------------------------------- stores under test

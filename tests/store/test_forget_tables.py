@@ -38,7 +38,8 @@ from convgraph.core.cid import CID
 from convgraph.core.record import Record
 from convgraph.errors import StoreError
 from convgraph.projections.index_rows import LineRow
-from convgraph.store.base import PendingCheck, Store
+from convgraph.store.base import Store
+from convgraph.store.rows import PendingCheck
 
 
 @pytest.fixture

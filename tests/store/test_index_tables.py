@@ -23,9 +23,9 @@ from test_contract import (  # noqa: F401  (fixtures)
 
 from convgraph.core.record import Record
 from convgraph.projections import state as state_
-from convgraph.projections.index_rows import LINE_KINDS, TARGET_KINDS, LineRow, rows_of
-from convgraph.store.base import Store, index_params, record_params
-from projections.window_world import BRANCHES, CONV, World, memory_reads, ops, upgrade_history
+from convgraph.projections.index_rows import LineRow, rows_of
+from convgraph.store.base import Store
+from projections.window_world import BRANCHES, CONV, World, memory_reads, ops
 
 
 @pytest.fixture
@@ -157,8 +157,3 @@ def test_reading_sees_one_state(store: Store) -> None:
         with store.reading():
             assert len(store.line(CONV, "", None, 10)) == 3
 
-
-def test_the_rows_a_commit_writes_are_the_rows_of_its_records() -> None:
-    records = upgrade_history()
-    assert record_params(records) == index_params((r.conv, row) for row, r in zip(rows_of(records), [
-        r for r in records if r.kind in (*LINE_KINDS, *TARGET_KINDS, "branch")], strict=True))

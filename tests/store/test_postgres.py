@@ -33,10 +33,10 @@ from convgraph.errors import (
 )
 from convgraph.integrity.statement import sign_statement
 from convgraph.projections import state as state_
-from convgraph.projections.index_rows import rows_of
+from convgraph.projections.index_rows import MAIN, rows_of
 from convgraph.replica import artifacts as replica_artifacts
-from convgraph.store.base import MAIN, QuarantineBounds, WriteSet
 from convgraph.store.postgres import SCHEMA_VERSION, PostgresStore, listen
+from convgraph.store.rows import QuarantineBounds, WriteSet
 from projections.window_world import CONV, upgrade_history
 
 

@@ -29,7 +29,7 @@ from convgraph.integrity.statement import sign_statement
 from convgraph.projections import state as state_
 from convgraph.projections.index_rows import rows_of
 from convgraph.replica import artifacts as replica_artifacts
-from convgraph.store.base import Pending, QuarantineBounds, WriteSet
+from convgraph.store.rows import Pending, QuarantineBounds, WriteSet
 from convgraph.store.sqlite import SCHEMA_VERSION, SqliteNonces, SqliteStore
 from projections.window_world import CONV, upgrade_history
 

@@ -21,7 +21,8 @@ from test_contract import (  # noqa: F401  (fixtures)
 
 from convgraph.core.cid import CID
 from convgraph.integrity.statement import Statement, sign_statement
-from convgraph.store.base import GOSSIP_KEEP, FindingRow, PendingCheck, Store
+from convgraph.store.base import Store
+from convgraph.store.rows import GOSSIP_KEEP, FindingRow, PendingCheck
 
 PEERS = [k.public for k in KEYS]
 

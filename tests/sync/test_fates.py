@@ -23,7 +23,7 @@ from convgraph.core.record import Record, sign_record
 from convgraph.replica.ingest import IngestReport
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
-from convgraph.store.base import Pending
+from convgraph.store.rows import Pending
 from convgraph.sync import wire
 from convgraph.sync.fates import fates, refused
 from convgraph.sync.http import HttpRemote

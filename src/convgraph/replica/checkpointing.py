@@ -27,7 +27,8 @@ from convgraph.integrity.consistency import Verdict
 from convgraph.integrity.findings import Finding
 from convgraph.projections import state as state_
 from convgraph.projections.state import ConvState, Entry
-from convgraph.store.base import FindingRow, Store
+from convgraph.store.base import Store
+from convgraph.store.rows import FindingRow
 
 _CID_PREFIX = bytes((0x01, 0x71, 0x12, 0x20))  # CIDv1 dag-cbor sha2-256, as every record's
 Entries = Callable[[str], Iterable[Entry]]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from convgraph.artifacts.blocks import MAX_ARTIFACT_SIZE
 from convgraph.core.hlc import DEFAULT_MAX_DRIFT_MS
 from convgraph.core.record import DEFAULT_LIMITS, Limits
-from convgraph.store.base import QuarantineBounds
+from convgraph.store.rows import QuarantineBounds
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from convgraph.errors import (
 )
 from convgraph.projections import authority as authority_
 from convgraph.replica.adoption import Adoption
-from convgraph.store.base import Pending, Store, WriteSet
+from convgraph.store.base import Store
+from convgraph.store.rows import Pending, WriteSet
 
 AuthorityOf = Callable[[str], "authority_.AuthorityState | None"]
 """The authority state of a conversation (None: legacy, no authority), brought up to date."""

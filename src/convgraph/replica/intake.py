@@ -26,7 +26,8 @@ from convgraph.replica.adoption import plan_adoption
 from convgraph.replica.folds import Folds, authority_from
 from convgraph.replica.ingest import IngestReport, Item, plan_ingest
 from convgraph.replica.writes import Writer
-from convgraph.store.base import Store, WriteSet
+from convgraph.store.base import Store
+from convgraph.store.rows import WriteSet
 
 if TYPE_CHECKING:
     from convgraph.replica.config import Config

@@ -26,7 +26,8 @@ from convgraph.integrity.consistency import Lookup
 from convgraph.integrity.findings import SERVER_EQUIVOCATION, Finding
 from convgraph.integrity.remembered import Claim, Memory, Session, Undecided, check_session
 from convgraph.integrity.statement import Statement, decode_statement
-from convgraph.store.base import FindingRow, PendingCheck, Store
+from convgraph.store.base import Store
+from convgraph.store.rows import FindingRow, PendingCheck
 
 
 @dataclass

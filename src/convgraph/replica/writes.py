@@ -21,7 +21,8 @@ from convgraph.projections import authority as authority_
 from convgraph.replica import collector, turn_index
 from convgraph.replica.drafts import Draft
 from convgraph.replica.folds import Folds
-from convgraph.store.base import Store, WriteSet
+from convgraph.store.base import Store
+from convgraph.store.rows import WriteSet
 
 
 class Writer:

@@ -43,32 +43,34 @@ from convgraph.projections.index_rows import (
     snapshot_rows,
 )
 from convgraph.projections.state import entry_from_bytes
-from convgraph.store.base import (
+from convgraph.store.base import unshared_blocks
+from convgraph.store.rows import (
     GOSSIP_KEEP,
     FindingRow,
     Pending,
     PendingCheck,
     QuarantineBounds,
     WriteSet,
+    finding_cids,
+    manifest_links,
+    sort_pairs,
+    unique_checks,
+)
+from convgraph.store.sql_rows import (
     artifact_rows,
     branch_row,
     decode_blobs,
     encode_blobs,
-    finding_cids,
     finding_of_row,
     group,
     header_row,
     index_params,
     line_row,
-    manifest_links,
     meta_of_row,
     pending_of_row,
     prefix_range,
     record_params,
-    sort_pairs,
     target_row,
-    unique_checks,
-    unshared_blocks,
 )
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
