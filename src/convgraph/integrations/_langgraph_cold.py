@@ -60,19 +60,18 @@ def partial(
 class _Reader:
     def __init__(self, replica: Replica, conv: str, row: Row, ns: str) -> None:
         self.replica, self.conv, self.ns = replica, conv, ns
-        live = sorted((i, c) for c, (n, i, _) in row.checkpoints.items() if n == ns)
-        self.ids = [i for i, _ in live]  # the live checkpoints of ns, by id
-        self.cids = [c for _, c in live]
-        self.by_id = dict(live)
+        self.by_id = {i: c for (n, i), c in row.keys().items() if n == ns}  # the live checkpoints of ns
+        self.ids: list[str] = []  # their ids in order, once a look-up reads those before one
+        self.cids: list[CID] = []
         self.held: dict[CID, Entry] = {}
         self.thread = Thread(conv)
         self.folded: set[CID] = set()
         self.count = 0  # records read so far
 
     def read(self, checkpoint_id: str | None) -> tuple[Thread, Checkpoint]:
-        if not self.ids:
+        if not self.by_id:
             raise _UnsureError
-        wanted = checkpoint_id if checkpoint_id is not None else self.ids[-1]
+        wanted = checkpoint_id if checkpoint_id is not None else max(self.by_id)
         cid = self.by_id.get(wanted)
         if cid is None:
             raise _UnsureError
@@ -97,6 +96,9 @@ class _Reader:
         found = self.held.get(cid)
         if found is not None:
             return found
+        if not self.ids:
+            self.ids = sorted(self.by_id)
+            self.cids = [self.by_id[i] for i in self.ids]
         at = bisect_left(self.ids, below)
         wanted = [cid, *(c for c in self.cids[max(at - _BATCH, 0):at] if c not in self.held)]
         got = self._entries(wanted)
