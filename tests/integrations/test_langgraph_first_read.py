@@ -306,4 +306,5 @@ def test_a_first_read_equals_the_full_fold_whatever_the_graph_did(ops: list[tupl
             _say(graph, k, history[n % len(history)].config, text="fork")
         else:
             _say(graph, k, text="ask" if op == "ask" else "m")
+    assert _fast(replica)  # nothing compacted or pruned, versions all the saver's: the fast path holds
     _same_first_reads(replica)
