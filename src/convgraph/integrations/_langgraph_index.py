@@ -134,8 +134,11 @@ class ThreadIndex:
         if state.forget(conv) and not self.replica.store.in_transaction():
             self._write(state)
 
-    def sync(self) -> State:
-        """Fold what arrived since the last call (first: since the file's cursor, or from the start)."""
+    def behind(self) -> int:
+        """At most how many records arrived since the state held (else the file's) was caught up."""
+        return self.replica.store.cursor() - self._state().cursor
+
+    def _state(self) -> State:
         state = self.state
         if state is None or not self._held(state):
             state = self._read()
@@ -143,6 +146,11 @@ class ThreadIndex:
             if state is None or not self._held(state):
                 state, self.unsaved = State(), SAVE_EVERY  # a rebuild is always kept
         self.state = state
+        return state
+
+    def sync(self) -> State:
+        """Fold what arrived since the last call (first: since the file's cursor, or from the start)."""
+        state = self._state()
         store = self.replica.store
         while True:
             found, cursor = store.arrivals(state.cursor, _PAGE)

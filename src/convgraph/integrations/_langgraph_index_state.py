@@ -35,7 +35,7 @@ class Row:
     """One thread: its id, title and owner, and its checkpoint records not retracted (read from
     the file only when first asked for)."""
 
-    __slots__ = ("_checkpoints", "_raw", "owner", "thread_id", "title")
+    __slots__ = ("_checkpoints", "_keys", "_raw", "owner", "thread_id", "title")
 
     def __init__(
         self, thread_id: str, title: str | None, owner: bytes, checkpoints: Rows | None = None,
@@ -44,6 +44,7 @@ class Row:
         self.thread_id, self.title, self.owner = thread_id, title, owner
         self._checkpoints = checkpoints if checkpoints is not None or raw is not None else {}
         self._raw = raw
+        self._keys: dict[tuple[str, str], CID] | None = None  # (ns, id) -> its record, once asked for
 
     @property
     def checkpoints(self) -> Rows:
@@ -57,7 +58,14 @@ class Row:
 
     @checkpoints.setter
     def checkpoints(self, value: Rows) -> None:
-        self._checkpoints, self._raw = value, None
+        self._checkpoints, self._raw, self._keys = value, None, None
+
+    def keys(self) -> dict[tuple[str, str], CID]:
+        """Each checkpoint's record by (namespace, id): one a key (`State.put` replaces), kept
+        in step by `State`'s methods."""
+        if self._keys is None:
+            self._keys = {(ns, i): c for c, (ns, i, _) in self.checkpoints.items()}
+        return self._keys
 
     def line(self) -> bytes:
         """Its checkpoints as a line of the file: the one read, while they were not (so unchanged)."""
@@ -98,9 +106,12 @@ class State:
 
     def put(self, conv: str, row: Row, cid: CID, value: tuple[str, str, Digests]) -> None:
         """A checkpoint record of `row`; one of the same namespace and id is replaced."""
-        for old in [c for c, (ns, i, _) in row.checkpoints.items() if (ns, i) == value[:2]]:
+        key = (value[0], value[1])
+        old = row.keys().get(key)
+        if old is not None:
             self.drop(conv, row, old)  # as the thread's fold: a later record of one id replaces it
         row.checkpoints[cid] = value
+        row.keys()[key] = cid
         self.postings.add(conv, value[2])
 
     def drop(self, conv: str, row: Row, cid: CID) -> bool:
@@ -108,6 +119,8 @@ class State:
         gone = row.checkpoints.pop(cid, None)
         if gone is not None:
             self.postings.remove(conv, gone[2])
+            if row._keys is not None and row._keys.get((gone[0], gone[1])) == cid:
+                del row._keys[(gone[0], gone[1])]
         return gone is not None
 
     def forget(self, conv: str) -> bool:

@@ -5,7 +5,8 @@ The records (docs/integrations.md): LangChain messages as turns (`user_message`,
 at path `langgraph/checkpoint[/<ns>]` whose `tree` holds its header, the channel values
 that changed (typed bytes) and, per messages channel, a delta against the record holding
 the parent's version (`base`, `spans`, or the first form's `keep`, `add`: links to turn
-records, read by `_langgraph_lists.resolve`); pending writes as `code_snapshot`s at
+records, read by `_langgraph_lists.resolve`; a keyframe, the whole list, has no `base`:
+`_langgraph_frames`); pending writes as `code_snapshot`s at
 `langgraph/writes[/<ns>]`; deletions as `retraction`s. `Thread` folds
 those records into the indexes the saver reads, as `Replica.arrived` gives them: a compacted
 thread's from its snapshot (canonical order), then those held with bytes (arrival order).
@@ -29,6 +30,9 @@ from convgraph.replica.reads import Mark, snapshot_entries
 CHECKPOINT_PATH: Final = "langgraph/checkpoint"
 WRITES_PATH: Final = "langgraph/writes"
 LANGUAGE: Final = "langgraph"
+# a checkpoint tree's list of the write records held for it when it was written: every later one
+# this saver writes names the checkpoint's record in its refs
+WRITES_NAMED: Final = "writes_named"
 TURN_KINDS: Final = frozenset({"user_message", "agent_message", "tool_result"})
 MESSAGE_ID: Final = "langchain_id"  # payload meta: the LangChain message id a turn or edit holds
 _CACHED_LISTS: Final = 8  # materialized message lists kept: the tips a run reads and extends
@@ -205,10 +209,14 @@ class Thread:
         """The records holding the pending writes of one checkpoint."""
         return {w[3] for w in self.writes.get((ns, checkpoint_id), {}).values()}
 
-    def messages(self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]]) -> Listed:
+    def messages(
+        self, cid: CID, channel: str, load: Callable[[Thread, list[Any]], list[Any]],
+        frame: Callable[[Any], list[Any]],
+    ) -> Listed:
         """The messages channel `channel` as checkpoint record `cid` holds it (entries, messages),
-        read through the chain of deltas back to a cached list or the first one (`resolve`:
-        no list on the way is built); `load(thread, entries)` gives the messages of entries."""
+        read through the chain of deltas back to a cached list or a full one (`resolve`: no list
+        on the way is built); `load(thread, entries)` gives the messages of entries, `frame` a
+        keyframe's spans held as an artifact (`_langgraph_frames.unframed`)."""
         chain: list[dict[str, Any]] = []
         at: CID | None = cid
         base: Listed = ([], [])
@@ -218,6 +226,8 @@ class Thread:
                 base = cached
                 break
             delta = self.by_cid[at].tree["messages"][channel]
+            if type(delta.get("spans")) is dict:  # a keyframe held as an artifact
+                delta = {**delta, "spans": frame(delta["spans"])}
             chain.append(delta)
             at = delta.get("base")
         if not chain:

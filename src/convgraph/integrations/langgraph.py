@@ -15,8 +15,9 @@ disk); `retract_thread`, `prune` and `delete_for_runs` write retractions that sy
 past 256 KiB are artifacts their records name; with an `EncryptedSerializer` messages stay
 inline, through it. The mapping in full:
 docs/integrations.md.
-Invariant: every read is a fold of the conversation's records, so a thread synced to
-another replica reads back there exactly as here.
+Invariant: every read is a fold of the conversation's records (a thread's first read in a
+process folds only those its checkpoint needs, when it can promise the same answer:
+`_langgraph_cold`), so a thread synced to another replica reads back there exactly as here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -47,8 +48,11 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from convgraph.core.cid import CID
 from convgraph.errors import AdapterError, NotFoundError
 from convgraph.integrations import _langgraph_generations as generations
+from convgraph.integrations._langgraph_cold import partial
+from convgraph.integrations._langgraph_edits import Edits
 from convgraph.integrations._langgraph_forks import Fork, ForkLine
 from convgraph.integrations._langgraph_forks import forks as fork_points
+from convgraph.integrations._langgraph_frames import framed, keyframe_due, unframed
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
 from convgraph.integrations._langgraph_lists import position, spans
 from convgraph.integrations._langgraph_mapping import (
@@ -58,11 +62,11 @@ from convgraph.integrations._langgraph_mapping import (
     state_turns,
     target,
     text,
-    turn_draft,
 )
 from convgraph.integrations._langgraph_thread import (
     CHECKPOINT_PATH,
     LANGUAGE,
+    WRITES_NAMED,
     WRITES_PATH,
     Checkpoint,
     Compacted,
@@ -79,6 +83,10 @@ from convgraph.replica import Replica, collector
 from convgraph.replica.drafts import Draft
 
 __all__ = ["Compacted", "ConvgraphSaver", "Fork", "ForkLine", "ThreadInfo"]
+
+# records the thread index may lag behind the store for a first read to catch it up and use it,
+# and for a write to keep it current (a longer catch-up costs more than folding one thread)
+_INDEX_BEHIND: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                 self._metadata.clear()
                 self._index.forget()
                 raise
+            if self._index.behind() <= _INDEX_BEHIND:  # kept current, so a process's first read can use it
+                self._index.sync()
 
     def conversation(self, thread_id: str) -> str | None:
         """The conversation holding `thread_id`, or None when this replica holds none."""
@@ -244,6 +254,11 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             conv = self._find(thread_id)
             if conv is None:
                 return None
+            if conv not in self._threads and self._index.behind() <= _INDEX_BEHIND:
+                row = self._index.sync().rows.get(conv)  # a first read: only what the checkpoint needs
+                found = None if row is None else partial(self.replica, conv, row, ns, checkpoint_id)
+                if found is not None:
+                    return self._tuple(found[0], thread_id, found[1])
             thread = self._thread(conv)
             ck = thread.live(ns, checkpoint_id) if checkpoint_id else thread.latest(ns)
             return None if ck is None else self._tuple(thread, thread_id, ck)
@@ -309,7 +324,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             holder = thread.values.get((ns, channel, ck.tree["at"].get(channel)))
             if holder is None or channel not in thread.by_cid[holder].tree.get("messages", {}):
                 raise AdapterError(f"channel {channel!r} of thread {thread_id[:64]!r} holds no messages here")
-            entries, messages = thread.messages(holder, channel, self._messages)
+            entries, messages = thread.messages(holder, channel, self._messages, self._frame)
             turns = state_turns(thread.conv, entries, messages)
         return to_provider(window_of(reversed(turns), last).turns, provider)
 
@@ -329,7 +344,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             section, entry = found
             if section == "messages":
                 holder = thread.values[(ck.ns, channel, version_key(version))]
-                values[channel] = builtins.list(thread.messages(holder, channel, self._messages)[1])
+                listed = thread.messages(holder, channel, self._messages, self._frame)
+                values[channel] = builtins.list(listed[1])
             elif entry["t"] != "empty":
                 values[channel] = self._load(entry)
         checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
@@ -338,6 +354,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
                    for task, channel, typed in thread.pending(ck.ns, ck.id)]
         metadata = cast(CheckpointMetadata, dict(self._meta(ck)))
         return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, metadata, parent, pending)
+
+    def _frame(self, held: Any) -> builtins.list[Any]:
+        return unframed(self.replica, held)
 
     def _load(self, typed: dict[str, Any]) -> Any:
         data = typed["b"]
@@ -395,6 +414,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             }
             if parent_id:
                 tree["parent"] = parent_id
+            if (ns, checkpoint["id"]) not in thread.checkpoints:  # writes held yet; later ones name it
+                tree[WRITES_NAMED] = sorted(thread.write_records(ns, checkpoint["id"]), key=bytes)
             made: dict[str, Listed] = {}
             for channel, version in new_versions.items():
                 value = values.get(channel)
@@ -444,9 +465,9 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         holder = thread.values.get((ns, channel, at)) if at is not None else None
         if holder is not None and channel in thread.by_cid[holder].tree.get("messages", {}):
             base = holder
-            entries, prior = thread.messages(holder, channel, self._messages)
+            entries, prior = thread.messages(holder, channel, self._messages, self._frame)
         # a subgraph's messages are its parent's, seen again: only the root namespace writes records
-        edits = _Edits(self, thread, branch) if ns == "" and not self.sealed else None
+        edits = Edits(self, thread, branch) if ns == "" and not self.sealed else None
         plan: builtins.list[Any] = []
         used: set[int] = set()
         by_id: dict[str, builtins.list[int]] = {}  # a message id -> its places in the parent's list
@@ -466,10 +487,13 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             kept = {e for e in named if type(e) is CID}
             edits.retract(e for j, e in enumerate(entries) if j not in used and e not in kept)
             plan = edits.written(plan)
-        delta: dict[str, Any] = {"spans": spans(plan)}
-        if base is not None:
-            delta["base"] = base
         new_entries = [entries[e] if type(e) is int else e for e in plan]
+        if base is not None and keyframe_due(thread, base, channel, len(new_entries)):
+            delta: dict[str, Any] = {"spans": framed(self.replica, new_entries)}
+        else:
+            delta = {"spans": spans(plan)}
+            if base is not None:
+                delta["base"] = base
         new_messages = [prior[e] if type(e) is int else m for e, m in zip(plan, messages, strict=True)]
         return delta, (new_entries, new_messages)
 
@@ -496,9 +520,11 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
             ck = thread.live(ns, checkpoint_id)
             tree = {"ns": ns, "checkpoint": checkpoint_id, "task": task_id, "task_path": task_path,
                     "writes": rows}
+            # the checkpoint's record named in refs: a first read finds its writes by it (`_langgraph_cold`)
+            named = [] if ck is None else [ck.cid]
             self.replica.write(conv, "code_snapshot", {
                 "path": path_of(WRITES_PATH, ns), "language": LANGUAGE, "tree": tree,
-            }, refs=refs_of(tree), branch=None if ck is None else ck.branch)
+            }, refs=refs_of(tree) + named, branch=None if ck is None else ck.branch)
             thread.refresh(self.replica)
 
     def _dump(self, value: Any) -> dict[str, Any]:
@@ -593,9 +619,10 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         target = self._thread(conv)
         branch = target.checkpoints[(ck.ns, ck.id)].branch
         held = self.replica.entries(source.conv, source.write_records(ck.ns, ck.id) - source.retracted)
+        named = [target.checkpoints[(ck.ns, ck.id)].cid]
         for cid in sorted(held):
-            self.replica.write(conv, "code_snapshot", held[cid].payload, refs=refs_of(held[cid].payload),
-                               branch=branch)
+            self.replica.write(conv, "code_snapshot", held[cid].payload,
+                               refs=refs_of(held[cid].payload) + named, branch=branch)
         target.refresh(self.replica)
 
     # ------------------------------------------------------------ versions and async twins
@@ -650,71 +677,3 @@ def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]
     for ck in checkpoints:
         out += [ck.cid, *sorted(thread.write_records(ck.ns, ck.id))]
     return out
-
-
-class _Edits:
-    """The records one checkpoint's messages delta writes, in one batch: new turns, the
-    supersessions of edited ones, the retractions of removed ones. Entries planned before the
-    batch is written stand as `_Pending` until `written` swaps in their records' CIDs."""
-
-    def __init__(self, saver: ConvgraphSaver, thread: Thread, branch: str | None) -> None:
-        self.saver, self.thread, self.branch = saver, thread, branch
-        self.drafts: list[Draft] = []
-        self.doomed: list[CID] = []
-
-    def entry(self, message: BaseMessage, was: Any) -> Any:
-        """The entry of a message the parent's list does not hold as it is: `was`, the entry of
-        the message with its id there (None: none), is edited; else a message with an id this
-        thread already wrote is named again (when unchanged) or edited; else a new turn."""
-        if was is None and isinstance(message.id, str):
-            held = self.thread.by_id.get(message.id)
-            if held is not None:
-                if self.saver._messages(self.thread, [held])[0] == message:
-                    return held
-                was = held
-        draft = turn_draft(self.thread.conv, message, self.branch, self.saver._dump)
-        if draft is None:  # a message no turn kind holds whole (system, custom role) is kept inline
-            if type(was) is CID:
-                self.doomed.append(was)
-            return self.saver._dump(message)
-        if type(was) is CID:
-            original = self.thread.original(was)
-            conv = self.thread.conv
-            if original not in self.thread.retracted and _same_turn(self.saver, conv, original, draft):
-                draft = Draft("supersession", {
-                    "target": original, "content": draft.payload["content"], "reason": "LangGraph edit",
-                    "meta": draft.payload["meta"],
-                }, draft.refs, branch=self.branch)
-            else:  # kind, calls or answered call changed: the old turn goes, a new one comes
-                self.doomed.append(was)
-        self.drafts.append(draft)
-        return _Pending(len(self.drafts) - 1)
-
-    def retract(self, removed: Iterable[Any]) -> None:
-        """Retract the turns behind `removed` entries (inline entries have no record)."""
-        self.doomed += [e for e in removed if type(e) is CID]
-
-    def written(self, plan: list[Any]) -> list[Any]:
-        """Write the batch and return `plan` with each pending entry's record CID."""
-        originals = dict.fromkeys(self.thread.original(c) for c in self.doomed)
-        doomed = [c for c in originals if c not in self.thread.retracted]
-        drafts = self.drafts + [Draft("retraction", {"target": c, "reason": "LangGraph RemoveMessage"},
-                                      branch=self.branch) for c in doomed]
-        if not drafts:
-            return plan
-        records = self.saver.replica.write_many(self.thread.conv, drafts)
-        return [records[e.index].cid if type(e) is _Pending else e for e in plan]
-
-
-@dataclass(frozen=True)
-class _Pending:
-    index: int  # of its draft in the batch
-
-
-def _same_turn(saver: ConvgraphSaver, conv: str, original: CID, draft: Draft) -> bool:
-    """Whether `draft` differs from turn `original` only in content (so a supersession says it)."""
-    held = saver.replica.entries(conv, [original]).get(original)
-    if held is None or held.kind != draft.kind:
-        return False
-    fields = ("role", "tool_calls", "tool_use_id", "is_error")
-    return all(held.payload.get(f) == draft.payload.get(f) for f in fields)
