@@ -135,7 +135,7 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
     costs no decode, or one that stops at the first name; no decode runs on the event loop.
     """
     calls: list[tuple[bool, int]] = []
-    real = app.wire.decode
+    real = wire.decode
 
     def recording(body: bytes, *, admit: Callable[[str], None] | None = None, **kw: object) -> object:
         try:
@@ -155,7 +155,7 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
         finally:
             calls.append((on_loop, admitted[0]))
 
-    monkeypatch.setattr(app.wire, "decode", recording)
+    monkeypatch.setattr(wire, "decode", recording)
     return calls
 
 

@@ -58,10 +58,10 @@ from convgraph.sync import fates, pins, wire
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.auth import MemoryNonces, NonceLog, Signed, Verifier
 from convgraph.sync.live import Hub, poll, record_events
+from convgraph.sync.messages import Base
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
-from convgraph.sync.wire import Base
 from convgraph.sync.witness_hooks import findings_of, witness_of
 from convgraph.viewer import app as viewer_app
 from convgraph.viewer.sessions import Sessions
