@@ -193,7 +193,7 @@ class Replica(Views):
         """Place records that were held for our clock (or their parents) and are now due."""
         return self.ingest(())
 
-    # ------------------------------------------------------------ artifacts (docs/format.md §17; reads: views.py)
+    # ---------------------------------------------- artifacts (docs/format.md §17; reading them: views.py)
 
     def put(self, source: replica_artifacts.Source) -> CID:
         """Store bytes, a file by path, or a binary stream as an artifact; returns its CID.
