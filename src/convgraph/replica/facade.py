@@ -27,9 +27,7 @@ from convgraph.core.kinds import NONCE_LEN
 from convgraph.core.record import Record
 from convgraph.core.rooted import conv_id
 from convgraph.core.text import check_text
-from convgraph.errors import (
-    GenesisError,
-)
+from convgraph.errors import GenesisError
 from convgraph.integrity.checkpoints import CheckResult
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
@@ -57,7 +55,6 @@ from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
 
 __all__ = ["DB_FILE", "KEY_FILE", "Config", "Draft", "Replica", "resume"]
-
 
 
 class Replica(Views):

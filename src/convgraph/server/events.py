@@ -1,7 +1,7 @@
 """`GET /v1/conversations/{conv}/events`: a conversation's new records as server-sent events.
 
-Invariant: the stream of a key that lost `read` in a rooted conversation ends, with the 403's
-body, before anything that follows the revocation.
+Invariant: the stream of a key that lost `read` in a rooted conversation ends with a `forbidden`
+event (the 403's body) before anything that follows the revocation.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ class Events:
         return record_events(self.store.since, self.hub, conv, cursor,
                              disconnected=request.is_disconnected, refusal=refusal,
                              heartbeat_s=self.heartbeat_s)
-
 
 
 async def relay(listen: Callable[[], AsyncIterator[str]], hub: Hub) -> None:

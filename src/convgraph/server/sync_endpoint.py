@@ -24,7 +24,7 @@ from convgraph.sync import fates, wire
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.auth import Signed, Verifier
 from convgraph.sync.live import Hub
-from convgraph.sync.messages import Base
+from convgraph.sync.messages import Base, Message
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome, refusal
 from convgraph.sync.responder import Responder
@@ -83,7 +83,6 @@ class _Peer(ReplicaPeer):
         return outcome
 
 
-
 class _InFlight:
     """Sync requests in flight per key: one key cannot take every decoder and worker thread."""
 
@@ -106,7 +105,6 @@ class _InFlight:
                 self.counts[actor] -= 1
                 if not self.counts[actor]:
                     del self.counts[actor]
-
 
 
 class SyncEndpoint:
@@ -142,7 +140,7 @@ class SyncEndpoint:
 
         return admit
 
-    def _answer(self, actor: bytes, message: wire.Message) -> bytes:
+    def _answer(self, actor: bytes, message: Message) -> bytes:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
         peer.share_cache(self.keys)
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
