@@ -176,10 +176,10 @@ if TYPE_CHECKING:  # what type checkers and the docs see; at run time `__getattr
     from convgraph.sync.http import HttpRemote
     from convgraph.sync.initiator import ConvReport, Initiator, Remote, SyncReport, synchronize
     from convgraph.sync.local import sync_replicas
+    from convgraph.sync.messages import Fate, Reported, WireLimits
     from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, trusting
     from convgraph.sync.reconcile import Outcome, SyncPeer
     from convgraph.sync.responder import Responder
-    from convgraph.sync.wire import Fate, Reported, WireLimits
 
 # each public name and the module it comes from: imported on first use, so that `import
 # convgraph` (and with it every `convgraph` command) pays only for what it touches
@@ -260,7 +260,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "convgraph.sync.peer": ("AdoptionPolicy", "ReplicaPeer", "trusting"),
     "convgraph.sync.reconcile": ("Outcome", "SyncPeer"),
     "convgraph.sync.responder": ("Responder",),
-    "convgraph.sync.wire": ("Fate", "Reported", "WireLimits"),
+    "convgraph.sync.messages": ("Fate", "Reported", "WireLimits"),
     "convgraph.replica.witness_policy": ("Witness", "WitnessPolicy"),
     "convgraph.replica.witnessing": ("SessionVerdict",),
 }

@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from convgraph import Replica, SigningKey
 from convgraph.core.keys import actor_text
-from convgraph.server import app
+from convgraph.server import shell, sync_endpoint
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync import auth, wire
@@ -135,7 +135,7 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
     costs no decode, or one that stops at the first name; no decode runs on the event loop.
     """
     calls: list[tuple[bool, int]] = []
-    real = app.wire.decode
+    real = wire.decode
 
     def recording(body: bytes, *, admit: Callable[[str], None] | None = None, **kw: object) -> object:
         try:
@@ -155,7 +155,7 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
         finally:
             calls.append((on_loop, admitted[0]))
 
-    monkeypatch.setattr(app.wire, "decode", recording)
+    monkeypatch.setattr(wire, "decode", recording)
     return calls
 
 
@@ -239,7 +239,8 @@ def test_a_small_sync_message_takes_one_hop_to_a_worker_thread(
         hops.append(getattr(func, "__name__", repr(func)))
         return await run_in_threadpool(func, *args, **kwargs)
 
-    monkeypatch.setattr(app, "run_in_threadpool", counted)
+    for module in (shell, sync_endpoint):  # the signature check hops in one, the sync route in the other
+        monkeypatch.setattr(module, "run_in_threadpool", counted)
     replica = Replica.open(tmp_path / "server")
     with LiveServer(create_app(replica, ServerConfig(access=_access()))) as live:
         small, big = skips(["w"], ranges=3), skips(["w"])  # 21 bytes; 128 KiB, past `inline_bytes`

@@ -17,7 +17,7 @@ from typing import Any
 from convgraph.core.cid import CID
 from convgraph.core.keys import SigningKey
 from convgraph.sync import wire
-from convgraph.sync.keyset import KeySet
+from convgraph.sync.keyset import INFINITY, KeySet
 from convgraph.sync.reconcile import Outcome, cid_of, refusal
 from convgraph.sync.responder import Responder
 from convgraph.sync.wire import Base, Fate, Reported
@@ -149,7 +149,7 @@ def stubborn(honest: Responder) -> Callable[[bytes], bytes]:
     def answer(message: bytes) -> bytes:
         reply = wire.decode(honest.receive(message))
         flipped = [wire.Section(s.conv, s.count, s.strong, s.tip,
-                                ranges=(wire.Range(wire.INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),),
+                                ranges=(wire.Range(INFINITY, wire.Mode.FINGERPRINT, fp=b"\0" * 4),),
                                 statement=s.statement)
                    for s in reply.sections]
         return wire.encode(wire.Message(wire.Kind.REPLY, reply.salt, tuple(flipped)))

@@ -39,9 +39,9 @@ from convgraph.sync import pins
 from convgraph.sync.auth import NonceLog
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline
 from convgraph.sync.initiator import Initiator, Remote, SyncReport, Transport, synchronize
+from convgraph.sync.messages import Fate, Reported
 from convgraph.sync.peer import AdoptionPolicy, ReplicaPeer, cid_of, trusting
 from convgraph.sync.responder import Responder
-from convgraph.sync.wire import Fate, Reported
 from convgraph.sync.witness_hooks import witness_of
 
 Listen = Callable[[], AsyncIterator[str]]

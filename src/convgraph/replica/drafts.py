@@ -8,7 +8,7 @@ Pure. Invariant: a turn's draft is of the kind its role writes (`user_message`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,6 +35,19 @@ def genesis_payload(nonce: bytes, title: str | None, migrated_from: str | None) 
         payload["title"] = title
     if migrated_from is not None:
         payload["migrated_from"] = migrated_from
+    return payload
+
+
+def merge_payload(
+    branch: str, heads: Sequence[CID], accepted: Iterable[CID], summary: str | None,
+    content: str | list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """A `merge` record's payload: the heads it joins, what of `branch` was accepted (sorted, once)."""
+    payload: dict[str, Any] = {"branch": branch, "heads": heads, "accepted": sorted(set(accepted))}
+    if summary is not None:
+        payload["summary"] = summary
+    if content is not None:
+        payload["content"] = content
     return payload
 
 

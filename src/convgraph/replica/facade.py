@@ -1,15 +1,12 @@
 """The replica: a store, this device's key and a clock behind one public API.
 
 `Replica.open(path)` gives the embedded default (a directory holding `actor.key` and
-`replica.sqlite`); `Replica.in_memory()` a throwaway one. Writing fills in parents (the
-current heads plus the author's previous record), seq and hlc, signs, and stores in one
-transaction. Ingest validates every foreign record on its own and reports what happened
-to each. The work lives in rooms of its own: authoring in `replica_writes`, ingest and
-adoption in `replica_intake`, the cached folds in `replica_folds`, drafts of turns in
-`replica_drafts`, checkpoint claims in `replica_checkpoints`, re-checking in
-`replica_verify`, witnessed history in `witnessing` and `checkpointing`, reading records
-compacted or not in `replica_reads`, forgetting a conversation in `replica_forget`. Invariant: the
-store only ever holds records that passed every ingest rule.
+`replica.sqlite`, `home`); `Replica.in_memory()` a throwaway one. The facade holds the write
+side and delegates each concern to its module of this package: authoring to `writes`, ingest
+and adoption to `intake`, the cached folds to `folds`, drafts of turns to `drafts`, artifacts to
+`artifacts`, code and its review to `code`, checkpoint claims to `checkpoints`, witnessed history
+to `witnessing` and `checkpointing`, forgetting to `forget`; the read side is its base `Views`
+(`views`). Invariant: the store only ever holds records that passed every ingest rule.
 """
 
 from __future__ import annotations
@@ -23,52 +20,36 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, Hlc, system_clock
-from convgraph.core.keys import SigningKey, load_or_create_key
+from convgraph.core.keys import SigningKey
 from convgraph.core.kinds import NONCE_LEN
-from convgraph.core.record import Record, load_trusted
-from convgraph.core.rooted import conv_id, is_rooted
+from convgraph.core.record import Record
+from convgraph.core.rooted import conv_id
 from convgraph.core.text import check_text
-from convgraph.errors import (
-    ConvgraphError,
-    GenesisError,
-    LegacyConversationError,
-    NotFoundError,
-    ProjectionError,
-    StoreCorruptError,
-)
+from convgraph.errors import GenesisError
 from convgraph.integrity.checkpoints import CheckResult
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
 from convgraph.projections import state as state_
-from convgraph.projections.authority import Authority
-from convgraph.projections.request import to_request
-from convgraph.projections.retention import LastN
-from convgraph.projections.state import ConvState
-from convgraph.projections.surfaces import RouteStats, Surface, routing_stats
-from convgraph.projections.system import fold_prompts, system_of
-from convgraph.projections.transcript import FoldLines, Window, resume_window, transcript
-from convgraph.projections.turn import Role, ToolCall, Turn
+from convgraph.projections.turn import Role, ToolCall
 from convgraph.replica import artifact_checks, checkpointing, turn_index, witness_policy, witnessing
 from convgraph.replica import artifacts as replica_artifacts
 from convgraph.replica import code as replica_code
 from convgraph.replica import forget as replica_forget
 from convgraph.replica import home as replica_home
-from convgraph.replica import reads as replica_reads
 from convgraph.replica.checkpoints import claim, refuse_unwritten, require_witnessed
 from convgraph.replica.config import Config
-from convgraph.replica.drafts import Draft, genesis_payload, response_drafts, turn_draft
+from convgraph.replica.drafts import Draft, genesis_payload, merge_payload, response_drafts, turn_draft
 from convgraph.replica.folds import Folds
 from convgraph.replica.home import DB_FILE, KEY_FILE
 from convgraph.replica.ingest import IngestReport, Item
 from convgraph.replica.intake import Intake
 from convgraph.replica.resume_cache import ResumeCache
-from convgraph.replica.verify import VerifyReport, stored_record, verify_store
+from convgraph.replica.views import Views
 from convgraph.replica.witness_policy import WitnessPolicy
 from convgraph.replica.witnessing import SessionVerdict
-from convgraph.replica.writes import Writer
+from convgraph.replica.writes import Writer, refuse_legacy
 from convgraph.store.base import Store
 from convgraph.store.memory import MemoryStore
 from convgraph.store.sqlite import SqliteStore, Synchronous
@@ -76,8 +57,7 @@ from convgraph.store.sqlite import SqliteStore, Synchronous
 __all__ = ["DB_FILE", "KEY_FILE", "Config", "Draft", "Replica", "resume"]
 
 
-
-class Replica:
+class Replica(Views):
     """A local replica of any number of conversations, written by one actor key."""
 
     def __init__(
@@ -107,19 +87,8 @@ class Replica:
         foreign database, is an error that says how to recover, never replaced (`replica_home`);
         with `need_key` false a store whose key is gone opens, to be read: a write raises that error."""
         home = Path(path)
-        if create:
-            try:
-                home.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
-        with replica_home.opening(home):
-            replica_home.check(home, create=create, need_key=need_key)
-            lost = not need_key and replica_home.lost_key(home)
-            key = None if lost else load_or_create_key(home / KEY_FILE)
-            try:
-                store = SqliteStore(home / DB_FILE, synchronous=synchronous)
-            except StoreCorruptError as exc:
-                raise replica_home.unusable(home, exc) from exc
+        key, store = replica_home.open_parts(home, lambda db: SqliteStore(db, synchronous=synchronous),
+                                             create=create, need_key=need_key)
         replica = cls(store, key, clock=clock, config=config)
         replica.home = home
         return replica
@@ -193,13 +162,7 @@ class Replica:
         Raises `LegacyConversationError` for a legacy `conv` unless `config.legacy_writes`,
         `ForgottenConversationError` for one this replica forgot.
         """
-        check_text(conv, "conv")  # before the store is asked about it
-        if not (self.config.legacy_writes or is_rooted(conv)):
-            raise LegacyConversationError(
-                f"{conv[:64]!r} is a legacy conversation (its id names no owner), so this replica "
-                f"writes nothing into it; `{suggestions.MIGRATE(conv=conv)}` starts a rooted copy",
-                conv=conv,
-            )
+        refuse_legacy(check_text(conv, "conv"), allowed=self.config.legacy_writes)  # before the store
         replica_forget.refuse_forgotten(self.store, conv)
         records = self._writer.write(self.key, conv, drafts, clock=self.clock, limits=self.config.limits)
         artifact_checks.check_records(self.store, records, self.clock())  # our own claims too
@@ -227,11 +190,7 @@ class Replica:
         """Place records that were held for our clock (or their parents) and are now due."""
         return self.ingest(())
 
-    def get(self, cid: CID) -> Record:
-        """The stored record named `cid`."""
-        return stored_record(self.store, cid)
-
-    # ------------------------------------------------------------ artifacts (docs/format.md §17)
+    # ---------------------------------------------- artifacts (docs/format.md §17; reading them: views.py)
 
     def put(self, source: replica_artifacts.Source) -> CID:
         """Store bytes, a file by path, or a binary stream as an artifact; returns its CID.
@@ -241,20 +200,7 @@ class Replica:
         """
         return replica_artifacts.put(self.store, source, limit=self.config.max_artifact_bytes)
 
-    def get_artifact(self, cid: CID) -> bytes:
-        """An artifact's bytes, checked against `cid`: `ArtifactMissingError` when a block is
-        not held, `ArtifactCorruptError` when one hashes differently."""
-        return replica_artifacts.get(self.store, cid)
-
-    def open_artifact(self, cid: CID) -> Iterator[bytes]:
-        """An artifact's bytes block by block, each checked as it is read (constant memory)."""
-        return replica_artifacts.open_artifact(self.store, cid)
-
-    def missing_artifacts(self, conv: str) -> list[CID]:
-        """Artifacts named by `conv`'s records and not held whole here (sync may bring them)."""
-        return replica_artifacts.missing(self.store, check_text(conv, "conv"))
-
-    # ------------------------------------------------------------ conversation views
+    # ------------------------------------------------------------ turns (the views: replica/views.py)
 
     def say(
         self, conv: str, role: Role | str, content: str | list[dict[str, Any]], *,
@@ -325,87 +271,13 @@ class Replica:
     ) -> Record:
         """Join every current head of `conv` on main, saying what of `branch` was accepted."""
         with self.transaction():  # the heads it names are exactly the parents it gets
-            payload: dict[str, Any] = {
-                "branch": branch, "heads": self.heads(conv), "accepted": sorted(set(accepted)),
-            }
-            if summary is not None:
-                payload["summary"] = summary
-            if content is not None:
-                payload["content"] = content
+            payload = merge_payload(branch, self.heads(conv), accepted, summary, content)
             return self.write(conv, "merge", payload)
-
-    def state(self, conv: str) -> ConvState:
-        """The folded state of `conv`, brought up to date incrementally from the store."""
-        return self._folds.state(check_text(conv, "conv"))
-
-    def visible(self, conv: str) -> ConvState:
-        """The folded state the views read: in a rooted conversation, without the records its
-        authority projection excludes (docs/authority.md §6.2), and with admin retractions."""
-        folded = self.state(conv)
-        if self._folds.authority(conv) is None:
-            return folded
-        folded.any_retractor = True
-        hidden = self.authority(conv).hidden() if self.heads(conv) else frozenset()
-        if not hidden:
-            return folded
-        return self._folds.without(conv, folded, hidden)
-
-    def authority(self, conv: str, *, at_ms: int | None = None) -> Authority:
-        """The authority projection of rooted conversation `conv` (docs/authority.md §7)."""
-        state = self._folds.authority(conv)
-        if state is None:
-            raise ProjectionError(f"conversation {conv[:64]!r} is legacy: it has no authority projection")
-        if state.genesis is None:
-            raise NotFoundError(f"no genesis of conversation {conv[:64]!r} is held here")
-        return Authority(conv, state, tuple(self.heads(conv)), self.clock() if at_ms is None else at_ms)
-
-    def transcript(self, conv: str, *, branch: str | None = None, last: int | None = None) -> list[Turn]:
-        """The visible turns of `conv` (of `branch`), in canonical order; `last` keeps the final n."""
-        found = self._index.transcript(check_text(conv, "conv"), branch=branch, last=last)
-        return transcript(self.visible(conv), branch=branch, last=last) if found is None else found
-
-    def resume(
-        self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The provider-valid message list to continue `conv` with: at least the final `last`
-        turns, widened back to the nearest user turn with text (never empty)."""
-        return self._answers.resume(check_text(conv, "conv"), provider, branch=branch, last=last)
-
-    def resume_window(self, conv: str, *, last: int | None = None, branch: str | None = None) -> Window:
-        """The turns `resume` renders, and how far the window was widened to open on a user turn."""
-        return self._answers.window(check_text(conv, "conv"), branch=branch, last=last)
-
-    def _window(self, conv: str, branch: str | None, last: int | None) -> Window:
-        found = self._index.resume_window(conv, branch=branch, last=last)
-        return resume_window(self.visible(conv), branch=branch, last=last) if found is None else found
 
     def set_system(self, conv: str, text: str, *, meta: dict[str, Any] | None = None) -> Record:
         """Write `text` as `conv`'s system prompt (empty: none from now on); the latest prompt in
         canonical order applies to every later request (docs/conversation.md §9)."""
         return self.write(conv, "system_prompt", {"content": text, **({"meta": meta} if meta else {})})
-
-    def system(self, conv: str) -> str | None:
-        """The system prompt that applies to `conv` now (None: none), read in O(1) index rows."""
-        found = self._index.system(check_text(conv, "conv"))
-        if found is not None:
-            return found[0]
-        folded = self.visible(conv)
-        return system_of(FoldLines(folded), fold_prompts(folded))
-
-    def request(
-        self, conv: str, provider: str = "anthropic", *, last: int | None = None, branch: str | None = None
-    ) -> dict[str, Any]:
-        """The SDK call's kwargs to continue `conv`: the `resume` history and the system prompt,
-        each where `provider` wants it (`projections.request.to_request`); add model and call."""
-        return to_request(provider, self.resume(conv, provider, last=last, branch=branch), self.system(conv))
-
-    def routing(self, conv: str, *, retention: LastN | None = None) -> dict[str, RouteStats]:
-        """Per-model routing EMAs of `conv`'s observations; any `retention` is refused."""
-        folded = self.visible(conv)
-        observations = [folded.entries[c].payload for _, c in folded.replay]
-        if retention is not None:
-            observations = retention.keep(observations, Surface.REPLAY)
-        return routing_stats(observations)
 
     def checkpoint(self, conv: str, *, compact: bool = False, policy: WitnessPolicy | None = None) -> Record:
         """Sign a checkpoint of `conv` (heads, count, snapshot CID); with `compact`, drop the
@@ -424,45 +296,9 @@ class Replica:
                 self.store.compact(conv, covered, record.cid, data)
         return record
 
-    def heads(self, conv: str) -> list[CID]:
-        """The conversation's current heads, sorted by binary CID."""
-        return self.store.heads(check_text(conv, "conv"))
-
-    def records(self, conv: str, *, last: int | None = None) -> list[Record]:
-        """The conversation's records in canonical order (only the final `last` if given)."""
-        return [load_trusted(d, c) for c, d in self.store.records(check_text(conv, "conv"), last)]
-
-    def entries(self, conv: str, cids: Iterable[CID]) -> dict[CID, state_.Entry]:
-        """The entry (header fields and payload) of each of `cids`: from its bytes when held (in
-        any conversation), from `conv`'s fold (its snapshot) when compacted; a CID neither holds
-        is left out."""
-        wanted = list(dict.fromkeys(cids))
-        found = {c: state_.entry_from_bytes(c, d) for c, d in self.store.get_many(wanted).items()}
-        if len(found) < len(wanted):
-            folded = self.state(check_text(conv, "conv")).entries
-            found.update({c: folded[c] for c in wanted if c not in found and c in folded})
-        return found
-
-    def arrived(self, conv: str, mark: replica_reads.Mark | None = None) -> replica_reads.Arrived:
-        """The entries of `conv` that arrived after `mark` (None: all), compacted ones included,
-        and the mark to pass next (`replica_reads.arrived`)."""
-        return replica_reads.arrived(self.store, check_text(conv, "conv"), mark)
-
-    def first(self, conv: str) -> state_.Entry | None:
-        """The entry of `conv`'s first record in canonical order, compacted or not."""
-        return replica_reads.first(self.store, check_text(conv, "conv"))
-
-    def conversations(self) -> list[str]:
-        """Every conversation this replica holds a record of."""
-        return self.store.conversations()
-
     def now(self) -> Hlc:
         """The replica's hybrid logical clock as of its last event."""
         return self._writer.hlc
-
-    def verify(self) -> VerifyReport:
-        """Re-hash, re-verify and re-check the causal rules of every stored record, streaming."""
-        return verify_store(self.store, self.config.limits)
 
     def repair_index(self) -> list[str]:
         """Rebuild the turn index from the records (docs/conversation.md §8.5); the
@@ -525,21 +361,6 @@ class Replica:
         """The statements to gossip about `conv`: each other key's latest, newest first, at most 16."""
         return witnessing.gossip_for(self.store, conv, exclude)
 
-    def iter_records(self, conv: str | None = None, *, page: int = 500) -> Iterator[Record]:
-        """Every stored record in arrival order or, given `conv`, that conversation's records in
-        canonical order, read `page` at a time: memory is bounded by the page, not the history
-        (records landing meanwhile may or may not show)."""
-        if conv is None:
-            for cid, data in self.store.iter_all():
-                yield load_trusted(data, cid)
-            return
-        check_text(conv, "conv")
-        after = None
-        while rows := self.store.records_after(conv, after, page):
-            records = [load_trusted(d, c) for c, d in rows]
-            yield from records
-            after = records[-1].order_key
-
     # ------------------------------------------------------------ forgetting (replica/forget.py)
 
     def forget(self, conv: str) -> None:
@@ -551,10 +372,6 @@ class Replica:
         self._folds.drop(conv)
         self._answers.forget()
         self._checkpoints.scanned.pop(conv, None)
-
-    def forgotten(self, conv: str) -> bool:
-        """Whether this replica forgot `conv` (`forget`): it refuses the conversation's records."""
-        return bool(self.store.forgotten([check_text(conv, "conv")]))
 
     def vacuum(self) -> None:
         """Hand the space of deleted data back to the file system: on SQLite a full `VACUUM` (it

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from convgraph.core import suggestions
-from convgraph.core.keys import SigningKey, save_key
+from convgraph.core.keys import SigningKey, load_or_create_key, save_key
 from convgraph.errors import (
+    ConvgraphError,
     KeyFileError,
     MissingKeyError,
     NoReplicaError,
@@ -30,6 +31,8 @@ from convgraph.errors import (
 
 KEY_FILE: Final = "actor.key"
 DB_FILE: Final = "replica.sqlite"
+
+S = TypeVar("S")
 
 
 def init_command(home: Path) -> str:
@@ -107,3 +110,24 @@ def replace_lost_key(home: Path) -> None:
                            "exists (leave it out to keep this replica's author)")
     if (home / DB_FILE).exists():
         save_key(SigningKey.generate(), key)
+
+
+def open_parts(
+    home: Path, open_store: Callable[[Path], S], *, create: bool, need_key: bool
+) -> tuple[SigningKey | None, S]:
+    """The key (None: lost, and `need_key` false) and the store `open_store` opens in `home`,
+    after `check`; with `create`, the directory, the key and the store are made when absent."""
+    if create:
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConvgraphError(f"cannot create replica directory {home}: {exc}") from exc
+    with opening(home):
+        check(home, create=create, need_key=need_key)
+        lost = not need_key and lost_key(home)
+        key = None if lost else load_or_create_key(home / KEY_FILE)
+        try:
+            store = open_store(home / DB_FILE)
+        except StoreCorruptError as exc:
+            raise unusable(home, exc) from exc
+    return key, store

@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from convgraph.core import hlc as hlc_
+from convgraph.core import suggestions
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock, Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Limits, Record, sign_record
+from convgraph.core.rooted import is_rooted
+from convgraph.errors import LegacyConversationError
 from convgraph.projections import authority as authority_
 from convgraph.replica import collector, turn_index
 from convgraph.replica.drafts import Draft
@@ -83,3 +86,13 @@ class Writer:
             parents.add(last.cid)
         seen = [m.hlc for m in self.store.metas(parents).values()]
         return parents, 1 if last is None else last.seq + 1, seen
+
+
+def refuse_legacy(conv: str, *, allowed: bool) -> None:
+    """`LegacyConversationError` for a legacy `conv` (its id names no owner) unless `allowed`."""
+    if not (allowed or is_rooted(conv)):
+        raise LegacyConversationError(
+            f"{conv[:64]!r} is a legacy conversation (its id names no owner), so this replica "
+            f"writes nothing into it; `{suggestions.MIGRATE(conv=conv)}` starts a rooted copy",
+            conv=conv,
+        )

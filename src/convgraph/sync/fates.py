@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from convgraph.core.cid import CID
 from convgraph.replica.ingest import IngestReport
 from convgraph.store.rows import Pending
-from convgraph.sync.wire import DEFAULT_LIMITS, Fate, Reported
+from convgraph.sync.messages import DEFAULT_LIMITS, Fate, Reported
 
 
 def fates(

@@ -44,8 +44,8 @@ from convgraph.errors import (
 )
 from convgraph.sync import auth
 from convgraph.sync.deadline import Deadline, Monotonic
+from convgraph.sync.messages import DEFAULT_LIMITS, MAX_BLOCK
 from convgraph.sync.verify import HeldLookup, check_heads, checked_record
-from convgraph.sync.wire import DEFAULT_LIMITS, MAX_BLOCK
 
 if TYPE_CHECKING:
     import httpx

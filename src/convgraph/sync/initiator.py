@@ -19,9 +19,9 @@ from convgraph.core.hlc import Clock, system_clock
 from convgraph.errors import TransportError
 from convgraph.sync.deadline import DEFAULT_TIMEOUT_S, Deadline, Monotonic
 from convgraph.sync.initiator_session import MAX_ROUND_TRIPS, Initiator, check_budget
+from convgraph.sync.messages import DEFAULT_LIMITS, WireLimits
 from convgraph.sync.reconcile import SyncPeer
 from convgraph.sync.reports import ConvReport, SyncReport
-from convgraph.sync.wire import DEFAULT_LIMITS, WireLimits
 from convgraph.sync.witness_hooks import Witness, gossip_out, held_findings, landed, observe
 
 __all__ = ["MAX_ROUND_TRIPS", "ConvReport", "Initiator", "Remote", "SyncReport", "Transport", "synchronize"]

@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, RoundTripLimitError
 from convgraph.integrity.statement import Statement
-from convgraph.sync import reconcile, wire
+from convgraph.sync import reconcile
 from convgraph.sync.artifact_exchange import Track, artifacts_of
+from convgraph.sync.decoder import decode
+from convgraph.sync.encoder import encode
 from convgraph.sync.keyset import STRONG_LEN, Key, KeySet
-from convgraph.sync.reconcile import Step, SyncPeer
-from convgraph.sync.reports import ConvReport
-from convgraph.sync.statements import confirm, gossip_in, section_statement
-from convgraph.sync.wire import (
+from convgraph.sync.messages import (
     DEFAULT_LIMITS,
     MAX_GOSSIP,
     MAX_NEEDS,
@@ -41,6 +40,9 @@ from convgraph.sync.wire import (
     Section,
     WireLimits,
 )
+from convgraph.sync.reconcile import Step, SyncPeer
+from convgraph.sync.reports import ConvReport
+from convgraph.sync.statements import confirm, gossip_in, section_statement
 
 _FETCH = 256  # records read per store look-up
 MAX_ROUND_TRIPS = 10_000
@@ -106,7 +108,7 @@ class Initiator:
         self.bytes_received += len(data)
         self.rounds += 1
         check_budget(self.rounds - 1, self.max_rounds)
-        message = wire.decode(data, self.limits)
+        message = decode(data, self.limits)
         if message.kind is not Kind.REPLY or message.salt != self.salt:
             raise ProtocolError("expected a reply to this session")
         answered = {s.conv: s for s in message.sections}
@@ -237,7 +239,7 @@ class Initiator:
         return conv.theirs is not None and reconcile.summary(conv.keys, conv.accepted) == conv.theirs
 
     def _out(self, message: Message) -> bytes:
-        data = wire.encode(message)
+        data = encode(message)
         self.bytes_sent += len(data)
         return data
 

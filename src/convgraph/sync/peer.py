@@ -25,8 +25,8 @@ from convgraph.sync import artifact_scope
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
+from convgraph.sync.messages import Base, Fate, Reported
 from convgraph.sync.reconcile import Outcome, cid_of, refusal
-from convgraph.sync.wire import Base, Fate, Reported
 
 __all__ = ["AdoptionPolicy", "ReplicaPeer", "cid_of", "trusting"]
 

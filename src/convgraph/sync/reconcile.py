@@ -27,7 +27,7 @@ from convgraph.sync.keyset import (
     item_hash,
     separating,
 )
-from convgraph.sync.wire import Base, Fate, Mode, Range, Reported, Section, Want, WireLimits
+from convgraph.sync.messages import Base, Fate, Mode, Range, Reported, Section, Want, WireLimits
 
 BRANCH: Final = 16
 LIST_AT: Final = 32

@@ -16,7 +16,7 @@ from typing import Protocol
 from convgraph.core.cid import CID
 from convgraph.errors import ProtocolError, UnconfirmedStoreError
 from convgraph.integrity.findings import Finding
-from convgraph.sync.wire import Fate, Reported
+from convgraph.sync.messages import Fate, Reported
 
 
 class Session(Protocol):

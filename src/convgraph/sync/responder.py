@@ -23,11 +23,12 @@ from convgraph.core.hlc import Clock
 from convgraph.core.keys import SigningKey
 from convgraph.errors import ProtocolError, StatementError
 from convgraph.integrity.statement import Statement, decode_statement, sign_statement
-from convgraph.sync import reconcile, wire
+from convgraph.sync import reconcile
 from convgraph.sync.artifact_exchange import artifacts_of, fill
+from convgraph.sync.decoder import decode
+from convgraph.sync.encoder import encode
 from convgraph.sync.keyset import INFINITY, MINUS_INFINITY, STRONG_LEN, Bound, Key, KeySet, separating
-from convgraph.sync.reconcile import Step, SyncPeer, cid_of
-from convgraph.sync.wire import (
+from convgraph.sync.messages import (
     DEFAULT_LIMITS,
     MAX_GOSSIP,
     MAX_NEEDS,
@@ -41,6 +42,7 @@ from convgraph.sync.wire import (
     Section,
     WireLimits,
 )
+from convgraph.sync.reconcile import Step, SyncPeer, cid_of
 from convgraph.sync.witness_hooks import Witness
 
 _FETCH = 256  # records read per store look-up
@@ -65,7 +67,7 @@ class Responder:
 
     def receive(self, data: bytes, *, initiator: bytes | None = None) -> bytes:
         """The reply to one message; `ProtocolError` when it breaks the grammar."""
-        return self.answer(wire.decode(data, self.limits), initiator=initiator)
+        return self.answer(decode(data, self.limits), initiator=initiator)
 
     def answer(self, message: Message, *, initiator: bytes | None = None) -> bytes:
         """The reply to a message already decoded (a server reads it first, to check access).
@@ -77,7 +79,7 @@ class Responder:
             raise ProtocolError("a responder was sent a reply", reason="kind")
         left = [self.budget]
         sections = tuple(self._section(message, s, left, initiator) for s in message.sections)
-        return wire.encode(Message(Kind.REPLY, message.salt, sections, message.version))
+        return encode(Message(Kind.REPLY, message.salt, sections, message.version))
 
     def _section(self, message: Message, s: Section, left: list[int], initiator: bytes | None) -> Section:
         report: tuple[Reported, ...] | None = None

@@ -12,9 +12,9 @@ from __future__ import annotations
 from convgraph.core.keys import actor_text
 from convgraph.errors import ProtocolError, StatementError, UnconfirmedStoreError
 from convgraph.integrity.statement import Statement, decode_statement
+from convgraph.sync.messages import Section
 from convgraph.sync.reconcile import cid_of
 from convgraph.sync.reports import ConvReport
-from convgraph.sync.wire import Section
 
 
 def section_statement(s: Section, peer_key: bytes | None) -> Statement:

@@ -19,7 +19,7 @@ from convgraph.errors import SyncError
 from convgraph.integrity.findings import Finding
 from convgraph.integrity.statement import Statement
 from convgraph.replica import Replica
-from convgraph.sync.wire import MAX_GOSSIP
+from convgraph.sync.messages import MAX_GOSSIP
 
 if TYPE_CHECKING:
     from convgraph.sync.initiator_session import Initiator

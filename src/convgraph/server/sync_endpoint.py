@@ -1,0 +1,149 @@
+"""`POST /v1/sync`: one sync message answered by the stateless `Responder`, for one key.
+
+A body of at most `inline_bytes` is answered whole in one worker thread, nonce log, decoding
+and all; anything bigger is decoded in a worker thread, at most `decoders` at once, and a key
+has at most `per_key` requests in flight. Invariant: each section's conversation is admitted
+(`Gate.check_read`) before its body is decoded, and a push is judged and stored in one hold
+of the gate's lock, so a revocation that lands first refuses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from convgraph.core.cid import CID
+from convgraph.core.hlc import Clock
+from convgraph.core.keys import actor_text
+from convgraph.errors import MissingExtraError, ServerBusyError
+from convgraph.replica import Replica
+from convgraph.server.gate import Gate
+from convgraph.sync import fates, wire
+from convgraph.sync.artifact_exchange import BlockOutcome
+from convgraph.sync.auth import Signed, Verifier
+from convgraph.sync.live import Hub
+from convgraph.sync.messages import Base, Message
+from convgraph.sync.peer import ReplicaPeer
+from convgraph.sync.reconcile import Outcome, refusal
+from convgraph.sync.responder import Responder
+from convgraph.sync.witness_hooks import witness_of
+
+try:  # the [server] extra: without it, a typed error that says what to install
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+except ModuleNotFoundError as exc:
+    raise MissingExtraError("server", "the sync server", module=exc.name) from exc
+
+SYNC_TYPE = "application/vnd.convgraph.sync"
+
+
+class _Peer(ReplicaPeer):
+    """The replica seen by one request: it takes records only into the conversations its key
+    may push to, asked afresh at each push under the lock the ingest then holds (so a
+    revocation that lands first refuses it), and it adopts a base only when the checkpoint is
+    signed by the server's own key or by the requesting key in a conversation it may push to."""
+
+    def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None]) -> None:
+        super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
+            signer == actor and gate.push_refusal(actor, conv) is None))
+        self.gate, self.actor, self.ring = gate, actor, ring
+
+    def adopt(self, conv: str, base: Base) -> Outcome:
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            if why is not None:
+                return refusal(CID.of_record(base.checkpoint).digest, "forbidden", why)
+            outcome = super().adopt(conv, base)
+        if outcome.accepted:
+            self.ring(conv)
+        return outcome
+
+    def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        # blocks are pushed under the same condition as records, judged in the same hold
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            if why is None:
+                return super().take_blocks(conv, blocks)
+        return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
+
+    def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
+        with self.gate.lock:
+            why = self.gate.push_refusal(self.actor, conv)
+            outcome = None if why is not None else super().ingest(conv, records, report=report)
+        if outcome is None:
+            limit = self.replica.config.limits.max_record_bytes
+            refused = fates.refused(records, "forbidden", max_bytes=limit)
+            return Outcome(rejected=[(r.digest or None, r.rule, str(why)) for r in refused], report=refused)
+        if outcome.accepted:
+            self.ring(conv)
+        return outcome
+
+
+class _InFlight:
+    """Sync requests in flight per key: one key cannot take every decoder and worker thread."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.counts = limit, dict[bytes, int]()
+        self._lock = threading.Lock()  # held from the event loop and from worker threads
+
+    @contextlib.contextmanager
+    def hold(self, actor: bytes) -> Iterator[None]:
+        with self._lock:
+            held = self.counts.get(actor, 0)
+            if held >= self.limit:
+                raise ServerBusyError("too many requests from this key", limit=self.limit,
+                                      reason=f"key {actor_text(actor)} has {held} sync requests in flight")
+            self.counts[actor] = held + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.counts[actor] -= 1
+                if not self.counts[actor]:
+                    del self.counts[actor]
+
+
+class SyncEndpoint:
+    """The sync route over one replica: its peers share one key cache and ring `hub` on a push."""
+
+    def __init__(self, replica: Replica, gate: Gate, verifier: Verifier, hub: Hub, clock: Clock, *,
+                 budget: int, inline_bytes: int, decoders: int, per_key: int) -> None:
+        self.replica, self.gate, self.verifier, self.hub, self.clock = replica, gate, verifier, hub, clock
+        self.budget, self.inline_bytes = budget, inline_bytes
+        self.keys, self.witness = ReplicaPeer(replica), witness_of(replica)
+        self.decoders, self.in_flight = asyncio.Semaphore(decoders), _InFlight(per_key)
+
+    async def sync(self, _: Request, signed: Signed, body: bytes) -> Response:
+        if len(body) <= self.inline_bytes:
+            reply = await run_in_threadpool(self._answer_whole, signed, body)
+        else:
+            actor = await run_in_threadpool(self.verifier.record, signed)
+            with self.in_flight.hold(actor):
+                async with self.decoders:
+                    message = await run_in_threadpool(wire.decode, body, admit=self._admit(actor))
+                reply = await run_in_threadpool(self._answer, actor, message)
+        return Response(reply, media_type=SYNC_TYPE)
+
+    def _answer_whole(self, signed: Signed, body: bytes) -> bytes:
+        """A small message from nonce to reply in one worker thread, checks in the same order."""
+        actor = self.verifier.record(signed)
+        with self.in_flight.hold(actor):
+            return self._answer(actor, wire.decode(body, admit=self._admit(actor)))
+
+    def _admit(self, actor: bytes) -> Callable[[str], None]:
+        def admit(conv: str) -> None:  # each section's name, before its body is decoded
+            self.gate.check_read(actor, [conv])
+
+        return admit
+
+    def _answer(self, actor: bytes, message: Message) -> bytes:
+        peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
+        peer.share_cache(self.keys)
+        responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
+                              budget=self.budget)
+        return responder.answer(message, initiator=actor)
+
