@@ -21,7 +21,7 @@ from langgraph.types import Command, interrupt
 
 from convgraph import Replica
 from convgraph.integrations import _langgraph_frames as frames
-from convgraph.integrations import langgraph as saver_module
+from convgraph.integrations import _langgraph_writes as writing
 from convgraph.integrations._langgraph_cold import partial
 from convgraph.integrations._large import THRESHOLD
 from convgraph.integrations.langgraph import ConvgraphSaver
@@ -250,8 +250,8 @@ def test_records_written_before_keyframes_and_named_writes_read_first_as_the_ful
 ) -> None:
     replica = Replica.in_memory()
     with monkeypatch.context() as old:  # the saver as it wrote before: no keyframe, writes not named
-        old.setattr(saver_module, "keyframe_due", lambda *_: False)
-        old.setattr(saver_module, "WRITES_NAMED", "not_read")
+        old.setattr(writing, "keyframe_due", lambda *_: False)
+        old.setattr(writing, "WRITES_NAMED", "not_read")
         graph = _graph(ConvgraphSaver(replica))
         for k in range(40):
             _say(graph, k)

@@ -29,12 +29,10 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     CheckpointMetadata,
@@ -47,40 +45,21 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from convgraph.core.cid import CID
 from convgraph.errors import AdapterError, NotFoundError
+from convgraph.integrations import _langgraph_deletes as deletes
 from convgraph.integrations import _langgraph_generations as generations
+from convgraph.integrations import _langgraph_reads as reads
+from convgraph.integrations import _langgraph_writes as writing
 from convgraph.integrations._langgraph_cold import partial
-from convgraph.integrations._langgraph_edits import Edits
 from convgraph.integrations._langgraph_forks import Fork, ForkLine
 from convgraph.integrations._langgraph_forks import forks as fork_points
-from convgraph.integrations._langgraph_frames import framed, keyframe_due, unframed
+from convgraph.integrations._langgraph_frames import unframed
 from convgraph.integrations._langgraph_index import ThreadIndex, candidates
-from convgraph.integrations._langgraph_lists import position, spans
-from convgraph.integrations._langgraph_mapping import (
-    WHOLE,
-    bare_message,
-    config_of,
-    state_turns,
-    target,
-    text,
-)
-from convgraph.integrations._langgraph_thread import (
-    CHECKPOINT_PATH,
-    LANGUAGE,
-    WRITES_NAMED,
-    WRITES_PATH,
-    Checkpoint,
-    Compacted,
-    Listed,
-    Thread,
-    path_of,
-    version_key,
-)
-from convgraph.integrations._large import loaded, offloaded_bytes, refs_of
+from convgraph.integrations._langgraph_mapping import config_of, state_turns, target, text
+from convgraph.integrations._langgraph_thread import Checkpoint, Compacted, Listed, Thread
+from convgraph.integrations._large import loaded, offloaded_bytes
 from convgraph.projections.resume import to_provider
-from convgraph.projections.state import Entry
 from convgraph.projections.transcript import window_of
 from convgraph.replica import Replica, collector
-from convgraph.replica.drafts import Draft
 
 __all__ = ["Compacted", "ConvgraphSaver", "Fork", "ForkLine", "ThreadInfo"]
 
@@ -277,30 +256,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig | None, wanted: dict[str, Any], before: RunnableConfig | None,
         limit: int | None,
     ) -> Iterator[CheckpointTuple]:
-        conf = (config or {}).get("configurable", {})
-        if conf.get("thread_id") is not None:
-            thread_id = text(str(conf["thread_id"]), "thread_id")
-            conv = self._find(thread_id)
-            threads: Iterable[tuple[str, str, set[CID] | None]] = [(thread_id, conv, None)] if conv else []
-        else:  # the thread index names the checkpoints that may match: only their threads are read
-            threads = candidates(self._index.sync(), wanted, pick=self._find)
-        ns, only = conf.get("checkpoint_ns"), conf.get("checkpoint_id")
-        cutoff = (before or {}).get("configurable", {}).get("checkpoint_id")
-        left = limit
-        for thread_id, conv, found in threads:
-            thread = self._thread(conv)
-            for ck in thread.listed(ns):
-                if (found is not None and ck.cid not in found) or (only and ck.id != only) or (
-                        cutoff and ck.id >= cutoff):
-                    continue
-                metadata = self._meta(ck)
-                if any(metadata.get(k) != v for k, v in wanted.items()):
-                    continue
-                if left is not None:
-                    if left <= 0:
-                        return
-                    left -= 1
-                yield self._tuple(thread, thread_id, ck)
+        return reads.listed(self, config, wanted, before, limit)
 
     def resume(
         self, config: RunnableConfig | str, provider: str = "anthropic", *, last: int | None = None,
@@ -335,25 +291,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         return found
 
     def _tuple(self, thread: Thread, thread_id: str, ck: Checkpoint) -> CheckpointTuple:
-        header = self._load(ck.tree["header"])
-        values: dict[str, Any] = {}
-        for channel, version in header["channel_versions"].items():
-            found = thread.entry(ck.ns, channel, version)
-            if found is None:
-                continue
-            section, entry = found
-            if section == "messages":
-                holder = thread.values[(ck.ns, channel, version_key(version))]
-                listed = thread.messages(holder, channel, self._messages, self._frame)
-                values[channel] = builtins.list(listed[1])
-            elif entry["t"] != "empty":
-                values[channel] = self._load(entry)
-        checkpoint = cast(LgCheckpoint, {**header, "channel_values": values})
-        parent = None if ck.parent is None else config_of(thread_id, ck.ns, ck.parent)
-        pending = [(task, channel, self._load({"t": typed[0], "b": typed[1]}))
-                   for task, channel, typed in thread.pending(ck.ns, ck.id)]
-        metadata = cast(CheckpointMetadata, dict(self._meta(ck)))
-        return CheckpointTuple(config_of(thread_id, ck.ns, ck.id), checkpoint, metadata, parent, pending)
+        return reads.tuple_of(self, thread, thread_id, ck)
 
     def _frame(self, held: Any) -> builtins.list[Any]:
         return unframed(self.replica, held)
@@ -365,30 +303,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         return self.serde.loads_typed((typed["t"], data))
 
     def _messages(self, thread: Thread, entries: builtins.list[Any]) -> builtins.list[Any]:
-        """The messages delta entries name: turn records of the thread (by CID, read in one
-        batch, those the thread folded as it holds them) or messages serialized inline."""
-        known = thread.turn_entries
-        cids = [e for e in entries if type(e) is CID]
-        held = {e: known[e] for e in cids if e in known}
-        held.update(self.replica.entries(thread.conv, [e for e in cids if e not in held]))
-        return [self._message(e, held) for e in entries]
-
-    def _message(self, entry: Any, held: dict[CID, Entry]) -> Any:
-        if type(entry) is not CID:
-            return self._load(entry)
-        found = held.get(entry)
-        if found is None:
-            raise NotFoundError(f"no record {entry} is held here, with its bytes or in a snapshot", cid=entry)
-        payload = found.payload
-        meta = payload.get("meta", {})
-        shell = meta.get("langchain")
-        if shell is None:  # a turn this saver did not write: rebuild it from the turn alone
-            return bare_message(payload)
-        if meta.get(WHOLE) is True:  # too large for a record: the message whole, content too
-            return self._load(shell)
-        message = self._load(shell)  # a fresh object, ours alone: set in place (a copy costs 25x)
-        message.content = loaded(self.replica, payload["content"])
-        return message
+        return reads.messages(self, thread, entries)
 
     # ------------------------------------------------------------ writes
 
@@ -400,102 +315,16 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         the turns of the messages it adds); a second child of one parent starts a branch."""
         thread_id, ns, parent_id = target(config)
         with self._writing():
-            conv = self._rooted(thread_id)
-            thread = self._thread(conv)
-            parent = thread.live(ns, parent_id) if parent_id else None
-            branch = self._branch(thread, ns, parent, checkpoint["id"])
-            values = checkpoint["channel_values"]
-            header = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-            tree: dict[str, Any] = {
-                "ns": ns, "id": checkpoint["id"], "header": self._dump(header),
-                "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
-                "at": {ch: version_key(v) for ch, v in checkpoint["channel_versions"].items()},
-                "values": {}, "messages": {},
-            }
-            if parent_id:
-                tree["parent"] = parent_id
-            if (ns, checkpoint["id"]) not in thread.checkpoints:  # writes held yet; later ones name it
-                tree[WRITES_NAMED] = sorted(thread.write_records(ns, checkpoint["id"]), key=bytes)
-            made: dict[str, Listed] = {}
-            for channel, version in new_versions.items():
-                value = values.get(channel)
-                found = None
-                if channel in self.messages_channels and type(value) is builtins.list:
-                    found = self._delta(thread, channel, value, ns=ns, parent=parent, branch=branch)
-                if found is not None:
-                    tree["messages"][channel], made[channel] = found
-                    tree["messages"][channel]["v"] = version_key(version)
-                else:
-                    typed = self._dump(value) if channel in values else {"t": "empty", "b": b""}
-                    tree["values"][channel] = {"v": version_key(version), **typed}
-            record = self.replica.write(conv, "code_snapshot", {
-                "path": path_of(CHECKPOINT_PATH, ns), "language": LANGUAGE, "tree": tree,
-            }, refs=refs_of(tree), branch=branch)
-            thread.refresh(self.replica)
-            for channel, listed in made.items():
-                thread.remember(record.cid, channel, listed)
+            thread = self._thread(self._rooted(thread_id))
+            merged = get_checkpoint_metadata(config, metadata)
+            writing.put(self, thread, ns, parent_id, checkpoint, metadata=merged, new_versions=new_versions)
         return config_of(thread_id, ns, checkpoint["id"])
-
-    def _branch(self, thread: Thread, ns: str, parent: Checkpoint | None, child: str) -> str | None:
-        """The branch a child of `parent` goes on: the parent's, unless the parent has a child
-        already; then a new branch forking at the parent's record."""
-        if parent is None:
-            return None
-        if not thread.children.get((ns, parent.id)):
-            return parent.branch
-        name = f"langgraph/{child}"
-        purpose = f"LangGraph fork at checkpoint {parent.id}"
-        self.replica.branch(thread.conv, name, parent.cid, purpose=purpose)
-        return name
 
     def _delta(
         self, thread: Thread, channel: str, messages: builtins.list[Any], *, ns: str,
         parent: Checkpoint | None, branch: str | None,
     ) -> tuple[dict[str, Any], Listed] | None:
-        """The delta of a messages channel against the parent's version, with what it changes
-        written, and the channel's (entries, messages); None when the list holds something other
-        than messages. A message is written once: kept ones are named by position in the parent's
-        list, an edit (same id, other value) supersedes its turn, and a removed turn is retracted."""
-        if not all(isinstance(m, BaseMessage) for m in messages):
-            return None
-        base: CID | None = None
-        entries: builtins.list[Any] = []
-        prior: builtins.list[Any] = []
-        at = parent.tree["at"].get(channel) if parent is not None else None
-        holder = thread.values.get((ns, channel, at)) if at is not None else None
-        if holder is not None and channel in thread.by_cid[holder].tree.get("messages", {}):
-            base = holder
-            entries, prior = thread.messages(holder, channel, self._messages, self._frame)
-        # a subgraph's messages are its parent's, seen again: only the root namespace writes records
-        edits = Edits(self, thread, branch) if ns == "" and not self.sealed else None
-        plan: builtins.list[Any] = []
-        used: set[int] = set()
-        by_id: dict[str, builtins.list[int]] = {}  # a message id -> its places in the parent's list
-        for k, held in enumerate(prior):
-            if isinstance(held.id, str):
-                by_id.setdefault(held.id, []).append(k)
-        for i, message in enumerate(messages):
-            j = position(prior, message, i, used, by_id)
-            if j is not None and (prior[j] is message or prior[j] == message):
-                plan.append(j)
-            elif edits is None:
-                plan.append(self._dump(message))
-            else:
-                plan.append(edits.entry(message, None if j is None else entries[j]))
-        if edits is not None:
-            named = [entries[e] if type(e) is int else e for e in plan]
-            kept = {e for e in named if type(e) is CID}
-            edits.retract(e for j, e in enumerate(entries) if j not in used and e not in kept)
-            plan = edits.written(plan)
-        new_entries = [entries[e] if type(e) is int else e for e in plan]
-        if base is not None and keyframe_due(thread, base, channel, len(new_entries)):
-            delta: dict[str, Any] = {"spans": framed(self.replica, new_entries)}
-        else:
-            delta = {"spans": spans(plan)}
-            if base is not None:
-                delta["base"] = base
-        new_messages = [prior[e] if type(e) is int else m for e, m in zip(plan, messages, strict=True)]
-        return delta, (new_entries, new_messages)
+        return writing.delta(self, thread, channel, messages, ns=ns, parent=parent, branch=branch)
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
@@ -506,26 +335,8 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if not checkpoint_id:
             raise AdapterError("put_writes needs config['configurable']['checkpoint_id']")
         with self._writing():
-            conv = self._rooted(thread_id)
-            thread = self._thread(conv)
-            held = thread.writes.get((ns, checkpoint_id), {})
-            rows = []
-            for i, (channel, value) in enumerate(writes):
-                idx = WRITES_IDX_MAP.get(channel, i)
-                if idx >= 0 and (task_id, idx) in held:
-                    continue
-                rows.append([idx, channel, self._dump(value), idx < 0])
-            if not rows:
-                return
-            ck = thread.live(ns, checkpoint_id)
-            tree = {"ns": ns, "checkpoint": checkpoint_id, "task": task_id, "task_path": task_path,
-                    "writes": rows}
-            # the checkpoint's record named in refs: a first read finds its writes by it (`_langgraph_cold`)
-            named = [] if ck is None else [ck.cid]
-            self.replica.write(conv, "code_snapshot", {
-                "path": path_of(WRITES_PATH, ns), "language": LANGUAGE, "tree": tree,
-            }, refs=refs_of(tree) + named, branch=None if ck is None else ck.branch)
-            thread.refresh(self.replica)
+            thread = self._thread(self._rooted(thread_id))
+            writing.put_writes(self, thread, ns, checkpoint_id, writes, task_id=task_id, task_path=task_path)
 
     def _dump(self, value: Any) -> dict[str, Any]:
         """`value` through the serde, its bytes stored as an artifact past `_large.THRESHOLD`."""
@@ -550,13 +361,7 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         """Retract every checkpoint, write and turn of the thread: signed records that sync, so
         every replica stops showing them; the records stay, unread (a delete everywhere)."""
         with self._writing():
-            conv = self._find(text(thread_id, "thread_id"))
-            if conv is None:
-                return
-            thread = self._thread(conv)
-            doomed = [ck.cid for ck in thread.checkpoints.values()]
-            doomed += [w[3] for held in thread.writes.values() for w in held.values()]
-            self._retract(thread, [*doomed, *thread.turns], "LangGraph delete_thread")
+            deletes.retract_thread(self, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Retract the checkpoints (and their writes) whose metadata names one of `run_ids`."""
@@ -564,66 +369,20 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
         if not wanted:
             return
         with self._writing():
-            state = self._index.sync()
-            found: dict[str, set[CID]] = {}  # the threads the index names for any of the runs
-            for run_id in wanted:
-                for _, conv, cids in candidates(state, {"run_id": run_id}, pick=self._find):
-                    found.setdefault(conv, set()).update(cids)
-            for conv, cids in sorted(found.items()):
-                thread = self._thread(conv)
-                doomed = [ck for ck in thread.listed(None)
-                          if ck.cid in cids and self._meta(ck).get("run_id") in wanted]
-                self._retract(thread, _with_writes(thread, doomed), "LangGraph delete_for_runs")
+            deletes.delete_for_runs(self, self._index.sync(), wanted)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`keep_latest`: retract all but each namespace's latest checkpoint; `delete`: all."""
         if strategy not in ("keep_latest", "delete"):
             raise AdapterError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
         with self._writing():
-            for thread_id in thread_ids:
-                if strategy == "delete":
-                    self.retract_thread(thread_id)
-                    continue
-                conv = self._find(text(thread_id, "thread_id"))
-                if conv is None:
-                    continue
-                thread = self._thread(conv)
-                listed = thread.listed(None)
-                kept = {tip.cid for ns in {ck.ns for ck in listed} if (tip := thread.latest(ns))}
-                doomed = [ck for ck in listed if ck.cid not in kept]
-                self._retract(thread, _with_writes(thread, doomed), "LangGraph prune keep_latest")
-
-    def _retract(self, thread: Thread, targets: Iterable[CID], reason: str) -> None:
-        fresh = [c for c in dict.fromkeys(targets) if c not in thread.retracted]
-        if fresh:
-            self.replica.write_many(thread.conv, [Draft("retraction", {"target": c, "reason": reason})
-                                                  for c in fresh])
-            thread.refresh(self.replica)
+            deletes.prune(self, thread_ids, strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Re-record every live checkpoint of the source, with its writes, in the target thread
         (its own conversation: the turns are written there once more)."""
         with self._writing():
-            conv = self._find(text(source_thread_id, "thread_id"))
-            if conv is None:
-                return
-            source = self._thread(conv)
-            for ck in sorted(source.listed(None), key=lambda c: (c.ns, c.id)):
-                tup = self._tuple(source, source_thread_id, ck)
-                target = config_of(target_thread_id, ck.ns, ck.parent)
-                self.put(target, tup.checkpoint, tup.metadata, dict(tup.checkpoint["channel_versions"]))
-                self._copy_writes(source, ck, target_thread_id)
-
-    def _copy_writes(self, source: Thread, ck: Checkpoint, target_thread_id: str) -> None:
-        conv = self._rooted(target_thread_id)
-        target = self._thread(conv)
-        branch = target.checkpoints[(ck.ns, ck.id)].branch
-        held = self.replica.entries(source.conv, source.write_records(ck.ns, ck.id) - source.retracted)
-        named = [target.checkpoints[(ck.ns, ck.id)].cid]
-        for cid in sorted(held):
-            self.replica.write(conv, "code_snapshot", held[cid].payload,
-                               refs=refs_of(held[cid].payload) + named, branch=branch)
-        target.refresh(self.replica)
+            deletes.copy_thread(self, source_thread_id, target_thread_id)
 
     # ------------------------------------------------------------ versions and async twins
 
@@ -670,10 +429,3 @@ class ConvgraphSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-
-def _with_writes(thread: Thread, checkpoints: Iterable[Checkpoint]) -> list[CID]:
-    out: list[CID] = []
-    for ck in checkpoints:
-        out += [ck.cid, *sorted(thread.write_records(ck.ns, ck.id))]
-    return out
