@@ -75,7 +75,7 @@ class Folds:
         """`cache[conv]` with what the store added since its cursor folded in (the store's order
         is a topological one); started again with `start()` when a transaction it saw rolled back."""
         cached = cache.get(conv)
-        if cached is not None and cached[2] and len(self.store.metas(cached[2])) != len(cached[2]):
+        if cached is not None and self._rolled_back(cached[2]):
             cached = None  # folded inside a transaction that rolled back: start again
         value, cursor, unconfirmed = cached or (start(), 0, [])
         fresh, cursor = self.store.since(cursor, conv)
@@ -96,8 +96,16 @@ class Folds:
     def added(self, conv: str, cids: Iterable[CID]) -> None:
         """`cids` were added to `conv`'s authority state directly, inside a transaction."""
         cached = self.authorities.get(conv)
-        if cached is not None:
+        if cached is not None and self._rolled_back(cached[2]):
+            del self.authorities[conv]  # the next read rebuilds it from what the store holds
+        elif cached is not None:
             cached[2].extend(cids)
+
+    def _rolled_back(self, unconfirmed: list[CID]) -> bool:
+        """Whether the records a state took in on trust were rolled back. A transaction lands
+        whole or not at all, and the list grows in the order they were taken in, checked before
+        each addition: so the newest one tells, one look-up, not one per record of the transaction."""
+        return bool(unconfirmed) and not self.store.metas(unconfirmed[-1:])
 
     def caught_up_to(self, convs: Iterable[str], cursor: int) -> None:
         """Every record of these conversations that the store holds up to `cursor` was added to
