@@ -57,3 +57,10 @@ def test_sign_record_refuses_text_that_is_not_utf8(over: dict[str, Any], field: 
     with pytest.raises(InvalidTextError) as info:
         sign_record(KEY, **{**fields, **over})
     assert info.value.field == field
+
+
+def test_a_refusal_names_the_record_it_was_found_in() -> None:
+    # found by mutation testing (tests/MUTATION.md, issue 30 §4): `cid` was dropped unseen
+    with pytest.raises(InvalidTextError) as info:
+        utf8("\ud800", "branch", cid="bafyexample")
+    assert info.value.cid == "bafyexample" and str(info.value).endswith("at index 0 (record bafyexample)")
