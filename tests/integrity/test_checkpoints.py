@@ -297,3 +297,75 @@ def test_a_witness_following_the_rule_never_cosigns_a_fork(parents: list[tuple[i
     for i, a in enumerate(cosigned):
         for b in cosigned[:i]:
             assert cps.divergent(a, b, w.lookup) is Verdict.NO
+
+
+# ---- found by mutation testing: the words of each result, the claim's fields ----
+
+def test_a_checkpoints_claim_keeps_its_records_conversation_and_stamp(alice: Replica) -> None:
+    chat(alice, 1)
+    record = alice.checkpoint(CONV)
+    cp = cps.Checkpoint.of(record)
+    assert (cp.cid, cp.conv, cp.actor, cp.hlc) == (record.cid, record.conv, record.actor, record.hlc)
+    other = alice.records(CONV)[0]
+    with pytest.raises(IntegrityError) as caught:
+        cps.Checkpoint.of(other)
+    assert caught.value.message == "a user_message record is not a checkpoint"
+    assert caught.value.cid == str(other.cid)
+
+
+def test_a_smaller_count_never_extends_even_when_the_heads_are_covered(alice: Replica) -> None:
+    chat(alice, 2)
+    cp = cps.Checkpoint.of(alice.checkpoint(CONV))
+    shrunk = dataclasses.replace(cp, count=cp.count - 1)
+    assert cps.extends(shrunk, cp, lookup_of(alice)) is Verdict.NO
+    assert cps.extends(cp, shrunk, lookup_of(alice)) is Verdict.YES
+
+
+def test_each_check_result_says_what_failed(alice: Replica, bob: Replica) -> None:
+    chat(alice, 2)
+    sync(alice, bob)
+    chat(bob, 2)
+    chat(alice, 1)
+    sync(alice, bob)
+    cp = cps.Checkpoint.of(alice.checkpoint(CONV))
+    look, fetch = lookup_of(alice), fetch_of(alice)
+    assert cps.check(dataclasses.replace(cp, count=6), look, fetch).detail == "its heads cover 5 records, it claims 6"
+    parent = look(cp.heads[0])
+    assert parent is not None
+    inner = parent[1][0]
+    res = cps.check(dataclasses.replace(cp, heads=tuple(sorted({*cp.heads, inner}))), look, fetch)
+    assert res.detail == f"head {inner} is an ancestor of another head"
+    res = cps.check(dataclasses.replace(cp, snapshot=CID.of_record(b"another snapshot")), look, fetch)
+    assert res.detail == f"the fold of its records is snapshot {cp.snapshot}"
+
+
+def test_partly_verified_and_unverified_say_which_records_lack(alice: Replica, clock: ManualClock) -> None:
+    chat(alice, 3)
+    alice.checkpoint(CONV, compact=True)
+    chat(alice, 1)
+    cp = cps.Checkpoint.of(alice.checkpoint(CONV))
+    look, fetch = lookup_of(alice), fetch_of(alice)
+    first = min(c for c in cps.causal_past(cp.heads, look).held if fetch(c) is None)
+    assert cps.check(cp, look, fetch).detail == f"record {first} is held as a header only"
+    stranger = Replica.in_memory(clock=clock)
+    res = cps.check(cp, lookup_of(stranger), fetch_of(stranger))
+    assert res.detail == f"{len(cp.heads)} records of its causal past are not held"
+
+
+def test_each_refusal_of_the_witness_says_why(alice: Replica, clock: ManualClock) -> None:
+    witness = Replica.in_memory(SigningKey(b"\x09" * 32), clock=clock)
+    look, fetch = lookup_of(witness), fetch_of(witness)
+    chat(alice, 2)
+    c1 = cps.Checkpoint.of(alice.checkpoint(CONV))
+    assert cps.decide_cosign(None, None, look, fetch).detail == "the witness does not hold the checkpoint"
+    unheld = cps.check(c1, look, fetch).detail
+    assert unheld
+    assert cps.decide_cosign(c1, None, look, fetch).detail == unheld + ": sync the records first"
+    sync(alice, witness)
+    d = cps.decide_cosign(dataclasses.replace(c1, count=9), None, look, fetch)
+    assert d.detail == f"check count fails: its heads cover {c1.count} records, it claims 9"
+    elsewhere = dataclasses.replace(c1, conv="x")
+    with pytest.raises(IntegrityError) as caught:
+        cps.decide_cosign(c1, elsewhere, look, fetch)
+    assert caught.value.message == "the last cosigned checkpoint is of another conversation"
+    assert caught.value.cid == str(c1.cid)
