@@ -20,13 +20,13 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Hlc
 from convgraph.core.keys import SigningKey
 from convgraph.core.record import Record, sign_record
-from convgraph.errors import EvidenceError, IntegrityError
+from convgraph.errors import ConvgraphError, EvidenceError, IntegrityError, StatementError
 from convgraph.integrity.builders import (
     record_equivocation_finding,
     self_inconsistent_finding,
     statements_finding,
 )
-from convgraph.integrity.evidence import decode_bundle, encode_bundle, verify_bundle
+from convgraph.integrity.evidence import Proof, decode_bundle, encode_bundle, verify_bundle
 from convgraph.integrity.findings import FINDING_KINDS, STATEMENT_KINDS, Finding
 from convgraph.integrity.statement import ORDER_SLACK_MS, Statement, sign_statement
 
@@ -284,3 +284,126 @@ def test_any_byte_edit_unproves(data: st.DataObject) -> None:
     else:
         tampered = bundle[:i] + bundle[i + 1:]
     assert not _still_proves(tampered)
+
+
+# ---- found by mutation testing: the words of every refusal, the proof's conversation ----
+
+def _why_unproven(prove: Any, unproven: type[Exception], *args: Any) -> str:
+    with pytest.raises(unproven) as caught:
+        prove(*args)
+    return str(caught.value)
+
+
+def test_each_unproven_bundle_says_why(ch: Chain) -> None:
+    from convgraph.core.keys import fingerprint
+    from convgraph.core.record import decode_record
+    from convgraph.integrity import artifact_proofs, checkpoint_proofs
+    from convgraph.integrity.statement import decode_statement
+
+    earlier = stmt([ch.a1, ch.b1, ch.a2, ch.b2], T)
+    later = stmt([ch.a1, ch.b1, ch.a2, ch.f], T + 5_000)
+    walk = [ch.a2, ch.b2, ch.f]
+    claim = {"earlier": 0, "later": 1}
+    proof = verify_bundle(_bundle("rollback", [earlier, later], walk, claim))
+    assert proof.ok and proof.reason.startswith(f"key {fingerprint(SERVER.public)} signed a later state")
+    elsewhere = sign_statement(SERVER, "d", 4, [ch.f.cid], T + 5_000)
+    honest = stmt([ch.a1, ch.b1, ch.a2, ch.b2, ch.a3], T + 5_000)
+    twice = codec.decode(_bundle("rollback", [earlier, later], walk, claim))
+    twice["records"].append(twice["records"][0])
+    with pytest.raises(StatementError) as not_a_statement:
+        decode_statement(b"x")
+    bad_statement = f"statement 0 is not valid ({not_a_statement.value.reason}): {not_a_statement.value}"
+    with pytest.raises(ConvgraphError) as not_a_record:
+        decode_record(b"x")
+    bad_record = f"record 0 is not valid: {not_a_record.value}"
+    fork = {"a": ch.a1.cid, "b": ch.a2.cid}
+    records = {r.cid: r for r in (ch.a1, ch.a2)}
+    not_a_fork = _why_unproven(checkpoint_proofs.prove, checkpoint_proofs.Unproven, "divergent_fork", fork, records, ())
+    patch_claim = {"record": ch.a1.cid, "check": artifact_proofs.CHECKS_OF["false_patch"][0]}
+    not_a_patch = _why_unproven(artifact_proofs.prove, artifact_proofs.Unproven, "false_patch", patch_claim,
+                                {ch.a1.cid: ch.a1}, [])
+    cases = {
+        "the later statement is not shown to fail to extend the earlier one":
+            _bundle("rollback", [earlier, later], [ch.b2, ch.f], claim),
+        f"statement 0 (time {T}) is not later than statement 1 (time {T + 5_000}) by more than the slack":
+            _bundle("rollback", [earlier, later], walk, {"earlier": 1, "later": 0}),
+        "the claim names statement 2; the bundle has 2":
+            _bundle("rollback", [earlier, later], walk, {"earlier": 0, "later": 2}),
+        "a `server_equivocation` claim names two different statements":
+            _bundle("server_equivocation", [earlier], walk, {"earlier": 0, "later": 0}),
+        "the two statements are not shown inconsistent (§2.5)":
+            _bundle("server_equivocation", [earlier, honest], [*walk, ch.a3], claim),
+        "the receipt's own heads are not shown to lack a record it names as stored":
+            _bundle("withholding", [earlier], walk, {"earlier": 0, "later": 0}),
+        "no record the earlier statement names as stored is shown missing later":
+            _bundle("deletion", [earlier, later], walk, claim),
+        "the two statements are signed by different keys":
+            _bundle("rollback", [earlier, sign_statement(ALICE, CONV, 4, [ch.f.cid], T + 5_000)], walk, claim),
+        "a claimed statement is not about the bundle's conversation":
+            _bundle("rollback", [earlier, elsewhere], walk, claim),
+        "a record equivocation holds exactly two records, not 1": _bundle("record_equivocation", [], [ch.b2], {}),
+        "the two records differ in actor or seq": _bundle("record_equivocation", [], [ch.a1, ch.a2], {}),
+        f"record {CID.of_record(twice['records'][0])} is in the bundle twice": codec.encode(twice),
+        bad_statement: encode_bundle("rollback", CONV, [b"x"], [], claim),
+        bad_record: encode_bundle("record_equivocation", CONV, [], [b"x"], {}),
+        not_a_fork: _bundle("divergent_fork", [], [ch.a1, ch.a2], fork),
+        not_a_patch: encode_bundle("false_patch", CONV, [], [ch.a1.data], patch_claim, blocks=[]),
+    }
+    for reason, data in cases.items():
+        assert verify_bundle(data) == Proof(False, decode_bundle(data).kind, reason, CONV), reason
+
+
+def test_a_record_of_another_conversation_is_named(ch: Chain) -> None:
+    other = sign_record(ALICE, conv="d", seq=1, hlc=Hlc(1, 0), parents=[], kind="user_message",
+                        payload={"content": "x"})
+    b = codec.decode(record_equivocation_finding(ch.b2.data, ch.f.data, 0).bundle)
+    b["records"] = [other.data, ch.a1.data]
+    assert verify_bundle(codec.encode(b)).reason == f"record {other.cid} is not of the bundle's conversation"
+
+
+def test_each_refusal_of_a_bundles_form_says_why(ch: Chain, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convgraph.integrity import evidence
+    from convgraph.integrity.checkpoints import CHECKS
+    from convgraph.integrity.findings import ARTIFACT_KINDS
+
+    good = {"v": 1, "type": "convgraph/evidence", "kind": "rollback", "conv": CONV,
+            "statements": [], "records": [], "claim": {"earlier": 0, "later": 1}}
+    keys = sorted(good)
+    fork = {"a": ch.a1.cid, "b": ch.a2.cid}
+    long_key = "k" * 40
+    cases: list[tuple[Any, str]] = [
+        ([1, 2], f"a bundle is a map with exactly the keys {keys}, not list"),
+        ({**good, long_key: 1}, f"a bundle is a map with exactly the keys {keys}, not {sorted([*keys, 'k' * 32])}"),
+        ({**good, "v": 2}, "bundle version 2 is not 1"),
+        ({**good, "type": "evidence"}, "bundle `type` is 'evidence', not 'convgraph/evidence'"),
+        ({**good, "type": "t" * 70}, f"bundle `type` is {'t' * 64!r}, not 'convgraph/evidence'"),
+        ({**good, "kind": "lie"}, f"bundle `kind` 'lie' is not one of {list(FINDING_KINDS)}"),
+        ({**good, "kind": "l" * 70}, f"bundle `kind` {'l' * 64!r} is not one of {list(FINDING_KINDS)}"),
+        ({**good, "conv": ""}, "bundle `conv` must be 1 to 256 bytes of text"),
+        ({**good, "conv": "c" * 257}, "bundle `conv` must be 1 to 256 bytes of text"),
+        ({**good, "statements": ["x"]}, "bundle `statements` must be a list of byte strings"),
+        ({**good, "claim": {"earlier": 0}}, "a `rollback` claim is a map with exactly the keys ['earlier', 'later']"),
+        ({**good, "claim": {"earlier": -1, "later": 0}}, "claim `earlier` must be a statement index (an integer ≥ 0)"),
+        ({**good, "kind": "divergent_fork", "claim": {"a": 1, "b": 2}}, "claim `a` must be a link"),
+        ({**good, "kind": "unverifiable_checkpoint", "claim": {"checkpoint": ch.a1.cid, "check": "nope"}},
+         f"claim `check` must be one of {list(CHECKS)}"),
+        ({**good, "kind": "divergent_fork", "claim": fork, "cosignatures": [1]},
+         "`cosignatures` is a list of maps, in a `divergent_fork` bundle only"),
+        ({**good, "blocks": []}, "`blocks` is a list of byte strings, in a bundle of an artifact kind "
+                                 f"({', '.join(ARTIFACT_KINDS)}) only, and required there"),
+    ]
+    for value, message in cases:
+        with pytest.raises(EvidenceError) as caught:
+            decode_bundle(codec.encode(value))
+        assert str(caught.value) == message
+    assert decode_bundle(codec.encode({**good, "conv": "c" * 256})).conv == "c" * 256
+    with pytest.raises(EvidenceError) as caught:
+        decode_bundle(b"\xa0\x00")
+    assert str(caught.value).startswith("not canonical DAG-CBOR: ")
+    data = codec.encode(good)
+    monkeypatch.setattr(evidence, "MAX_BUNDLE_BYTES", len(data))
+    assert decode_bundle(data).kind == "rollback"  # exactly the limit is allowed
+    monkeypatch.setattr(evidence, "MAX_BUNDLE_BYTES", len(data) - 1)
+    with pytest.raises(EvidenceError) as caught:
+        decode_bundle(data)
+    assert str(caught.value) == f"a bundle of {len(data)} bytes exceeds {len(data) - 1}"
