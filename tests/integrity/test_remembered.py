@@ -444,3 +444,27 @@ def test_a_smaller_state_later_than_the_slack_is_always_found(
     smaller = st(dag, heads, count, top.time_ms + LATER + extra)
     out = run(dag, memory, session(smaller))
     assert {c.later for c in out.claims} == {smaller} and out.claims
+
+
+# ---------------------------------------------------------------- found by mutation testing: the words
+LONG = "L" * 70  # a conversation id longer than the 64 characters a message quotes
+
+
+def test_each_protocol_error_says_what_the_peer_sent(dag: Dag) -> None:
+    with pytest.raises(ProtocolError) as info:
+        check_session(PEER, LONG, Memory(), session(), dag)
+    assert str(info.value) == f"the peer sent no statement about {LONG[:64]!r}" and info.value.reason == "peer"
+    other = st(dag, ["a2"], 2, T, key=OTHER, conv=LONG)
+    with pytest.raises(ProtocolError) as info:
+        check_session(PEER, LONG, Memory(), session(other), dag)
+    assert str(info.value) == (f"a statement in the session about {LONG[:64]!r} is another key's "
+                               f"or another conversation's ({other.cid})")
+    assert info.value.reason == "peer"
+
+
+def test_a_stale_statement_says_when_it_was_dated(dag: Dag) -> None:
+    s = st(dag, ["a2"], 2, T - FRESHNESS_MS - 1, conv=LONG)
+    with pytest.raises(StaleStatementError) as info:
+        check_session(PEER, LONG, Memory(), session(s, started=T, received=T), dag)
+    assert str(info.value) == (f"the peer's statement about {LONG[:64]!r} ({s.cid}) is dated {s.time_ms}, "
+                               f"outside [{T - FRESHNESS_MS}, {T + FRESHNESS_MS}]: a stale or future state")
