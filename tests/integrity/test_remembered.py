@@ -468,3 +468,12 @@ def test_a_stale_statement_says_when_it_was_dated(dag: Dag) -> None:
         check_session(PEER, LONG, Memory(), session(s, started=T, received=T), dag)
     assert str(info.value) == (f"the peer's statement about {LONG[:64]!r} ({s.cid}) is dated {s.time_ms}, "
                                f"outside [{T - FRESHNESS_MS}, {T + FRESHNESS_MS}]: a stale or future state")
+
+
+def test_a_kept_withholding_check_proved_later_stays_withholding(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    close = st(dag, ["b3"], 3, T + 5)
+    s = st(dag, ["b3"], 3, T + LATER)
+    for kept, proved in (("withholding", "withholding"), ("deletion", "deletion")):
+        out = run(dag, Memory(None, (), (Undecided(kept, (receipt, close)),)), session(s))
+        assert out.claims == (Claim(proved, receipt, s),) and out.pending == ()
