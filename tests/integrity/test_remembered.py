@@ -477,3 +477,36 @@ def test_a_kept_withholding_check_proved_later_stays_withholding(dag: Dag) -> No
     for kept, proved in (("withholding", "withholding"), ("deletion", "deletion")):
         out = run(dag, Memory(None, (), (Undecided(kept, (receipt, close)),)), session(s))
         assert out.claims == (Claim(proved, receipt, s),) and out.pending == ()
+
+
+def test_an_unmatched_signed_state_turns_only_pending_deletions_into_withholding(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["b3"], 3, T + 5)
+    out = run(dag, Memory(None, (receipt,)), session(s, own=(9, [dag["a4"]])))
+    assert out.reasons == ("statement",) and out.pending == (Undecided("withholding", (receipt, s)),)
+    remembered = st(dag, ["a3"], 3, T)
+    s1 = st(dag, ["a2"], 2, T + ORDER_SLACK_MS)
+    out = run(dag, Memory(remembered), session(s1, own=(9, [dag["a4"]])))
+    assert out.reasons == ("statement",) and out.pending == (Undecided("rollback", (remembered, s1)),)
+
+
+def test_a_statement_not_remembered_closes_no_receipt(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    receipt = st(dag, ["a2"], 2, T - 1, stored=["a2"])  # decidedly covered by s1
+    s1 = st(dag, ["a2"], 2, T + ORDER_SLACK_MS)
+    out = run(dag, Memory(remembered, (receipt,)), session(s1))
+    assert not out.advance and out.close == ()
+    assert run(dag, Memory(None, (receipt,)), session(s1)).close == (receipt.cid,)
+
+
+def test_a_kept_receipt_its_own_heads_turn_out_to_cover_is_dropped(dag: Dag) -> None:
+    dag.add("w", "a2", wall=5, hold=False)
+    dag.add("z", "w", wall=6, hold=False)
+    r = st(dag, ["z"], 4, T, stored=["w"])
+    first = run(dag, Memory(), session(r))
+    assert first.pending == (Undecided("withholding", (r,)),)
+    dag.hold("w", "a2", wall=5)
+    dag.hold("z", "w", wall=6)  # z's parent is w: the receipt was honest
+    s = st(dag, ["z"], 4, T + LATER)
+    out = run(dag, Memory(r, (), first.pending), session(s))
+    assert out.claims == () and out.pending == ()
