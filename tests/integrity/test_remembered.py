@@ -510,3 +510,42 @@ def test_a_kept_receipt_its_own_heads_turn_out_to_cover_is_dropped(dag: Dag) -> 
     s = st(dag, ["z"], 4, T + LATER)
     out = run(dag, Memory(r, (), first.pending), session(s))
     assert out.claims == () and out.pending == ()
+
+
+def test_a_rollback_inside_one_session_is_found_without_a_remembered_statement(dag: Dag) -> None:
+    s1 = st(dag, ["a3"], 3, T)
+    s2 = st(dag, ["a2"], 2, T + LATER)
+    out = run(dag, Memory(), session(s1, s2))
+    assert out.claims == (Claim("rollback", s1, s2),)
+
+
+def test_a_pending_statement_inside_a_session_is_skipped_not_the_rest(dag: Dag) -> None:
+    remembered = st(dag, ["a3"], 3, T)
+    s1 = st(dag, ["b3"], 4, T + 10)  # within the slack, neither extends the other
+    s2 = st(dag, ["a2"], 2, T + 10 + LATER)
+    out = run(dag, Memory(remembered), session(s1, s2))
+    assert Claim("rollback", remembered, s2) in out.claims
+
+
+def test_a_receipt_equal_to_the_latest_statement_does_not_stop_the_others(dag: Dag) -> None:
+    r = st(dag, ["a3"], 3, T, stored=["a3"])
+    s = st(dag, ["a4"], 4, T + 5, stored=["a4"])
+    out = run(dag, Memory(None, (s,)), session(r, s))
+    assert r.cid in out.close
+
+
+def test_an_early_deletion_is_looked_for_in_every_statement_before_the_last(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s1 = st(dag, ["a3"], 3, T + 1)
+    s2 = st(dag, ["b3"], 3, T + LATER)
+    s3 = st(dag, ["a4"], 4, T + LATER + 1)  # restored: covers a3 again
+    out = run(dag, Memory(None, (receipt,)), session(s1, s2, s3))
+    assert Claim("deletion", receipt, s2) in out.claims
+
+
+def test_a_later_statement_that_covers_the_receipt_is_no_early_deletion(dag: Dag) -> None:
+    receipt = st(dag, ["a3"], 3, T, stored=["a3"])
+    s1 = st(dag, ["a4"], 4, T + LATER)
+    s2 = st(dag, ["a4"], 4, T + LATER + 1)
+    out = run(dag, Memory(None, (receipt,)), session(s1, s2))
+    assert out.claims == ()
