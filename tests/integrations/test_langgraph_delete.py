@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from convgraph import Replica
@@ -17,21 +16,11 @@ from convgraph.integrations._langgraph_index import INDEX_FILE
 from convgraph.integrations.langgraph import ConvgraphSaver
 from convgraph.replica.home import DB_FILE
 from convgraph.sync.local import sync_replicas
+from integrations.test_langgraph import _graph
 
 pytestmark = pytest.mark.usefixtures("product_defaults")
 
 SECRET = "the-launch-code-4417"
-
-
-def _graph(saver: ConvgraphSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
-    def reply(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(f"reply {len(state['messages'])}")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("reply", reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=saver)
 
 
 def _config(thread: str) -> dict[str, Any]:
