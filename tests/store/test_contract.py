@@ -1086,3 +1086,21 @@ def test_cids_like_matches_the_head_and_tail_bytes_of_stored_records(store: Stor
     by_byte = [c for c in cids if bytes(c)[-1] == raw[0][-1]]
     assert store.cids_like(b"", raw[0][-1:], 100) == by_byte
     assert store.cids_like(b"\xff" * 5, b"", 100) == [] and store.cids_like(b"", bytes(GHOSTS[0])[-8:], 9) == []
+
+
+def test_keys_since_continues_like_since_and_sums_like_sync_keys(store: Store) -> None:
+    a, b, c = chain(3)
+    commit(store, a, *chain(2, "c2", key=2))
+    keys, cursor = store.keys_since("c1", 0)
+    assert sorted(keys) == store.sync_keys("c1") == [(a.hlc.wall_ms, a.cid.digest)]
+    token = store.conv_token("c1")
+    assert store.conv_token("c1") == token
+    commit(store, b, c)
+    assert store.conv_token("c1") != token
+    fresh, later = store.keys_since("c1", cursor)
+    assert sorted(fresh) == sorted((r.hlc.wall_ms, r.cid.digest) for r in (b, c)) and later >= cursor
+    assert store.keys_since("c1", later) == ([], later)
+    store.compact("c1", [a.cid], CID.of_record(b"cp"), b"snap")  # compacted keys stay in the set
+    assert sorted(store.keys_since("c1", 0)[0]) == store.sync_keys("c1")
+    total = sum(int.from_bytes(d, "little") for _, d in store.sync_keys("c1")) % (1 << 256)
+    assert store.key_summary("c1") == (total, 3) and store.key_summary("absent") == (0, 0)

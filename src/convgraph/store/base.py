@@ -75,6 +75,24 @@ class Store(Protocol):
         """The `since` cursor as of now: passing it on yields only records that arrive later."""
         ...
 
+    def conv_token(self, conv: str) -> object:
+        """A value that differs after any commit that changed `conv` lands (its records, heads,
+        turn index, snapshot or hidden set), with `change_token`'s rules inside a transaction.
+
+        It may also move when only other conversations changed; it never stays put when `conv` did.
+        """
+        ...
+
+    def keys_since(self, conv: str, cursor: int) -> tuple[list[tuple[int, bytes]], int]:
+        """The `sync_keys` of `conv`'s records that arrived after `cursor` (`since`'s cursors,
+        0: from the start), compacted ones included, unsorted; and the cursor to pass next."""
+        ...
+
+    def key_summary(self, conv: str) -> tuple[int, int]:
+        """(sum of the `sync_keys` digests as little-endian integers mod 2**256, how many):
+        what the whole conversation's sync fingerprint is made of (`sync/keyset.py`)."""
+        ...
+
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         """Drop the bytes of `covered` records of `conv` (their headers stay, so causal
         checks and dedup still work) and keep `snapshot` as the conversation's latest.

@@ -26,7 +26,7 @@ from convgraph.store.base import unshared_blocks
 from convgraph.store.memory_blocks import MemoryBlocks
 from convgraph.store.memory_index import MemoryIndex
 from convgraph.store.memory_witness import MemoryWitness
-from convgraph.store.rows import Pending, QuarantineBounds, WriteSet, sort_pairs
+from convgraph.store.rows import Pending, QuarantineBounds, WriteSet, key_summary, sort_pairs
 
 
 class MemoryStore(MemoryIndex, MemoryWitness, MemoryBlocks):
@@ -152,6 +152,19 @@ class MemoryStore(MemoryIndex, MemoryWitness, MemoryBlocks):
     def cursor(self) -> int:
         with self._lock:
             return len(self._arrival)
+
+    def conv_token(self, conv: str) -> object:  # noqa: ARG002 (coarse until per-conversation rows)
+        return self.change_token()
+
+    def keys_since(self, conv: str, cursor: int) -> tuple[list[tuple[int, bytes]], int]:
+        with self._lock:
+            fresh = self._arrival[cursor:]  # a forgotten record's place stays: cursors stay valid
+            found = [(m.hlc.wall_ms, c.digest) for c in fresh
+                     if (m := self._meta.get(c)) is not None and m.conv == conv]
+            return found, len(self._arrival)
+
+    def key_summary(self, conv: str) -> tuple[int, int]:
+        return key_summary(self.sync_keys(conv))
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         covered = list(covered)

@@ -52,6 +52,7 @@ from convgraph.store.rows import (
     QuarantineBounds,
     WriteSet,
     finding_cids,
+    key_summary,
     manifest_links,
     sort_pairs,
     unique_checks,
@@ -622,6 +623,16 @@ class PostgresStore:
         # ids are never drawn twice; the floor keeps the cursor from moving back after a `forget`
         return int(self._query("SELECT greatest(coalesce(max(id), 0), coalesce((SELECT value FROM {s}.meta"
                                " WHERE key = 'id_floor'), 0)) FROM {s}.records")[0][0])
+
+    def conv_token(self, conv: str) -> object:  # noqa: ARG002 (coarse until per-conversation rows)
+        return self.change_token()
+
+    def keys_since(self, conv: str, cursor: int) -> tuple[list[tuple[int, bytes]], int]:
+        rows = self._query("SELECT id, wall, cid FROM {s}.records WHERE id > %s AND conv = %s", cursor, conv)
+        return [(wall, bytes(cid)[4:]) for _, wall, cid in rows], max((r[0] for r in rows), default=cursor)
+
+    def key_summary(self, conv: str) -> tuple[int, int]:
+        return key_summary(self.sync_keys(conv))
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), self._translated(), self._conn() as conn:

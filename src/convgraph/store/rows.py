@@ -114,3 +114,12 @@ def sort_pairs(pairs: Sequence[tuple[CID, CID]]) -> list[tuple[CID, CID]]:
     """Equivocation pairs normalised: each pair ordered, the list sorted and unique."""
     return sorted({(min(a, b), max(a, b)) for a, b in pairs})
 
+
+def key_summary(keys: Iterable[tuple[int, bytes]]) -> tuple[int, int]:
+    """`Store.key_summary` of these sync keys: their digests' sum mod 2**256, and their count."""
+    total = count = 0
+    for _, digest in keys:
+        total += int.from_bytes(digest, "little")
+        count += 1
+    return total % (1 << 256), count
+

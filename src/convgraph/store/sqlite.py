@@ -51,6 +51,7 @@ from convgraph.store.rows import (
     QuarantineBounds,
     WriteSet,
     finding_cids,
+    key_summary,
     manifest_links,
     sort_pairs,
     unique_checks,
@@ -586,6 +587,22 @@ class SqliteStore:
     def cursor(self) -> int:
         return int(self._query("SELECT max(coalesce(max(id), 0), coalesce((SELECT CAST(value AS INTEGER)"
                                " FROM meta WHERE key = 'id_floor'), 0)) FROM records")[0][0])
+
+    def conv_token(self, conv: str) -> object:  # noqa: ARG002 (coarse until per-conversation rows)
+        return self.change_token()
+
+    def keys_since(self, conv: str, cursor: int) -> tuple[list[tuple[int, bytes]], int]:
+        column = "conv" if cursor == 0 else "+conv"  # as in `since`
+        writing = self.in_transaction()
+        with self.reading():
+            rows = self._query(f"SELECT id, wall, cid FROM records WHERE id > ? AND {column} = ?",
+                               (cursor, conv))
+            top = 0 if writing else self.cursor()
+        found = [(wall, cid[4:]) for _, wall, cid in rows]
+        return found, max(max((r[0] for r in rows), default=cursor), top)
+
+    def key_summary(self, conv: str) -> tuple[int, int]:
+        return key_summary(self.sync_keys(conv))
 
     def compact(self, conv: str, covered: Iterable[CID], checkpoint: CID, snapshot: bytes) -> None:
         with self.transaction(), _translated():
