@@ -292,9 +292,8 @@ def _rules(hint: str) -> list[str]:
 
 
 def test_a_refusal_names_the_allow_rule_that_admits_the_key_held_or_not(tmp_path: Path) -> None:
-    from convgraph.server.gate import Gate
-
     from convgraph.server.conv_locks import ConvLocks
+    from convgraph.server.gate import Gate
 
     replica, lock = Replica.open(tmp_path / "server"), ConvLocks()
     owner = Replica.in_memory(OWNER)
