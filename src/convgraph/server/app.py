@@ -77,7 +77,7 @@ class ServerConfig:
     inline_bytes: int = 16 << 10
     # records of one pushed section judged and committed per hold of its conversation's writer
     # lock: a reader of that conversation waits at most about one part (bench/hol.py)
-    part_records: int = 500
+    part_records: int = 100
 
 
 def create_app(
