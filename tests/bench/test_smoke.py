@@ -26,6 +26,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "authority.py": ("--smoke", "--json", "{json}"),
     "compaction.py": ("--quick", "--out", "{json}"),
     "deletion.py": ("--quick", "--out", "{json}"),
+    "hol.py": ("--smoke", "--json", "{json}"),
     "import_thread.py": ("--quick", "--json", "{json}"),
     "instructions.py": ("--smoke",),  # without valgrind: under it, each child takes minutes
     "langgraph_cold.py": ("--quick", "--cache", "{tmp}", "--json", "{json}"),

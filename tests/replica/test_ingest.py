@@ -344,3 +344,40 @@ def test_a_record_whose_two_parents_are_refused_is_refused_once() -> None:
     assert report.rejected[2].error.message == "a parent was rejected"
     assert report.rejected[2].error.cid == str(child.cid)
     assert r.store.count() == 1 and r.store.pending_stats() == (0, 0)
+
+
+def _where(report: object) -> dict[str, set[CID]]:
+    names = ("accepted", "duplicates", "quarantined", "held", "released", "evicted")
+    out = {n: set(getattr(report, n)) for n in names}
+    out["rejected"] = {r.cid for r in report.rejected if r.cid is not None}  # type: ignore[attr-defined]
+    return out
+
+
+def test_an_ingest_in_parts_reports_and_stores_what_one_ingest_does() -> None:
+    bad: list[Record] = []
+    for i in range(12):  # the sixth is not after its parent: rejected, and every one after it
+        bad.append(sign_record(A, conv="c", seq=i + 1, hlc=Hlc(1000 + i - (i >= 5), 0),
+                               parents=[bad[-1].cid] if bad else [], kind="user_message",
+                               payload={"content": f"m{i}"}))
+    good = chain(B, 8, start=2000)
+    good[3], good[4] = good[4], good[3]  # a child before its parent, across a part boundary
+    ghost, *orphans = chain(B, 4, conv="d", start=3000)  # waits for a parent never sent
+    items = [r.data for r in [*good, *bad, *orphans, good[0]]]
+    whole = fresh(quarantine=QuarantineBounds(max_count=2))
+    expected = whole.ingest(items)
+    for size in (1, 2, 4, 5):
+        parts = fresh(quarantine=QuarantineBounds(max_count=2))
+        merged = None
+        refused: set[CID] = set()
+        for start in range(0, len(items), size):
+            taken = parts.ingest(items[start:start + size], refused=refused)
+            refused |= {r.cid for r in taken.rejected if r.cid is not None}
+            if merged is None:
+                merged = taken
+            else:
+                merged.merge(taken)
+        assert _where(merged) == _where(expected), size
+        assert sorted(map(str, merged.accepted)) == sorted(map(str, expected.accepted))  # type: ignore[union-attr]
+        assert parts.store.count() == whole.store.count() and parts.store.pending_stats() == whole.store.pending_stats()
+    assert ghost.cid not in _where(expected)["accepted"]
+    assert _where(expected)["rejected"] == {r.cid for r in bad[5:]}

@@ -255,31 +255,31 @@ def test_legacy_conversations_keep_the_configuration(deployment: Deployment) -> 
     assert json.loads(signed_get(d.url(0), OUTSIDER, "/v1/conversations/lobby/heads").text)["count"] == 0
 
 
-def test_access_questions_wait_for_the_ingest_lock_and_legacy_ones_do_not(tmp_path: Path) -> None:
+def test_access_questions_never_wait_for_a_writer_of_the_conversation(tmp_path: Path) -> None:
+    from convgraph.server.conv_locks import ConvLocks
     from convgraph.server.gate import Gate
 
     replica = Replica.open(tmp_path / "server")
     owner = Replica.in_memory(OWNER)
     owner.write(CONV, "genesis", {"nonce": NONCE})
     replica.ingest([r.data for r in owner.records(CONV)])
-    lock = threading.RLock()
-    gate = Gate(replica, _access(), lock)
+    locks = ConvLocks()
+    gate = Gate(replica.reader(), _access(), locks)
     answers: dict[int, object] = {}
     questions = [lambda: gate.check_read(OWNER.public, [CONV]), lambda: gate.can_read(OWNER.public, CONV),
                  lambda: gate.push_refusal(OWNER.public, CONV), lambda: gate.projection(OWNER.public, CONV)]
-    with lock:  # as an ingest holds it
+    with locks.writing(CONV):  # as a part of a push holds it: every question is answered meanwhile
         threads = [threading.Thread(target=lambda i=i, q=q: answers.setdefault(i, q()), daemon=True)  # type: ignore[misc]
                    for i, q in enumerate(questions)]
         for thread in threads:
             thread.start()
-        time.sleep(0.3)
-        assert answers == {}  # every rooted question waits for the ingest to finish
-        assert gate.push_refusal(OUTSIDER.public, "lobby") is None  # legacy ones need no lock
+        for thread in threads:
+            thread.join(10)
+        assert [answers[i] for i in range(3)] == [None, True, None]
+        assert answers[3]["members"] == {actor_text(OWNER.public): ANY}  # type: ignore[index]
+        assert gate.push_refusal(OUTSIDER.public, "lobby") is None
         gate.check_read(OUTSIDER.public, ["lobby"])
-    for thread in threads:
-        thread.join(10)
-    assert [answers[i] for i in range(3)] == [None, True, None]
-    assert answers[3]["members"] == {actor_text(OWNER.public): ANY}  # type: ignore[index]
+    assert locks.held() == 0  # entries live only while in use
     replica.close()
 
 
@@ -292,9 +292,10 @@ def _rules(hint: str) -> list[str]:
 
 
 def test_a_refusal_names_the_allow_rule_that_admits_the_key_held_or_not(tmp_path: Path) -> None:
+    from convgraph.server.conv_locks import ConvLocks
     from convgraph.server.gate import Gate
 
-    replica, lock = Replica.open(tmp_path / "server"), threading.RLock()
+    replica, lock = Replica.open(tmp_path / "server"), ConvLocks()
     owner = Replica.in_memory(OWNER)
     owner.write(CONV, "genesis", {"nonce": NONCE})
     outsider = actor_text(OUTSIDER.public)

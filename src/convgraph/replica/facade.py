@@ -169,12 +169,30 @@ class Replica(Views):
         replica_artifacts.admit_written(self.store, records)  # we hold what we named: readers may fetch it
         return records
 
-    def ingest(self, items: Iterable[Item], *, conversations: Container[str] | None = None) -> IngestReport:
+    def ingest(
+        self, items: Iterable[Item], *, conversations: Container[str] | None = None,
+        refused: Iterable[CID] = (),
+    ) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest.
 
-        With `conversations`, records of other conversations are rejected, not stored.
+        With `conversations`, records of other conversations are rejected, not stored. A large
+        ingest may land in parts, each its own call and commit: `refused` then carries the CIDs
+        the earlier parts rejected, so that what names them is rejected as in one call, and
+        `IngestReport.merge` joins the parts' reports.
         """
-        return self._intake.ingest(items, config=self.config, clock=self.clock, conversations=conversations)
+        return self._intake.ingest(items, config=self.config, clock=self.clock, conversations=conversations,
+                                   refused=refused)
+
+    def reader(self) -> Replica:
+        """Another facade over the same store, key, clock and configuration, with folds of its own.
+
+        Its folds read only what the store commits, never what this facade's ingest is adding
+        to its own in place, so a thread may read an authority state through it while another
+        ingests through this one (the server's access checks). Not for writing.
+        """
+        twin = Replica(self.store, self._key, clock=self.clock, config=self.config)
+        twin.home = self.home
+        return twin
 
     def adopt(self, checkpoint: bytes, snapshot: bytes, cover: bytes) -> IngestReport:
         """Take a compacted conversation on its checkpoint signer's word (docs/format.md 11.5).

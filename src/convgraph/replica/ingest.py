@@ -42,8 +42,9 @@ from convgraph.store.rows import Pending, WriteSet
 AuthorityOf = Callable[[str], "authority_.AuthorityState | None"]
 """The authority state of a conversation (None: legacy, no authority), brought up to date."""
 
-Item = bytes | tuple[bytes, CID]
-"""Record bytes, optionally with the CID a peer claims they hash to."""
+Item = bytes | tuple[bytes, CID] | Record
+"""Record bytes, optionally with the CID a peer claims they hash to, or a record `decoded`
+already checked against every intrinsic rule (`prepared`): planning then skips the signature."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,22 @@ class IngestReport:
         gone = set(evicted)
         self.quarantined = [c for c in self.quarantined if c not in gone]
         self.held = [c for c in self.held if c not in gone]
+
+    def merge(self, later: IngestReport) -> None:
+        """Add the report of the next part of one ingest landed in parts, so that each CID stands
+        where the last part left it, as one ingest of every part together would report it.
+
+        A record this ingest put in the quarantine and a later part placed is `accepted`, not
+        `released` (it never waited for anything but the rest of this ingest).
+        """
+        decided = {*later.accepted, *later.evicted, *(r.cid for r in later.rejected if r.cid is not None)}
+        ours = {*self.quarantined, *self.held}
+        self.quarantined = [c for c in self.quarantined if c not in decided] + later.quarantined
+        self.held = [c for c in self.held if c not in decided] + later.held
+        self.released += [c for c in later.released if c not in ours]
+        self.evicted = [c for c in self.evicted if c not in decided] + later.evicted
+        for name in ("accepted", "duplicates", "rejected", "equivocations", "adopted", "accepted_hlcs"):
+            getattr(self, name).extend(getattr(later, name))
 
 
 @dataclass
@@ -224,6 +241,40 @@ class _Plan:
                 (self.report.held if entry.reason == "clock" else self.report.quarantined).append(cid)
 
 
+def prepared(items: Iterable[Item], limits: Limits = DEFAULT_LIMITS) -> list[Item]:
+    """`items` with each one that passes every intrinsic rule decoded (its signature checked):
+    the costly, store-free part of judging, done before any lock. Bytes that fail stay bytes,
+    so planning refuses them exactly as it would have."""
+    out: list[Item] = []
+    for item in items:
+        if isinstance(item, Record):
+            out.append(item)
+            continue
+        data, claimed = (item, None) if isinstance(item, bytes) else item
+        try:
+            out.append(decode_record(bytes(data), limits=limits, expected_cid=claimed))
+        except ConvgraphError:
+            out.append(item)
+    return out
+
+
+def _decoded(plan: _Plan, item: Item, limits: Limits) -> Record | None:
+    """The record `item` encodes, or None with its rejection in `plan` (and what names it refused)."""
+    if isinstance(item, Record):
+        return item
+    data, claimed = (item, None) if isinstance(item, bytes) else item
+    try:
+        return decode_record(bytes(data), limits=limits, expected_cid=claimed)
+    except ConvgraphError as exc:
+        # bytes that break an intrinsic rule name an invalid record forever, unless they
+        # were offered under another CID or were too big to hash (then nothing is known)
+        if not isinstance(exc, CidMismatchError) and len(data) <= limits.max_record_bytes:
+            claimed = claimed or CID.of_record(bytes(data))
+            plan.refuse(claimed)
+        plan.report.rejected.append(Rejection(claimed, exc))
+        return None
+
+
 def plan_ingest(
     items: Iterable[Item],
     store: Store,
@@ -234,6 +285,7 @@ def plan_ingest(
     conversations: Container[str] | None = None,
     adoption: Adoption | None = None,
     authority: AuthorityOf | None = None,
+    refused: Iterable[CID] = (),
 ) -> tuple[WriteSet, IngestReport]:
     """Validate `items` and plan their placement against what `store` holds.
 
@@ -242,24 +294,18 @@ def plan_ingest(
     `adoption` (checked by `plan_adoption`), its headers and checkpoint are placed first.
     With `authority`, each record of a rooted conversation is judged by its authority state,
     which accepted records are added to (the caller drops that state if the plan is not landed).
+    `refused` are CIDs rejected by an earlier part of the same ingest: what names them is rejected.
     """
     plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0,
                  authority=authority)
     plan.writes.fresh = True  # only records found absent below are ever accepted
+    plan.rejected.update(refused)
     if adoption is not None:
         plan.adopt(adoption)
     fresh: dict[CID, Record] = {}
     for item in items:
-        data, claimed = (item, None) if isinstance(item, bytes) else item
-        try:
-            rec = decode_record(bytes(data), limits=limits, expected_cid=claimed)
-        except ConvgraphError as exc:
-            # bytes that break an intrinsic rule name an invalid record forever, unless they
-            # were offered under another CID or were too big to hash (then nothing is known)
-            if not isinstance(exc, CidMismatchError) and len(data) <= limits.max_record_bytes:
-                claimed = claimed or CID.of_record(bytes(data))
-                plan.refuse(claimed)
-            plan.report.rejected.append(Rejection(claimed, exc))
+        rec = _decoded(plan, item, limits)
+        if rec is None:
             continue
         if conversations is not None and rec.conv not in conversations:
             error = ForbiddenError(f"record of conversation {rec.conv!r}, which this exchange does not cover",

@@ -1,9 +1,11 @@
 """Records from elsewhere: ingest and adoption into a replica's store, and what follows a landing.
 
-Each batch is planned by the ingest rules (`plan_ingest`), in a rooted conversation against
-its authority state brought up to date once per batch, then committed with what its landing
-settles in the same transaction: the finding of an equivocation, the checks of a checkpoint
-or cosignature that landed or that waited for a record, the quarantine's bounds. Invariant:
+Each batch is decoded first, signatures and all, outside any transaction (`prepared`: that
+costly part of judging holds no store lock), then planned by the ingest rules (`plan_ingest`),
+in a rooted conversation against its authority state brought up to date once per batch, and
+committed with what its landing settles in the same transaction: the finding of an
+equivocation, the checks of a checkpoint or cosignature that landed or that waited for a
+record, the quarantine's bounds. Invariant:
 the store only ever holds records that passed every ingest rule, and no equivocation is
 stored without its finding.
 """
@@ -24,7 +26,7 @@ from convgraph.projections.authority import AuthorityState
 from convgraph.replica import artifact_checks, checkpointing, collector, turn_index, witnessing
 from convgraph.replica.adoption import plan_adoption
 from convgraph.replica.folds import Folds, authority_from
-from convgraph.replica.ingest import IngestReport, Item, plan_ingest
+from convgraph.replica.ingest import IngestReport, Item, plan_ingest, prepared
 from convgraph.replica.writes import Writer
 from convgraph.store.base import Store
 from convgraph.store.rows import WriteSet
@@ -43,16 +45,20 @@ class Intake:
         self.store, self.folds, self.watch, self.writer, self.entries = store, folds, watch, writer, entries
 
     def ingest(
-        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
+        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None,
+        refused: Iterable[CID] = (),
     ) -> IngestReport:
         """Validate and store foreign records; a bad one is reported, never fatal to the rest."""
         # the batch's records, plans and decoded maps die when `_ingest` returns, before the
         # collector resumes: it then traces only what outlives the batch, not the whole batch
         with collector.paused():
-            return self._ingest(items, config=config, clock=clock, conversations=conversations)
+            items = prepared(items, config.limits)  # before the transaction: no lock held meanwhile
+            return self._ingest(items, config=config, clock=clock, conversations=conversations,
+                                refused=refused)
 
     def _ingest(
-        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None
+        self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None,
+        refused: Iterable[CID],
     ) -> IngestReport:
         with self.store.transaction():
             now = clock()
@@ -65,7 +71,7 @@ class Intake:
 
             writes, report = plan_ingest(
                 items, self.store, now_ms=now, max_drift_ms=config.max_drift_ms,
-                limits=config.limits, conversations=conversations, authority=authority,
+                limits=config.limits, conversations=conversations, authority=authority, refused=refused,
             )
             judged: dict[str, list[CID]] = {}
             for record in writes.records:

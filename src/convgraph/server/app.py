@@ -35,12 +35,13 @@ from convgraph.errors import MissingExtraError
 from convgraph.replica import Replica
 from convgraph.server import openapi
 from convgraph.server.access import Access
+from convgraph.server.conv_locks import ConvLocks
 from convgraph.server.events import Events, relay
 from convgraph.server.gate import Gate
 from convgraph.server.identity import About
 from convgraph.server.reads import Reads
 from convgraph.server.shell import Shell
-from convgraph.server.sync_endpoint import SyncEndpoint
+from convgraph.server.sync_endpoint import PartHook, SyncEndpoint
 from convgraph.server.witness import Cosigner
 from convgraph.store.sqlite import SqliteNonces, SqliteStore
 from convgraph.sync.auth import MemoryNonces, NonceLog, Verifier
@@ -74,24 +75,29 @@ class ServerConfig:
     # a body this small is cheaper to check and decode than a hop to a worker thread is:
     # decoding costs at most ~5 µs a byte (SKIP ranges), so ~80 ms here, in a worker
     inline_bytes: int = 16 << 10
+    # records of one pushed section judged and committed per hold of its conversation's writer
+    # lock: a reader of that conversation waits at most about one part (bench/hol.py)
+    part_records: int = 100
 
 
 def create_app(
     replica: Replica, config: ServerConfig | None = None, *, clock: Clock = system_clock,
     nonces: NonceLog | None = None, listen: Callable[[], AsyncIterator[str]] | None = None,
-    cosigner: Cosigner | None = None,
+    cosigner: Cosigner | None = None, landed: PartHook | None = None,
 ) -> Starlette:
     """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY);
-    `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4)."""
+    `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4);
+    `landed` is called after each committed part of a pushed section (a test's barrier)."""
     cfg = config or ServerConfig()
     verifier = Verifier(nonces or _nonce_log(replica), cfg.window_ms)
-    # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
-    hub, lock, sessions = Hub(), threading.RLock(), Sessions(clock)
-    gate = Gate(replica, cfg.access, lock)
+    # no lock spans conversations: writers take their conversation's lock per part of a push,
+    # and access is judged in a facade of its own, folded from committed records only
+    hub, locks, sessions = Hub(), ConvLocks(), Sessions(clock)
+    gate = Gate(replica.reader(), cfg.access, locks)
     shell = Shell(verifier, gate, clock, max_body=cfg.max_body, body_timeout_s=cfg.body_timeout_s,
                   inline_bytes=cfg.inline_bytes)
     sync = SyncEndpoint(replica, gate, verifier, hub, clock, budget=cfg.budget, inline_bytes=cfg.inline_bytes,
-                        decoders=cfg.decoders, per_key=cfg.per_key)
+                        decoders=cfg.decoders, per_key=cfg.per_key, part=cfg.part_records, landed=landed)
     reads, events = Reads(replica, gate), Events(replica.store, gate, hub, heartbeat_s=cfg.heartbeat_s)
     about = About(replica, gate, sessions, clock, cosigner)
 
@@ -125,8 +131,10 @@ def create_app(
         Route("/v1/conversations/{conv:conv}/authority", guarded(reads.authority), methods=["GET"]),
         Route("/v1/witness/{conv:conv}/cosign", guarded(about.cosign), methods=["POST"]),
         Route("/v1/viewer/sessions", guarded(about.viewer_session), methods=["POST"]),
-        viewer_app.mount(viewer_app.Viewer(
-            replica, sessions, lambda session: _GateReader(gate, session.actor), hub, lock, cfg.heartbeat_s)),
+        # the viewer's pages fold a facade of their own, one page at a time: that lock is the
+        # viewer's alone, never taken by a sync, an access check or a push
+        viewer_app.mount(viewer_app.Viewer(replica.reader(), sessions, lambda session: _GateReader(
+            gate, session.actor), hub, threading.Lock(), cfg.heartbeat_s)),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

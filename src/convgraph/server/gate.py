@@ -6,14 +6,16 @@ judged on its own author by ingest. A rooted conversation the server holds no ge
 pushed (created) and read by the keys the configuration lets write it; any other key is refused
 exactly as in a held conversation where it has no grant, so a refusal never tells whether a
 conversation exists. Legacy conversations keep the configuration's rules (`access.py`).
-Invariant: every answer about a rooted conversation is taken holding the lock ingest holds, so
-it is the projection of committed records and never of an ingest half done.
+Every answer about a rooted conversation comes from a facade of its own (`Replica.reader`), folded
+from committed records only, under that conversation's reader lock (`ConvLocks.reading`), which no
+writer takes: a read check never waits for a push, and a push of another conversation never
+waits for it. Invariant: every answer is the projection of the records committed when it was
+taken, never of an ingest half done.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
 from typing import Any
 
 from convgraph.core import suggestions
@@ -24,16 +26,21 @@ from convgraph.projections.authority import READ, Answer, Authority
 from convgraph.projections.authority_json import authority_json
 from convgraph.replica import Replica
 from convgraph.server.access import ANY, RESERVED, Access, allow_hint
+from convgraph.server.conv_locks import ConvLocks
 from convgraph.server.members import MemberIndex
 
 READ_ONLY = "this key may read but not write the conversation"
 
 
 class Gate:
-    """The access questions of the server's routes, for one replica and configuration."""
+    """The access questions of the server's routes, for one replica and configuration.
 
-    def __init__(self, replica: Replica, access: Access, lock: AbstractContextManager[Any]) -> None:
-        self.replica, self.access, self.lock = replica, access, lock
+    `replica` is the facade the answers are folded in: give it one no writer ingests through
+    (`Replica.reader()`), so its folds hold committed records only.
+    """
+
+    def __init__(self, replica: Replica, access: Access, locks: ConvLocks) -> None:
+        self.replica, self.access, self.locks = replica, access, locks
         self.members = MemberIndex(replica.store)
 
     def named(self, actor: bytes) -> bool:
@@ -53,8 +60,7 @@ class Gate:
             self.access.check_read(actor, legacy)
         for conv in names:
             if is_rooted(conv):
-                with self.lock:
-                    refusal = self._refusal(actor, conv)
+                refusal = self._refusal(actor, conv)
                 if refusal is not None:
                     raise refusal
 
@@ -62,21 +68,19 @@ class Gate:
         """Whether `actor` may read `conv` (the records route answers 404 when it may not)."""
         if not is_rooted(conv):
             return self.access.can_read(actor, conv)
-        with self.lock:
-            return self._refusal(actor, conv) is None
+        return self._refusal(actor, conv) is None
 
     def push_refusal(self, actor: bytes, conv: str) -> str | None:
         """Why `actor` may not push records to `conv`, or None when it may.
 
-        Call it holding the lock with the ingest it guards, so no grant or revocation lands
-        between the answer and the records it admits.
+        Call it holding `conv`'s writer lock with the ingest it guards, so no grant or revocation
+        lands through this process between the answer and the records it admits.
         """
         if not is_rooted(conv):
             if conv == ANY:
                 return RESERVED
             return None if self.access.can_write(actor, conv) else READ_ONLY
-        with self.lock:
-            refusal = self._refusal(actor, conv)
+        refusal = self._refusal(actor, conv)
         return None if refusal is None else refusal.reason
 
     def projection(self, actor: bytes, conv: str) -> dict[str, Any]:
@@ -88,14 +92,19 @@ class Gate:
         if not is_rooted(conv):
             self.access.check_read(actor, [conv])
             raise ProjectionError(f"conversation {conv[:64]!r} is legacy: it has no authority projection")
-        with self.lock:  # one hold: the answer and the projection it admits see the same records
-            refusal = self._refusal(actor, conv)
+        with self.locks.reading(conv):  # one hold: the answer and the projection it admits agree
+            refusal = self._refused(actor, conv)
             if refusal is not None:
                 raise refusal
             return authority_json(self.replica.authority(conv))
 
     def _refusal(self, actor: bytes, conv: str) -> ForbiddenError | None:
-        """The refusal of `read` in rooted `conv` (the caller holds the lock), or None."""
+        """The refusal of `read` in rooted `conv`, or None, from its last committed records."""
+        with self.locks.reading(conv):
+            return self._refused(actor, conv)
+
+    def _refused(self, actor: bytes, conv: str) -> ForbiddenError | None:
+        """`_refusal`, for a caller holding `conv`'s reader lock."""
         try:
             authority: Authority | None = self.replica.authority(conv)
         except NotFoundError:

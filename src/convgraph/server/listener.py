@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
@@ -90,6 +91,10 @@ def url_of(sock: socket.socket) -> str:
 def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits(),
           on_ready: Callable[[], None] | None = None) -> None:
     """Serve `app` on `sock` with uvicorn until interrupted; `on_ready` runs once it accepts."""
+    # a thread that waits on I/O (a sync of a small conversation) takes the GIL back from one
+    # busy judging a large push after this long at most, each time: 5 ms by default, which
+    # a request with a hundred round trips to SQLite paid a hundred times (bench/hol.py)
+    sys.setswitchinterval(0.001)
     server(app, limits, on_ready).run(sockets=[sock])
 
 

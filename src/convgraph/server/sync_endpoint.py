@@ -2,9 +2,15 @@
 
 A body of at most `inline_bytes` is answered whole in one worker thread, nonce log, decoding
 and all; anything bigger is decoded in a worker thread, at most `decoders` at once, and a key
-has at most `per_key` requests in flight. Invariant: each section's conversation is admitted
-(`Gate.check_read`) before its body is decoded, and a push is judged and stored in one hold
-of the gate's lock, so a revocation that lands first refuses it.
+has at most `per_key` requests in flight. A section's records land in parts of at most
+`part` records: each part is decoded (signatures checked) holding no lock, then judged against
+the store and committed holding only its conversation's writer lock (`ConvLocks.writing`), which
+is let go between parts, so work on other conversations never waits for a push, and readers of
+the same one see each part once it commits. The parts' reports are merged into one, as one
+ingest would have made it. Invariant: each section's conversation is admitted
+(`Gate.check_read`) before its body is decoded, and each part is judged and stored in one hold
+of its conversation's writer lock with the push check, so a revocation that lands first refuses
+that part and every later one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from convgraph.core.hlc import Clock
 from convgraph.core.keys import actor_text
 from convgraph.errors import MissingExtraError, ServerBusyError
 from convgraph.replica import Replica
+from convgraph.replica.ingest import IngestReport, prepared
 from convgraph.server.gate import Gate
 from convgraph.sync import fates, wire
 from convgraph.sync.artifact_exchange import BlockOutcome
@@ -40,19 +47,25 @@ except ModuleNotFoundError as exc:
 SYNC_TYPE = "application/vnd.convgraph.sync"
 
 
+PartHook = Callable[[str, int], None]
+"""Called after each part of a push commits (conversation, records landed so far), holding no
+lock: a test's barrier between parts."""
+
+
 class _Peer(ReplicaPeer):
     """The replica seen by one request: it takes records only into the conversations its key
-    may push to, asked afresh at each push under the lock the ingest then holds (so a
-    revocation that lands first refuses it), and it adopts a base only when the checkpoint is
-    signed by the server's own key or by the requesting key in a conversation it may push to."""
+    may push to, asked afresh for each part under the writer lock that part's ingest then holds
+    (so a revocation that lands first refuses it), and it adopts a base only when the checkpoint
+    is signed by the server's own key or by the requesting key in a conversation it may push to."""
 
-    def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None]) -> None:
+    def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None], *,
+                 part: int, landed: PartHook | None = None) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
             signer == actor and gate.push_refusal(actor, conv) is None))
-        self.gate, self.actor, self.ring = gate, actor, ring
+        self.gate, self.actor, self.ring, self.part, self.landed = gate, actor, ring, part, landed
 
     def adopt(self, conv: str, base: Base) -> Outcome:
-        with self.gate.lock:
+        with self.gate.locks.writing(conv):
             why = self.gate.push_refusal(self.actor, conv)
             if why is not None:
                 return refusal(CID.of_record(base.checkpoint).digest, "forbidden", why)
@@ -63,24 +76,50 @@ class _Peer(ReplicaPeer):
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
         # blocks are pushed under the same condition as records, judged in the same hold
-        with self.gate.lock:
+        with self.gate.locks.writing(conv):
             why = self.gate.push_refusal(self.actor, conv)
             if why is None:
                 return super().take_blocks(conv, blocks)
         return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
-        # one writer per instance; SQLite and the PostgreSQL lock serialise the rest
-        with self.gate.lock:
-            why = self.gate.push_refusal(self.actor, conv)
-            outcome = None if why is not None else super().ingest(conv, records, report=report)
-        if outcome is None:
-            limit = self.replica.config.limits.max_record_bytes
-            refused = fates.refused(records, "forbidden", max_bytes=limit)
-            return Outcome(rejected=[(r.digest or None, r.rule, str(why)) for r in refused], report=refused)
-        if outcome.accepted:
-            self.ring(conv)
-        return outcome
+        merged: IngestReport | None = None
+        refused: set[CID] = set()
+        limits = self.replica.config.limits
+        for start in range(0, max(len(records), 1), self.part):
+            chunk = records[start:start + self.part]
+            items = prepared(chunk, limits)  # signatures checked holding no lock at all
+            with self.gate.locks.writing(conv):
+                why = self.gate.push_refusal(self.actor, conv)
+                if why is not None:
+                    return self._refused(conv, records, merged, start, why, report=report)
+                taken = self.take(conv, items, refused=refused)
+            refused.update(r.cid for r in taken.rejected if r.cid is not None)
+            if merged is None:
+                merged = taken
+            else:
+                merged.merge(taken)
+            if taken.accepted:
+                self.ring(conv)
+            if self.landed is not None:
+                self.landed(conv, start + len(chunk))
+        assert merged is not None  # one part at least, even of no records
+        return self.outcome(conv, records, merged, report=report)
+
+    def _refused(self, conv: str, records: Sequence[bytes], merged: IngestReport | None, start: int,
+                 why: str, *, report: bool) -> Outcome:
+        """The push refused from part `start` on (the key lost the right to push meanwhile):
+        what landed before stands, the rest is rejected as `forbidden`."""
+        limit = self.replica.config.limits.max_record_bytes
+        rest = fates.refused(records[start:], "forbidden", max_bytes=limit)
+        rejected = [(r.digest or None, r.rule, why) for r in rest]
+        if merged is None:
+            return Outcome(rejected=rejected, report=rest)
+        landed = self.outcome(conv, records[:start], merged, report=report)
+        # the pushed records' entries in order, then the releases of records pushed before
+        entries = (*landed.report[:start], *rest, *landed.report[start:]) if report else ()
+        return Outcome(accepted=landed.accepted, quarantined=landed.quarantined,
+                       rejected=[*landed.rejected, *rejected], report=entries)
 
 
 class _InFlight:
@@ -111,9 +150,10 @@ class SyncEndpoint:
     """The sync route over one replica: its peers share one key cache and ring `hub` on a push."""
 
     def __init__(self, replica: Replica, gate: Gate, verifier: Verifier, hub: Hub, clock: Clock, *,
-                 budget: int, inline_bytes: int, decoders: int, per_key: int) -> None:
+                 budget: int, inline_bytes: int, decoders: int, per_key: int, part: int,
+                 landed: PartHook | None = None) -> None:
         self.replica, self.gate, self.verifier, self.hub, self.clock = replica, gate, verifier, hub, clock
-        self.budget, self.inline_bytes = budget, inline_bytes
+        self.budget, self.inline_bytes, self.part, self.landed = budget, inline_bytes, part, landed
         self.keys, self.witness = ReplicaPeer(replica), witness_of(replica)
         self.decoders, self.in_flight = asyncio.Semaphore(decoders), _InFlight(per_key)
 
@@ -141,7 +181,7 @@ class SyncEndpoint:
         return admit
 
     def _answer(self, actor: bytes, message: Message) -> bytes:
-        peer = _Peer(self.replica, self.gate, actor, self.hub.ring)
+        peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed)
         peer.share_cache(self.keys)
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
                               budget=self.budget)

@@ -6,8 +6,11 @@ choice: `synchronous="NORMAL"` (the default) makes every acknowledged write surv
 process and keeps the file consistent across power loss, which may drop the last few
 commits; `"FULL"` fsyncs every commit so they survive power loss too, at about half
 the single-record write rate on this machine (bench/README.md). Every `sqlite3` error
-leaves this module as a `StoreError` subclass. Invariant: a commit lands whole or not at
-all, and `heads` always equals the records that no stored record names as a parent.
+leaves this module as a `StoreError` subclass. One writer per file: every transaction, of any
+conversation, holds the file (and this connection, whose reads wait for it) until it ends, so
+callers keep transactions short and judge outside them (the server lands a push in parts,
+docs/sync.md, *Concurrency*). Invariant: a commit lands whole or not at all, and `heads`
+always equals the records that no stored record names as a parent.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from convgraph.core.record import decode_record
 from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpointError
 from convgraph.replica import Replica, artifact_checks
 from convgraph.replica.adoption import compaction_of
-from convgraph.replica.ingest import IngestReport
+from convgraph.replica.ingest import IngestReport, Item
 from convgraph.sync import artifact_scope
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
@@ -91,8 +91,11 @@ class ReplicaPeer:
         return self.replica.store.heads(conv)
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
-        ingested = self.replica.ingest(records, conversations={conv})
-        entries = self._fates(conv, records, ingested) if report else ()
+        return self.outcome(conv, records, self.take(conv, records), report=report)
+
+    def take(self, conv: str, records: Sequence[Item], *, refused: Iterable[CID] = ()) -> IngestReport:
+        """Ingest `records` (or one part of a push, `refused` naming what earlier parts rejected)."""
+        ingested = self.replica.ingest(records, conversations={conv}, refused=refused)
         if ingested.accepted:
             pairs = zip(ingested.accepted, ingested.accepted_hlcs, strict=True)
             fresh = [(h.wall_ms, c.digest) for c, h in pairs]
@@ -100,6 +103,12 @@ class ReplicaPeer:
                 hit = self._cache.get(conv)
                 if hit is not None:
                     self._cache[conv] = (_GREW, hit[1].adding(fresh))
+        return ingested
+
+    def outcome(self, conv: str, records: Sequence[bytes], ingested: IngestReport, *,
+                report: bool = True) -> Outcome:
+        """The outcome of the push of `records` that `ingested` reports (merged, if taken in parts)."""
+        entries = self._fates(conv, records, ingested) if report else ()
         return Outcome(
             accepted=[c.digest for c in ingested.accepted],
             quarantined=len(ingested.quarantined) + len(ingested.held),
