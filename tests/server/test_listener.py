@@ -272,7 +272,9 @@ def test_a_flood_of_silent_and_trickling_connections_cannot_starve_health_checks
             for sock in opened:
                 sock.close()
         assert not failures, failures[:3]
-        assert len(latencies) >= 10 and max(latencies) < 1.0, f"{len(latencies)} checks, slowest {max(latencies):.2f} s"
+        # starved means queued behind the flood until its header timeout frees a slot; the bound
+        # is that timeout, not a speed, so a busy machine does not fail it
+        assert len(latencies) >= 10 and max(latencies) < HEADER_TIMEOUT_S, f"{len(latencies)} checks, slowest {max(latencies):.2f} s"
         assert not open_silent, f"{len(open_silent)} of {len(silent)} silent connections still open"
         assert not trickling, f"{len(trickling)} trickling connections still open"
         assert httpx.get(server.url + "/v1/health", timeout=5).json()["ok"] is True
