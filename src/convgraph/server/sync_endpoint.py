@@ -6,8 +6,10 @@ has at most `per_key` requests in flight. A section's records land in parts of a
 `part` records: each part is decoded (signatures checked) holding no lock, then judged against
 the store and committed holding only its conversation's writer lock (`ConvLocks.writing`), which
 is let go between parts, so work on other conversations never waits for a push, and readers of
-the same one see each part once it commits. The parts' reports are merged into one, as one
-ingest would have made it. Invariant: each section's conversation is admitted
+the same one see each part once it commits; while other sync requests are in flight, a push
+of many parts pauses after each as long as the part took, so they get at least half the
+interpreter and the store. The parts' reports are merged into one, as one ingest would have
+made it. Invariant: each section's conversation is admitted
 (`Gate.check_read`) before its body is decoded, and each part is judged and stored in one hold
 of its conversation's writer lock with the push check, so a revocation that lands first refuses
 that part and every later one.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from convgraph.core.cid import CID
@@ -59,10 +62,12 @@ class _Peer(ReplicaPeer):
     is signed by the server's own key or by the requesting key in a conversation it may push to."""
 
     def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None], *,
-                 part: int, landed: PartHook | None = None) -> None:
+                 part: int, landed: PartHook | None = None,
+                 others: Callable[[], bool] = lambda: False) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
             signer == actor and gate.push_refusal(actor, conv) is None))
         self.gate, self.actor, self.ring, self.part, self.landed = gate, actor, ring, part, landed
+        self.others = others
 
     def adopt(self, conv: str, base: Base) -> Outcome:
         with self.gate.locks.writing(conv):
@@ -88,6 +93,7 @@ class _Peer(ReplicaPeer):
         limits = self.replica.config.limits
         for start in range(0, max(len(records), 1), self.part):
             chunk = records[start:start + self.part]
+            began = time.monotonic()
             items = prepared(chunk, limits)  # signatures checked holding no lock at all
             with self.gate.locks.writing(conv):
                 why = self.gate.push_refusal(self.actor, conv)
@@ -103,6 +109,10 @@ class _Peer(ReplicaPeer):
                 self.ring(conv)
             if self.landed is not None:
                 self.landed(conv, start + len(chunk))
+            if start + self.part < len(records) and self.others():
+                # a push of many parts gives way while other requests wait: as long again as
+                # its part took, so they get at least half the interpreter and the file
+                time.sleep(time.monotonic() - began)
         assert merged is not None  # one part at least, even of no records
         return self.outcome(conv, records, merged, report=report)
 
@@ -126,7 +136,7 @@ class _InFlight:
     """Sync requests in flight per key: one key cannot take every decoder and worker thread."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.counts = limit, dict[bytes, int]()
+        self.limit, self.counts, self.total = limit, dict[bytes, int](), 0
         self._lock = threading.Lock()  # held from the event loop and from worker threads
 
     @contextlib.contextmanager
@@ -137,10 +147,12 @@ class _InFlight:
                 raise ServerBusyError("too many requests from this key", limit=self.limit,
                                       reason=f"key {actor_text(actor)} has {held} sync requests in flight")
             self.counts[actor] = held + 1
+            self.total += 1
         try:
             yield
         finally:
             with self._lock:
+                self.total -= 1
                 self.counts[actor] -= 1
                 if not self.counts[actor]:
                     del self.counts[actor]
@@ -181,7 +193,8 @@ class SyncEndpoint:
         return admit
 
     def _answer(self, actor: bytes, message: Message) -> bytes:
-        peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed)
+        peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed,
+                     others=lambda: self.in_flight.total > 1)
         peer.share_cache(self.keys)
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
                               budget=self.budget)
