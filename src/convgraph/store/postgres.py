@@ -1,5 +1,6 @@
 """The server-scale store, `PostgresStore` (store/sql/postgres.py): kept at this path."""
 
-from convgraph.store.sql.postgres import SCHEMA_VERSION, PostgresStore, listen
+from convgraph.store.sql.postgres import PostgresStore, listen
+from convgraph.store.sql.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "listen"]

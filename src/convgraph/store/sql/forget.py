@@ -7,13 +7,12 @@ and the sync cursor never moves back (no id is drawn twice).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 
-from convgraph.core.record import load_trusted
 from convgraph.store.base import unshared_blocks
 from convgraph.store.sql.blocks import Blocks
-from convgraph.store.sql.core import FORGET_TABLES, PENDING_COLS
-from convgraph.store.sql_rows import pending_of_row
+from convgraph.store.sql.core import FORGET_TABLES, TOKEN_BITS, UPDATE_CONV
 
 
 class SqlStore(Blocks):
@@ -21,24 +20,23 @@ class SqlStore(Blocks):
 
     def forget(self, conv: str) -> None:
         with self.transaction():
+            row = self._hold([conv])[conv]
             dropped = [(self._blob(c),) for c in unshared_blocks(self, conv)]  # type: ignore[arg-type]
-            self._bump()
             top = self.cursor()
             self._x("DELETE FROM {s}.records WHERE conv = %s", conv)
-            if self.cursor() < top:  # `since` cursors handed out stay valid: no id drawn twice
+            if self.cursor() < top:  # `arrivals` cursors handed out stay valid: no id drawn twice
                 self._x("INSERT INTO {s}.meta VALUES ('id_floor', %s) ON CONFLICT (key)"
                         " DO UPDATE SET value = excluded.value", top)
             for table in FORGET_TABLES:
                 self._x(f"DELETE FROM {{s}}.{table} WHERE conv = %s", conv)
-            waiting = self._x(f"SELECT {PENDING_COLS} FROM {{s}}.pending").fetchall()
-            gone = [p for p in map(pending_of_row, waiting)  # the quarantine keeps no conv
-                    if load_trusted(bytes(p.data), p.cid).conv == conv]
-            self._xm("DELETE FROM {s}.pending WHERE cid = %s", [(bytes(p.cid),) for p in gone])
-            self._xm("DELETE FROM {s}.pending_missing WHERE missing = %s AND cid = %s",
-                     [(bytes(m), bytes(p.cid)) for p in gone for m in p.missing])
             self._xm("DELETE FROM {s}.blocks WHERE cid = %s", dropped)
             self._xm("DELETE FROM {s}.block_links WHERE manifest = %s", dropped)
             self._x("INSERT INTO {s}.forgotten VALUES (%s) ON CONFLICT DO NOTHING", conv)
+            # the row stays, with its arrivals: `since` cursors handed out stay valid too
+            row.key_sum = row.key_count = 0
+            row.token = secrets.randbits(TOKEN_BITS)
+            self._x(UPDATE_CONV, *row.params())
+            self._moved()
 
     def forgotten(self, convs: Iterable[str]) -> set[str]:
         rows = self._any("SELECT conv FROM {s}.forgotten WHERE conv {in}", set(convs), text=True)

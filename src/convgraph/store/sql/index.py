@@ -86,7 +86,7 @@ class Index(SqlCore):
 
     def reindex(self, conv: str, rows: Iterable[Row]) -> None:
         with self.transaction():
-            self._bump()  # the views read these rows: cached answers must see the change
+            self._bump(conv)  # the views read these rows: cached answers must see the change
             for table in ("turn_line", "turn_targets", "turn_branches"):
                 self._x(f"DELETE FROM {{s}}.{table} WHERE conv = %s", conv)
             self._index((conv, row) for row in rows)
@@ -94,10 +94,8 @@ class Index(SqlCore):
     def hidden(self, conv: str) -> frozenset[CID] | None:
         with self.reading():
             marker = self._q("SELECT cursor FROM {s}.turn_hidden_as_of WHERE conv = %s", conv)
-            # walk the ids after the marker on the primary key, not every record of the conversation
-            later = (f"SELECT 1 FROM {{s}}.records WHERE id > %s AND {self._TAIL_CONV} = %s"
-                     " ORDER BY id LIMIT 1")
-            if not marker or self._q(later, marker[0][0], conv):
+            arrived = self._q("SELECT arrivals FROM {s}.convs WHERE conv = %s", conv)
+            if not marker or (arrived and arrived[0][0] > marker[0][0]):
                 return None
             rows: list[Any] = self._q("SELECT cid FROM {s}.turn_hidden WHERE conv = %s", conv)
         return frozenset(CID(bytes(r[0])) for r in rows)
@@ -105,10 +103,11 @@ class Index(SqlCore):
     def set_hidden(self, conv: str, cids: Iterable[CID]) -> None:
         wanted = {bytes(c) for c in cids}
         with self.transaction():
+            arrivals = self._hold([conv])[conv].arrivals  # the marker: as of this arrival
             held = {bytes(r[0]) for r in self._x("SELECT cid FROM {s}.turn_hidden WHERE conv = %s", conv)}
             if held != wanted:
-                self._bump()  # a moved marker alone changes no view (index and fold agree)
+                self._bump(conv)  # a moved marker alone changes no view (index and fold agree)
                 self._x("DELETE FROM {s}.turn_hidden WHERE conv = %s", conv)
                 self._xm("INSERT INTO {s}.turn_hidden VALUES (%s, %s)", [(conv, c) for c in sorted(wanted)])
-            self._x("INSERT INTO {s}.turn_hidden_as_of VALUES (%s, (SELECT coalesce(max(id), 0)"
-                    " FROM {s}.records)) ON CONFLICT (conv) DO UPDATE SET cursor = excluded.cursor", conv)
+            self._x("INSERT INTO {s}.turn_hidden_as_of VALUES (%s, %s)"
+                    " ON CONFLICT (conv) DO UPDATE SET cursor = excluded.cursor", conv, arrivals)

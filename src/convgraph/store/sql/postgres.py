@@ -1,11 +1,14 @@
 """The server-scale store: every table in one PostgreSQL schema, reached through a pool.
 
-Writers take a transaction-scoped advisory lock keyed by the schema right after `BEGIN`
-(what SQLite's `BEGIN IMMEDIATE` does), so read-then-write steps serialise across threads,
-processes and server instances; a thread inside `transaction()` makes every read and commit
-on the one connection it borrowed, other threads read committed state through the pool.
-Every commit sets a version row from a sequence (never reused, even by a rollback): that
-is the change token. Each conversation that received records is announced with `pg_notify`
+A writer that names its conversations (`transaction(conv, …)`) locks their `convs` rows in
+sorted order right after `BEGIN`, and shares the schema's advisory lock; one that names none
+takes that lock alone (what SQLite's `BEGIN IMMEDIATE` does), so read-then-write steps
+serialise across threads, processes and server instances, per conversation where the caller
+says which. Every commit also locks the rows of the conversations it writes. A thread inside
+`transaction()` makes every read and commit on the one connection it borrowed, other threads
+read committed state through the pool. Each commit gives its conversations new random tokens
+(never reused, even after a rollback): their sum is the change token. Each conversation
+that received records is announced with `pg_notify`
 on `notify_channel`, delivered only if the transaction commits; `listen()` streams those.
 This module holds only what PostgreSQL does differently (store/sql/core.py); every psycopg
 error leaves it as a `StoreError` subclass. Invariant: a commit lands whole or not at all.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -27,8 +31,11 @@ from convgraph.errors import (
     StoreError,
     StoreSchemaError,
 )
+from convgraph.store.sql import v5
 from convgraph.store.sql.core import Batch
 from convgraph.store.sql.forget import SqlStore
+from convgraph.store.sql.migrate import copy_v5
+from convgraph.store.sql.schema import CONV_TABLES, KEYED_TABLES, SCHEMA_VERSION, conv_ddl
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
     import psycopg
@@ -41,90 +48,29 @@ try:  # the [postgres] extra: without it, a typed error that says what to instal
 except ModuleNotFoundError as exc:
     raise MissingExtraError("postgres", "the PostgreSQL store", module=exc.name) from exc
 
-# version 2 added the witnessed-history tables (`_DDL_V2`), version 3 the turn index (`_DDL_V3`,
-# docs/conversation.md §8); an older schema is upgraded in place when opened, under the setup
-# lock, the index filled from the records; version 4 the artifact tables (`_DDL_V4`,
-# docs/format.md §17), `artifact_refs` filled from the records; version 5 `forgotten` (`_DDL_V5`)
-SCHEMA_VERSION: Final = 5
-_UPGRADABLE: Final = frozenset({1, 2, 3, 4})
+# versions 1 to 5 (store/sql/v5.py) are upgraded in place when opened, under the setup lock:
+# first to version 5 (the index and `artifact_refs` filled from the records), then to version 6,
+# which partitioned every conversation table by conv (store/sql/schema.py, store/sql/migrate.py)
+_UPGRADABLE: Final = frozenset({1, 2, 3, 4, 5})
+_TYPES: Final = {"conv": 'text COLLATE "C"', "text": "text", "blob": "bytea", "int": "bigint"}
+# hash partitions of each conversation table: they keep the rule Citus keeps (`conv` in every key)
+PARTITIONS: Final = 4
 _MAX_NAME: Final = 63  # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1)
-_TABLES_V1: Final = frozenset({"meta", "records", "heads", "pending", "pending_missing", "snapshots",
-                               "equivocations"})
-_TABLES_V2: Final = _TABLES_V1 | {"remembered", "receipts", "gossip", "pending_checks", "findings",
-                                  "finding_cites"}
-_TABLES_V3: Final = _TABLES_V2 | {"turn_line", "turn_targets", "turn_branches", "turn_hidden",
-                                  "turn_hidden_as_of"}
-_TABLES_V4: Final = _TABLES_V3 | {"blocks", "artifact_refs", "block_links", "block_admitted"}
-_TABLES: Final = _TABLES_V4 | {"forgotten"}
-# conv is COLLATE "C": code-point order, as Python's sorted() and SQLite's BINARY give
-_DDL: Final = """
-CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL);
-CREATE SEQUENCE IF NOT EXISTS {s}.version_seq;
-CREATE TABLE IF NOT EXISTS {s}.records (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    cid bytea NOT NULL UNIQUE, conv text COLLATE "C" NOT NULL, actor bytea NOT NULL, seq bigint NOT NULL,
-    wall bigint NOT NULL, counter bigint NOT NULL, parents bytea NOT NULL, data bytea NOT NULL);
-CREATE INDEX IF NOT EXISTS records_order ON {s}.records (conv, wall, counter, actor, cid);
-CREATE INDEX IF NOT EXISTS records_chain ON {s}.records (actor, conv, seq);
-CREATE TABLE IF NOT EXISTS {s}.heads (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    PRIMARY KEY (conv, cid));
-CREATE TABLE IF NOT EXISTS {s}.pending (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    cid bytea NOT NULL UNIQUE, reason text NOT NULL, wall bigint NOT NULL, missing bytea NOT NULL,
-    data bytea NOT NULL);
-CREATE INDEX IF NOT EXISTS pending_due ON {s}.pending (reason, wall);
-CREATE TABLE IF NOT EXISTS {s}.pending_missing (missing bytea NOT NULL, cid bytea NOT NULL,
-    PRIMARY KEY (missing, cid));
-CREATE INDEX IF NOT EXISTS pending_missing_cid ON {s}.pending_missing (cid);
-CREATE TABLE IF NOT EXISTS {s}.snapshots (conv text COLLATE "C" PRIMARY KEY, checkpoint bytea NOT NULL,
-    data bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.equivocations (a bytea NOT NULL, b bytea NOT NULL,
-    conv text COLLATE "C" NOT NULL, PRIMARY KEY (a, b));
-"""
-_DDL_V2: Final = """
-CREATE TABLE IF NOT EXISTS {s}.remembered (peer bytea NOT NULL, conv text COLLATE "C" NOT NULL,
-    statement bytea NOT NULL, PRIMARY KEY (peer, conv));
-CREATE TABLE IF NOT EXISTS {s}.receipts (peer bytea NOT NULL, conv text COLLATE "C" NOT NULL,
-    cid bytea NOT NULL, time_ms bigint NOT NULL, statement bytea NOT NULL, PRIMARY KEY (peer, conv, cid));
-CREATE TABLE IF NOT EXISTS {s}.gossip (conv text COLLATE "C" NOT NULL, key bytea NOT NULL, cid bytea NOT NULL,
-    time_ms bigint NOT NULL, statement bytea NOT NULL, PRIMARY KEY (conv, key, cid));
-CREATE TABLE IF NOT EXISTS {s}.pending_checks (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    peer bytea NOT NULL, conv text COLLATE "C" NOT NULL, reason text NOT NULL, statements bytea NOT NULL);
-CREATE INDEX IF NOT EXISTS pending_checks_of ON {s}.pending_checks (peer, conv, id);
-CREATE TABLE IF NOT EXISTS {s}.findings (id bytea PRIMARY KEY, conv text COLLATE "C" NOT NULL,
-    kind text NOT NULL, found bigint NOT NULL, summary text NOT NULL, cites bytea NOT NULL,
-    statements bytea NOT NULL, bundle bytea NOT NULL);
-CREATE INDEX IF NOT EXISTS findings_order ON {s}.findings (found, id);
-CREATE TABLE IF NOT EXISTS {s}.finding_cites (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    finding bytea NOT NULL, PRIMARY KEY (conv, cid, finding));
-"""
-_DDL_V4: Final = """
-CREATE TABLE IF NOT EXISTS {s}.blocks (cid bytea PRIMARY KEY, data bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.artifact_refs (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    record bytea NOT NULL, PRIMARY KEY (conv, cid, record));
-CREATE INDEX IF NOT EXISTS artifact_refs_cid ON {s}.artifact_refs (cid, conv);
-CREATE TABLE IF NOT EXISTS {s}.block_admitted (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    PRIMARY KEY (conv, cid));
-CREATE INDEX IF NOT EXISTS block_admitted_cid ON {s}.block_admitted (cid, conv);
-CREATE TABLE IF NOT EXISTS {s}.block_links (manifest bytea NOT NULL, chunk bytea NOT NULL,
-    PRIMARY KEY (manifest, chunk));
-CREATE INDEX IF NOT EXISTS block_links_chunk ON {s}.block_links (chunk, manifest);
-"""
-_DDL_V5: Final = """
-CREATE TABLE IF NOT EXISTS {s}.forgotten (conv text COLLATE "C" PRIMARY KEY);
-"""
-_DDL_V3: Final = """
-CREATE TABLE IF NOT EXISTS {s}.turn_line (conv text COLLATE "C" NOT NULL, line text COLLATE "C" NOT NULL,
-    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
-    kind text NOT NULL, PRIMARY KEY (conv, line, wall, counter, actor, cid));
-CREATE TABLE IF NOT EXISTS {s}.turn_targets (conv text COLLATE "C" NOT NULL, target bytea NOT NULL,
-    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
-    kind text NOT NULL, PRIMARY KEY (conv, target, wall, counter, actor, cid));
-CREATE TABLE IF NOT EXISTS {s}.turn_branches (conv text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
-    wall bigint NOT NULL, counter bigint NOT NULL, actor bytea NOT NULL, cid bytea NOT NULL,
-    origin bytea NOT NULL, PRIMARY KEY (conv, name, wall, counter, actor, cid));
-CREATE TABLE IF NOT EXISTS {s}.turn_hidden (conv text COLLATE "C" NOT NULL, cid bytea NOT NULL,
-    PRIMARY KEY (conv, cid));
-CREATE TABLE IF NOT EXISTS {s}.turn_hidden_as_of (conv text COLLATE "C" PRIMARY KEY, cursor bigint NOT NULL);
-"""
+_TABLES: Final = frozenset(KEYED_TABLES) | frozenset(CONV_TABLES)
+# version 6 (store/sql/schema.py): one statement each, every conversation table partitioned by conv
+_DDL_V6: Final = (
+    "CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {s}.blocks (cid bytea PRIMARY KEY, data bytea NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {s}.block_links (manifest bytea NOT NULL, chunk bytea NOT NULL,"
+    " PRIMARY KEY (manifest, chunk))",
+    "CREATE INDEX IF NOT EXISTS block_links_chunk ON {s}.block_links (chunk, manifest)",
+    "CREATE SEQUENCE IF NOT EXISTS {s}.records_id",  # the store-wide arrival feed (`arrivals`) only
+    *conv_ddl(_TYPES, " PARTITION BY HASH (conv)"),
+    *(f"CREATE TABLE IF NOT EXISTS {{s}}.{t}_{i} PARTITION OF {{s}}.{t}"
+      f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {i})"
+      for t in CONV_TABLES for i in range(PARTITIONS)),
+    "ALTER TABLE {s}.records ALTER COLUMN id SET DEFAULT nextval('{s}.records_id')",
+)
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
 _ANALYZE: Final = "ANALYZE {s}.records, {s}.heads, {s}.turn_line, {s}.turn_targets, {s}.turn_branches"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -162,9 +108,7 @@ class PostgresStore(SqlStore):
         " (SELECT wall, counter FROM {s}.records r WHERE r.conv = h.conv ORDER BY wall DESC, counter DESC"
         " LIMIT 1) m ORDER BY m.wall DESC, m.counter DESC LIMIT 1"
     )
-    # `conv || ''` and `ORDER BY id`: walk the ids after a marker on the primary key; the planner
-    # otherwise scans the whole table when its statistics lag (30,000 records: 40 ms)
-    _TAIL_CONV = "conv || ''"
+    _FOR_UPDATE = " FOR UPDATE"
 
     def __init__(
         self, dsn: str, *, schema: str = "convgraph", pool_size: int = 8, busy_timeout_s: float = 30.0
@@ -173,7 +117,6 @@ class PostgresStore(SqlStore):
             raise StoreError(f"a PostgreSQL schema name must be 1 to {_MAX_NAME} bytes")
         self.schema, self._where = schema, f"PostgreSQL at {_describe(dsn)} (schema {schema!r})"
         self._s = sql.Identifier(schema).as_string()
-        self._seq = f"{self._s}.version_seq"
         self._texts: dict[str, str] = {}
         digest = hashlib.sha256(b"convgraph/store\n" + schema.encode()).digest()
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
@@ -209,7 +152,8 @@ class PostgresStore(SqlStore):
 
     @property
     def lock_key(self) -> int:
-        """The `pg_advisory_xact_lock` key every writer to this schema takes."""
+        """The advisory lock key of this schema: a writer that names no conversation takes it
+        alone, one that names its conversations shares it (and locks their `convs` rows)."""
         return self._lock_key
 
     def _configure(self, conn: _Conn) -> None:
@@ -255,32 +199,53 @@ class PostgresStore(SqlStore):
             read = "SELECT value FROM {s}.meta WHERE key = 'schema_version'"
             version = self._run(conn, read).fetchone() if found else None
             upgrade = version[0] if version is not None and version[0] in _UPGRADABLE else None
-            wanted = {None: _TABLES, 1: _TABLES_V1, 2: _TABLES_V2, 3: _TABLES_V3, 4: _TABLES_V4}[upgrade]
+            wanted = {None: _TABLES, 1: v5.PG_TABLES_V1, 2: v5.PG_TABLES_V2, 3: v5.PG_TABLES_V3,
+                      4: v5.PG_TABLES_V4, 5: v5.PG_TABLES_V5}[upgrade]
             if found and wanted - found:
                 raise StoreCorruptError(f"{self._where} lacks the tables {sorted(wanted - found)}")
             if upgrade is not None:
-                conn.execute(self._sql(_DDL_V2 + _DDL_V3 + _DDL_V4 + _DDL_V5))
-                self._local.conn, self._local.depth = conn, 1  # the backfills run on this connection
-                try:
-                    if upgrade < 3:
-                        self._backfill_index()
-                    if upgrade < 4:
-                        self._backfill_artifact_refs()
-                finally:
-                    self._local.conn, self._local.depth = None, 0
-                self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
+                self._upgrade(conn, upgrade)
             if not found:
-                ddl = _DDL + _DDL_V2 + _DDL_V3 + _DDL_V4 + _DDL_V5
-                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + ddl))
+                conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s}"))
+                for statement in _DDL_V6:
+                    conn.execute(self._sql(statement))
             version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
                     raise StoreCorruptError(f"{self._where} holds records but no schema version")
-                self._run(conn, "INSERT INTO {s}.meta VALUES ('schema_version', %s),"
-                          " ('version', nextval(%s))", SCHEMA_VERSION, self._seq)
+                self._run(conn, "INSERT INTO {s}.meta VALUES ('schema_version', %s)", SCHEMA_VERSION)
             elif version[0] != SCHEMA_VERSION:
                 raise StoreSchemaError(f"{self._where} has schema version {version[0]}, not {SCHEMA_VERSION}")
 
+    def _upgrade(self, conn: _Conn, version: int) -> None:
+        """Bring a schema of `version` to version 6: the v5 tables it lacks first (filled from
+        the records), then the conversation tables moved to a side schema, made again
+        partitioned, and copied back."""
+        self._local.conn, self._local.depth = conn, 1  # the backfills and the copy run on `conn`
+        try:
+            if version < 5:
+                added = v5.PG_DDL_V2 + v5.PG_DDL_V3 + v5.PG_DDL_V4 + v5.PG_DDL_V5
+                for statement in filter(str.strip, added.split(";")):
+                    conn.execute(self._sql(statement))
+            if version < 3:
+                self._backfill_index()
+            if version < 4:
+                self._backfill_artifact_refs()
+            old = sql.Identifier(f"{self.schema[:40]}_v5_{secrets.token_hex(4)}").as_string()
+            conn.execute(f"CREATE SCHEMA {old}")
+            for table in CONV_TABLES:
+                if table != "convs":
+                    conn.execute(self._sql(f"ALTER TABLE {{s}}.{table} SET SCHEMA {old}"))
+            for statement in _DDL_V6:
+                conn.execute(self._sql(statement))
+            copy_v5(self, lambda table: f"{old}.{table}")
+        finally:
+            self._local.conn, self._local.depth = None, 0
+        self._run(conn, "SELECT setval('{s}.records_id', coalesce(max(id), 0) + 1, false) FROM {s}.records")
+        conn.execute(f"DROP SCHEMA {old} CASCADE")
+        self._run(conn, "DELETE FROM {s}.meta WHERE key = 'version'")
+        self._run(conn, "DROP SEQUENCE IF EXISTS {s}.version_seq")
+        self._run(conn, "UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'", SCHEMA_VERSION)
 
     # ------------------------------------------------------------ the dialect's hooks
 
@@ -330,8 +295,6 @@ class PostgresStore(SqlStore):
         return self._q(select.replace("{in}", "= ANY(%s::text[])" if text else "= ANY(%s::bytea[])"),
                        *head, wanted)
 
-    def _bumps(self) -> list[Batch]:
-        return [("UPDATE {s}.meta SET value = nextval(%s) WHERE key = 'version'", [(self._seq,)])]
 
     def _announce(self, convs: list[str]) -> list[Batch]:
         # delivered only at COMMIT
@@ -354,11 +317,13 @@ class PostgresStore(SqlStore):
             conn.execute(self._sql(_ANALYZE))
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *convs: str) -> Iterator[None]:
         local = self._local
         if getattr(local, "depth", 0):
             local.depth += 1
             try:
+                if convs:
+                    self._hold(convs)
                 yield
             finally:
                 local.depth -= 1
@@ -366,10 +331,15 @@ class PostgresStore(SqlStore):
         with self._translated():
             conn = self._pool.getconn(timeout=self._timeout)
         try:
+            # naming its conversations, a writer waits only for theirs (their rows, locked in
+            # sorted order); naming none, for every writer, as before version 6
+            shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
-                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})")
+                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
             local.conn, local.depth = conn, 1
             try:
+                if convs:
+                    self._hold(convs)
                 yield
             finally:
                 local.conn, local.depth = None, 0
@@ -414,10 +384,9 @@ class PostgresStore(SqlStore):
         return getattr(self._local, "depth", 0) > 0
 
     def change_token(self) -> object:
-        rows = self._q("SELECT value FROM {s}.meta WHERE key = 'version'")
-        if not rows:
-            raise StoreCorruptError(f"{self._where} lost its version row")
-        return int(rows[0][0])
+        # every commit moves its conversations' random tokens: their sum moves with them
+        rows = self._q("SELECT coalesce(sum(token), 0), count(*) FROM {s}.convs")
+        return (int(rows[0][0]), int(rows[0][1]))
 
     def vacuum(self) -> None:
         # autovacuum reclaims on its own; VACUUM (never inside a transaction) does it now

@@ -23,17 +23,19 @@ class Quarantine(Records):
         # what dropping the oldest, one at a time, until within both bounds leaves
         with self.transaction():
             gone = self._x(
-                "DELETE FROM {s}.pending WHERE id IN (SELECT id FROM (SELECT id, count(*) OVER w AS n,"
-                " sum(length(data)) OVER w AS size FROM {s}.pending WINDOW w AS (ORDER BY id DESC)) newer"
-                " WHERE n > %s OR size > %s) RETURNING id, cid, missing", bounds.max_count, bounds.max_bytes,
+                "SELECT added, conv, cid, missing FROM (SELECT added, conv, cid, missing,"
+                " count(*) OVER w AS n, sum(length(data)) OVER w AS size FROM {s}.pending"
+                " WINDOW w AS (ORDER BY added DESC)) newer"
+                " WHERE n > %s OR size > %s ORDER BY added", bounds.max_count, bounds.max_bytes,
             ).fetchall()
-            gone.sort()
-            evicted = [bytes(cid) for _, cid, _ in gone]
-            if evicted:  # nothing evicted, nothing changed: the change token stays put
-                self._bump()
-                self._xm("DELETE FROM {s}.pending_missing WHERE missing = %s AND cid = %s",
-                         [(bytes(m), bytes(c)) for _, c, missing in gone for m in split_cids(bytes(missing))])
-        return [CID(c) for c in evicted]
+            if gone:  # nothing evicted, nothing changed: the change tokens stay put
+                self._bump(*{conv for _, conv, _, _ in gone})
+                self._xm("DELETE FROM {s}.pending WHERE conv = %s AND cid = %s",
+                         [(conv, bytes(c)) for _, conv, c, _ in gone])
+                self._xm("DELETE FROM {s}.pending_missing WHERE conv = %s AND missing = %s AND cid = %s",
+                         [(conv, bytes(m), bytes(c)) for _, conv, c, missing in gone
+                          for m in split_cids(bytes(missing))])
+        return [CID(bytes(c)) for _, _, c, _ in gone]
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
         rows = self._any(f"SELECT {PENDING_COLS} FROM {{s}}.pending WHERE cid {{in}}", set(map(bytes, cids)))
@@ -49,7 +51,7 @@ class Quarantine(Records):
 
     def pending_due(self, wall_ms: int) -> list[Pending]:
         rows = self._q(f"SELECT {PENDING_COLS} FROM {{s}}.pending WHERE reason = 'clock' AND wall <= %s"
-                       " ORDER BY id", wall_ms)
+                       " ORDER BY added", wall_ms)
         return [pending_of_row(r) for r in rows]
 
     def pending_stats(self) -> tuple[int, int]:

@@ -1,41 +1,57 @@
 """The records of the SQL stores: the commit, the look-ups, the conversation reads and the
-sync cursor.
+sync cursors.
 
-Invariant: a commit lands whole or not at all, and `heads` always equals the records that no
-stored record names as a parent.
+A commit locks the `convs` row of each conversation it adds records to (sorted), gives each
+record the next arrival of its conversation and adds its sync key to the row's sums, so
+`since`, `keys_since`, `conv_token` and `key_summary` are reads of one conversation.
+Invariant: a commit lands whole or not at all; `heads` always equals the records that no
+stored record names as a parent; a conversation's arrivals are 1, 2, … in commit order.
 """
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from convgraph.artifacts.links import ARTIFACT_KINDS
 from convgraph.core.cid import CID
 from convgraph.core.hlc import ZERO, Hlc
-from convgraph.core.record import Record, RecordMeta
+from convgraph.core.record import Record, RecordMeta, load_trusted
 from convgraph.errors import StoreError
 from convgraph.projections.index_rows import OrderKey
-from convgraph.store.rows import WriteSet, key_summary, sort_pairs
-from convgraph.store.sql.core import ARTIFACT_REFS_INSERT, INDEX_INSERTS, META_COLS, PAGE, Batch
+from convgraph.store.rows import WriteSet, sort_pairs
+from convgraph.store.sql.core import (
+    ARTIFACT_REFS_INSERT,
+    INDEX_INSERTS,
+    META_COLS,
+    PAGE,
+    TOKEN_BITS,
+    UPDATE_CONV,
+    Batch,
+)
 from convgraph.store.sql.index import Index
-from convgraph.store.sql_rows import artifact_rows, header_row, meta_of_row, prefix_range, record_params
+from convgraph.store.sql_rows import artifact_rows, meta_of_row, prefix_range, record_params
 
-_INSERT: str = ("INSERT INTO {s}.records (cid, conv, actor, seq, wall, counter, parents, data)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+_INSERT: str = ("INSERT INTO {s}.records (cid, conv, actor, seq, wall, counter, parents, data, arrival)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 class Records(Index):
     """The record tables' reads and the commit that writes them."""
 
     def _insert_records(self, rows: list[tuple[object, ...]]) -> list[Batch]:
-        """The statements that insert these `records` rows."""
+        """The statements that insert these `records` rows (every column but `id`)."""
         return [(_INSERT, rows)]
 
     def commit(self, writes: WriteSet) -> None:
         """Apply `writes` atomically; each record's parents must be stored or precede it."""
         blob = self._blob
-        with self.transaction():
+        written = {r.conv for r in writes.records} | {m.conv for m in writes.headers}
+        with self.transaction(*written):
+            # the conversations written are locked first: their records read next are final
+            convs = self._hold(written)
             pairs = sort_pairs(writes.equivocations)  # every read first, in one query
             asked = {bytes(p.cid) for p in writes.pending_put} | {bytes(c) for ab in pairs for c in ab}
             if not writes.fresh:
@@ -45,12 +61,18 @@ class Records(Index):
             known: dict[bytes, str] = {bytes(c): conv for c, conv in held}
             fresh = {r.cid: r for r in writes.records if writes.fresh or bytes(r.cid) not in known}
             headers = {m.cid: m for m in writes.headers if bytes(m.cid) not in known and m.cid not in fresh}
-            rows: list[tuple[object, ...]] = [*map(header_row, headers.values())]
-            rows += [(blob(r.cid), r.conv, blob(r.actor), r.seq, r.hlc.wall_ms, r.hlc.counter,
-                      blob(b"".join(r.parents)), blob(r.data)) for r in fresh.values()]
+            added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
+            rows: list[tuple[object, ...]] = []
+            for r in added:
+                row = convs[r.conv]
+                row.arrivals += 1
+                row.key_sum += int.from_bytes(r.cid[4:], "little")
+                row.key_count += 1
+                data = r.data if isinstance(r, Record) else b""
+                rows.append((blob(r.cid), r.conv, blob(r.actor), r.seq, r.hlc.wall_ms, r.hlc.counter,
+                             blob(b"".join(r.parents)), blob(data), row.arrivals))
             # parents precede children (the commit precondition), so the batch's effect on
             # heads is: every named parent stops being one, every unnamed new record becomes one
-            added: list[RecordMeta | Record] = [*headers.values(), *fresh.values()]
             known.update((bytes(r.cid), r.conv) for r in added)
             named = {(r.conv, p) for r in added for p in r.parents}
             unheaded = [(c, blob(p)) for c, p in named if p not in fresh and p not in headers]
@@ -58,13 +80,17 @@ class Records(Index):
             unpend = [(bytes(c),) for c in [*writes.pending_remove, *(p.cid for p in writes.pending_put)]]
             last = {bytes(p.cid): (i, p) for i, p in enumerate(writes.pending_put)}  # a later entry wins
             entries = [p for c, (_, p) in sorted(last.items(), key=lambda kv: kv[1][0]) if c not in known]
+            pending = [(p, load_trusted(p.data, p.cid).conv) for p in entries]
             for a, b in pairs:
                 if a == b or bytes(a) not in known or bytes(b) not in known:
                     raise StoreError("an equivocation pair must name two stored records", cid=str(a))
+            grown = [convs[c] for c in sorted({r.conv for r in added})]
+            for row in grown:
+                row.token = secrets.randbits(TOKEN_BITS)
             lines, targets, branches = record_params(fresh.values(), blob)
             self._batch([
-                *(self._bumps()),
                 *(self._insert_records(rows) if rows else []),
+                (UPDATE_CONV, [row.params() for row in grown]),
                 (INDEX_INSERTS[0], lines),
                 (INDEX_INSERTS[1], targets),
                 (INDEX_INSERTS[2], branches),
@@ -73,15 +99,24 @@ class Records(Index):
                 ("DELETE FROM {s}.heads WHERE conv = %s AND cid = %s", unheaded),
                 ("INSERT INTO {s}.heads VALUES (%s, %s)", headed),
                 *self._unpend(unpend),
-                ("INSERT INTO {s}.pending (cid, reason, wall, missing, data) VALUES (%s, %s, %s, %s, %s)",
-                 [(bytes(p.cid), p.reason, p.wall_ms, b"".join(p.missing), p.data) for p in entries]),
-                ("INSERT INTO {s}.pending_missing VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                 [(bytes(m), bytes(p.cid)) for p in entries for m in p.missing]),
+                ("INSERT INTO {s}.pending (cid, reason, wall, missing, data, conv, added)"
+                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                 [(bytes(p.cid), p.reason, p.wall_ms, b"".join(p.missing), p.data, conv, self._added())
+                  for p, conv in pending]),
+                ("INSERT INTO {s}.pending_missing VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                 [(bytes(m), bytes(p.cid), conv) for p, conv in pending for m in p.missing]),
                 ("INSERT INTO {s}.equivocations VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                  [(bytes(a), bytes(b), known[bytes(a)]) for a, b in pairs]),
                 *(self._announce(sorted({r.conv for r in added})) if rows else []),
             ])
+            self._moved()
         self._after_commit(len(rows))
+
+    def _added(self) -> int:
+        """When a quarantined record arrived: the order eviction drops the oldest in."""
+        now = time.time_ns()
+        self._last_added = max(now, getattr(self, "_last_added", 0) + 1)
+        return self._last_added
 
     def has(self, cid: CID) -> bool:
         return bool(self._q("SELECT 1 FROM {s}.records WHERE cid = %s", self._blob(cid)))
@@ -159,18 +194,11 @@ class Records(Index):
             after = rows[-1][0]
 
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
-        # a tail walks the ids after the cursor (not the conversation's index); the whole
-        # conversation (cursor 0) is its index's range, not a scan of every record held
-        column = "conv" if cursor == 0 else self._TAIL_CONV
-        writing = self.in_transaction()
-        with self.reading():  # the rows and the newest id of one snapshot
-            rows = self._q(f"SELECT id, cid, {self._data()} FROM {{s}}.records"
-                           f" WHERE id > %s AND {column} = %s ORDER BY id", cursor, conv)
-            # outside a transaction, the store's newest id: the next tail starts there, not at this
-            # conversation's last record (inside one, ids may yet roll back and be drawn again)
-            top = 0 if writing else self.cursor()
+        # the conversation's arrivals are drawn under its row lock: in commit order
+        rows = self._q(f"SELECT arrival, cid, {self._data()} FROM {{s}}.records WHERE conv = %s"
+                       " AND arrival > %s ORDER BY arrival", conv, cursor)
         found = [(CID._trusted(c), d) for _, c, d in rows if d]
-        return found, max(rows[-1][0] if rows else cursor, top)
+        return found, rows[-1][0] if rows else cursor
 
     def arrivals(self, cursor: int, limit: int) -> tuple[list[tuple[str, CID, bytes]], int]:
         rows = self._q("SELECT id, conv, cid, data FROM {s}.records WHERE id > %s ORDER BY id LIMIT %s",
@@ -183,7 +211,10 @@ class Records(Index):
         rows = self._q("SELECT wall, cid FROM {s}.records WHERE conv = %s", conv)
         return sorted((wall, cid[4:]) for wall, cid in rows)
 
-    def cursor(self) -> int:
+    def cursor(self, conv: str | None = None) -> int:
+        if conv is not None:  # the conversation's own arrivals: `since`'s cursor
+            rows = self._q("SELECT arrivals FROM {s}.convs WHERE conv = %s", conv)
+            return int(rows[0][0]) if rows else 0
         # ids are never drawn twice; the floor keeps the cursor from moving back after a `forget`
         return int(self._q(f"SELECT {self._GREATEST}(coalesce(max(id), 0), coalesce((SELECT CAST(value AS"
                            " BIGINT) FROM {s}.meta WHERE key = 'id_floor'), 0)) FROM {s}.records")[0][0])
@@ -191,21 +222,19 @@ class Records(Index):
     def change_token(self) -> object:
         raise NotImplementedError
 
-    def conv_token(self, conv: str) -> object:  # noqa: ARG002 (coarse until per-conversation rows)
-        return self.change_token()
+    def conv_token(self, conv: str) -> object:
+        rows = self._q("SELECT token FROM {s}.convs WHERE conv = %s", conv)
+        return int(rows[0][0]) if rows else 0
 
     def keys_since(self, conv: str, cursor: int) -> tuple[list[tuple[int, bytes]], int]:
-        column = "conv" if cursor == 0 else self._TAIL_CONV  # as in `since`
-        writing = self.in_transaction()
-        with self.reading():
-            rows: list[Any] = self._q(
-                f"SELECT id, wall, cid FROM {{s}}.records WHERE id > %s AND {column} = %s", cursor, conv)
-            top = 0 if writing else self.cursor()
+        rows: list[Any] = self._q("SELECT arrival, wall, cid FROM {s}.records"
+                                  " WHERE conv = %s AND arrival > %s", conv, cursor)
         found = [(wall, bytes(cid[4:])) for _, wall, cid in rows]
-        return found, max(max((r[0] for r in rows), default=cursor), top)
+        return found, max((r[0] for r in rows), default=cursor)
 
     def key_summary(self, conv: str) -> tuple[int, int]:
-        return key_summary(self.sync_keys(conv))
+        rows = self._q("SELECT key_sum, key_count FROM {s}.convs WHERE conv = %s", conv)
+        return (int.from_bytes(bytes(rows[0][0]), "little"), int(rows[0][1])) if rows else (0, 0)
 
     def max_hlc(self) -> Hlc:
         # one probe of `records_order` per conversation (each has a head), never a scan of every record

@@ -27,91 +27,34 @@ from convgraph.errors import (
     StoreError,
     StoreSchemaError,
 )
+from convgraph.store.sql import v5
 from convgraph.store.sql.core import Batch
 from convgraph.store.sql.forget import SqlStore
+from convgraph.store.sql.migrate import copy_v5
+from convgraph.store.sql.schema import CONV_TABLES, SCHEMA_VERSION, V5_INDEXES, conv_ddl
 from convgraph.store.sql_rows import split_cids
 
 # version 2 added the witnessed-history tables (remembered … finding_cites), version 3 the turn
 # index (turn_line … turn_hidden_as_of, docs/conversation.md §8); an older file is upgraded in
-# place when opened: the DDL below creates what it lacks, the index is filled from the records;
-# version 4 added the artifact tables, version 5 `forgotten` (the conversations forgotten here)
-SCHEMA_VERSION: Final = 5
-_UPGRADABLE: Final = frozenset({"1", "2", "3", "4"})
-_INDEXED: Final = frozenset({"3", "4"})  # versions that have the turn index already
-_REFERENCED: Final = frozenset({"4"})  # versions that have `artifact_refs` filled already
-_SCHEMA: Final = """
+# place when opened: `v5.SQLITE` creates what it lacks, the index is filled from the records;
+# version 4 added the artifact tables, version 5 `forgotten` (the conversations forgotten here),
+# version 6 keyed every conversation table by `conv` (store/sql/schema.py, store/sql/migrate.py)
+_UPGRADABLE: Final = frozenset({"1", "2", "3", "4", "5"})
+_INDEXED: Final = frozenset({"3", "4", "5"})  # versions that have the turn index already
+_REFERENCED: Final = frozenset({"4", "5"})  # versions that have `artifact_refs` filled already
+_TYPES: Final = {"conv": "TEXT", "text": "TEXT", "blob": "BLOB", "int": "INTEGER"}
+# rows of these hold a payload: a rowid table keeps the key's index apart from the bytes
+_ROWID: Final = frozenset({"records", "pending", "remembered", "receipts", "gossip", "pending_checks",
+                           "findings"})
+_KEYED: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    id INTEGER PRIMARY KEY,
-    cid BLOB NOT NULL UNIQUE,
-    conv TEXT NOT NULL,
-    actor BLOB NOT NULL,
-    seq INTEGER NOT NULL,
-    wall INTEGER NOT NULL,
-    counter INTEGER NOT NULL,
-    parents BLOB NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_order ON records (conv, wall, counter, actor, cid);
-CREATE INDEX IF NOT EXISTS records_chain ON records (actor, conv, seq);
-CREATE TABLE IF NOT EXISTS heads (conv TEXT NOT NULL, cid BLOB NOT NULL,
-    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS pending (
-    id INTEGER PRIMARY KEY,
-    cid BLOB NOT NULL UNIQUE,
-    reason TEXT NOT NULL,
-    wall INTEGER NOT NULL,
-    missing BLOB NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pending_due ON pending (reason, wall);
-CREATE TABLE IF NOT EXISTS pending_missing (missing BLOB NOT NULL, cid BLOB NOT NULL,
-    PRIMARY KEY (missing, cid)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS snapshots (conv TEXT PRIMARY KEY, checkpoint BLOB NOT NULL,
-    data BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS equivocations (a BLOB NOT NULL, b BLOB NOT NULL, conv TEXT NOT NULL,
-    PRIMARY KEY (a, b)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS http_nonces (actor BLOB NOT NULL, nonce TEXT NOT NULL, expires INTEGER NOT NULL,
     PRIMARY KEY (actor, nonce)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS http_nonces_expiry ON http_nonces (expires);
-CREATE TABLE IF NOT EXISTS remembered (peer BLOB NOT NULL, conv TEXT NOT NULL, statement BLOB NOT NULL,
-    PRIMARY KEY (peer, conv));
-CREATE TABLE IF NOT EXISTS receipts (peer BLOB NOT NULL, conv TEXT NOT NULL, cid BLOB NOT NULL,
-    time_ms INTEGER NOT NULL, statement BLOB NOT NULL, PRIMARY KEY (peer, conv, cid));
-CREATE TABLE IF NOT EXISTS gossip (conv TEXT NOT NULL, key BLOB NOT NULL, cid BLOB NOT NULL,
-    time_ms INTEGER NOT NULL, statement BLOB NOT NULL, PRIMARY KEY (conv, key, cid));
-CREATE TABLE IF NOT EXISTS pending_checks (id INTEGER PRIMARY KEY, peer BLOB NOT NULL, conv TEXT NOT NULL,
-    reason TEXT NOT NULL, statements BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS pending_checks_of ON pending_checks (peer, conv, id);
-CREATE TABLE IF NOT EXISTS findings (id BLOB PRIMARY KEY, conv TEXT NOT NULL, kind TEXT NOT NULL,
-    found INTEGER NOT NULL, summary TEXT NOT NULL, cites BLOB NOT NULL, statements BLOB NOT NULL,
-    bundle BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS findings_order ON findings (found, id);
-CREATE TABLE IF NOT EXISTS finding_cites (conv TEXT NOT NULL, cid BLOB NOT NULL, finding BLOB NOT NULL,
-    PRIMARY KEY (conv, cid, finding)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_line (conv TEXT NOT NULL, line TEXT NOT NULL, wall INTEGER NOT NULL,
-    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, kind TEXT NOT NULL,
-    PRIMARY KEY (conv, line, wall, counter, actor, cid)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_targets (conv TEXT NOT NULL, target BLOB NOT NULL, wall INTEGER NOT NULL,
-    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, kind TEXT NOT NULL,
-    PRIMARY KEY (conv, target, wall, counter, actor, cid)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_branches (conv TEXT NOT NULL, name TEXT NOT NULL, wall INTEGER NOT NULL,
-    counter INTEGER NOT NULL, actor BLOB NOT NULL, cid BLOB NOT NULL, origin BLOB NOT NULL,
-    PRIMARY KEY (conv, name, wall, counter, actor, cid)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_hidden (conv TEXT NOT NULL, cid BLOB NOT NULL,
-    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS blocks (id INTEGER PRIMARY KEY, cid BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS artifact_refs (conv TEXT NOT NULL, cid BLOB NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (conv, cid, record)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS artifact_refs_cid ON artifact_refs (cid, conv);
-CREATE TABLE IF NOT EXISTS block_admitted (conv TEXT NOT NULL, cid BLOB NOT NULL,
-    PRIMARY KEY (conv, cid)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS block_admitted_cid ON block_admitted (cid, conv);
 CREATE TABLE IF NOT EXISTS block_links (manifest BLOB NOT NULL, chunk BLOB NOT NULL,
     PRIMARY KEY (manifest, chunk)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS block_links_chunk ON block_links (chunk, manifest);
-CREATE TABLE IF NOT EXISTS turn_hidden_as_of (conv TEXT PRIMARY KEY, cursor INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS forgotten (conv TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _CHUNK: Final = 500  # keys a query: SQLite's limit on arguments is 999 in older builds
 
@@ -145,7 +88,6 @@ class SqliteStore(SqlStore):
     _blob = bytearray
     _CAST_DATA = "CAST({} AS BLOB)"
     _GREATEST = "max"
-    _TAIL_CONV = "+conv"  # `+`: not the conversation's index
     _MAX_HLC = (
         "SELECT r.wall, r.counter FROM (SELECT DISTINCT conv FROM heads) h JOIN records r ON r.id ="
         " (SELECT id FROM records q WHERE q.conv = h.conv ORDER BY q.wall DESC, q.counter DESC LIMIT 1)"
@@ -174,8 +116,6 @@ class SqliteStore(SqlStore):
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 self._db.execute("PRAGMA foreign_keys=OFF")
                 with self.transaction():
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
-                        self._db.execute(statement)
                     self._check_version()
         except BaseException:
             self._db.close()
@@ -200,26 +140,46 @@ class SqliteStore(SqlStore):
 
     def _refuse_foreign(self) -> bool:
         """Never adopt somebody else's database: tables but no convgraph version row. Whether
-        the file holds any table."""
+        the file holds any table (a store's file always holds `convs` from version 6 on)."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
             raise StoreCorruptError(f"{self.path} is a SQLite database, but not a convgraph store")
         return bool(tables)
 
     def _check_version(self) -> None:
+        ddl = [*filter(str.strip, _KEYED.split(";")), *conv_ddl(_TYPES, " WITHOUT ROWID", _ROWID)]
+        if not self._refuse_foreign():
+            for statement in ddl:
+                self._x(statement)
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             if self._db.execute("SELECT 1 FROM records LIMIT 1").fetchone():
                 raise StoreCorruptError(f"{self.path} holds records but no schema version")
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif row[0] in _UPGRADABLE:
+            for statement in filter(str.strip, v5.SQLITE.split(";")):
+                self._db.execute(statement)
             if row[0] not in _INDEXED:
                 self._backfill_index()
             if row[0] not in _REFERENCED:
                 self._backfill_artifact_refs()
+            self._upgrade_v5(ddl)
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(f"{self.path} has schema version {row[0]}, expected {SCHEMA_VERSION}")
+
+    def _upgrade_v5(self, ddl: list[str]) -> None:
+        """Move the v5 conversation tables aside, make the v6 ones and copy every row across."""
+        moved = [t for t in CONV_TABLES if t != "convs"]
+        for table in moved:
+            self._db.execute(f"ALTER TABLE {table} RENAME TO {table}_v5")
+        for index in V5_INDEXES:
+            self._db.execute(f"DROP INDEX IF EXISTS {index}")
+        for statement in ddl:
+            self._x(statement)
+        copy_v5(self, lambda table: f"{table}_v5")
+        for table in moved:
+            self._db.execute(f"DROP TABLE {table}_v5")
 
     # ------------------------------------------------------------ the dialect's hooks
 
@@ -250,9 +210,8 @@ class SqliteStore(SqlStore):
             rows += self._q(sql.replace("{in}", f"IN ({','.join('?' * len(part))})"), *head, *part)
         return rows
 
-    def _bumps(self) -> list[Batch]:
+    def _moved(self) -> None:
         self._commits += 1
-        return []
 
     def _announce(self, convs: list[str]) -> list[Batch]:  # noqa: ARG002 (no listeners: readers poll)
         return []
@@ -267,16 +226,13 @@ class SqliteStore(SqlStore):
         return [("DELETE FROM pending_missing WHERE missing = ? AND cid = ?", pairs)]
 
     def _insert_records(self, rows: list[tuple[object, ...]]) -> list[Batch]:
-        floor = self._db.execute("SELECT value FROM meta WHERE key = 'id_floor'").fetchone()
-        if floor is None:
-            return super()._insert_records(rows)
-        # ids a forgotten conversation held are never drawn again
-        return [("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [(int(floor[0]) + 1, *rows[0])]),
-                ("DELETE FROM meta WHERE key = 'id_floor'", [()]),
-                *super()._insert_records(rows[1:])]
+        # one writer a file: the store-wide ids are drawn here, in commit order
+        first = self.cursor() + 1
+        return [("INSERT INTO records (cid, conv, actor, seq, wall, counter, parents, data, arrival, id)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(*row, first + i) for i, row in enumerate(rows)])]
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *convs: str) -> Iterator[None]:  # noqa: ARG002 (one writer a file)
         with self._lock:
             if self._depth:
                 self._depth += 1

@@ -27,9 +27,10 @@ class Witness(Quarantine):
             found = {bytes(m.cid) for m in self.metas(map(CID._trusted, wanted)).values() if m.conv == conv}
             if found != wanted:
                 raise StoreError("compaction names a record this conversation does not hold")
-            self._bump()
+            self._bump(conv)
             dropped = wanted - {bytes(c) for c in self._evidence(conv)}
-            self._xm("UPDATE {s}.records SET data = %s WHERE cid = %s", [(b"", c) for c in dropped])
+            self._xm("UPDATE {s}.records SET data = %s WHERE conv = %s AND cid = %s",
+                     [(b"", conv, c) for c in dropped])
             self._x("INSERT INTO {s}.snapshots VALUES (%s, %s, %s) ON CONFLICT (conv)"
                     " DO UPDATE SET checkpoint = excluded.checkpoint, data = excluded.data",
                     conv, bytes(checkpoint), snapshot)
@@ -52,7 +53,7 @@ class Witness(Quarantine):
                 self._xm(text, rows)
 
     def remember(self, statement: Statement) -> None:
-        self._write("INSERT INTO {s}.remembered VALUES (%s, %s, %s) ON CONFLICT (peer, conv)"
+        self._write("INSERT INTO {s}.remembered VALUES (%s, %s, %s) ON CONFLICT (conv, peer)"
                     " DO UPDATE SET statement = excluded.statement",
                     [(statement.key, statement.conv, statement.data)])
 
@@ -94,16 +95,17 @@ class Witness(Quarantine):
         return [bytes(r[0]) for r in rows]
 
     def pending_checks(self, peer: bytes, conv: str) -> list[PendingCheck]:
-        rows = self._q("SELECT reason, statements FROM {s}.pending_checks WHERE peer = %s AND conv = %s"
-                       " ORDER BY id", peer, conv)
+        rows = self._q("SELECT reason, statements FROM {s}.pending_checks WHERE conv = %s AND peer = %s"
+                       " ORDER BY pos", conv, peer)
         return [PendingCheck(reason, decode_blobs(bytes(data))) for reason, data in rows]
 
     def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
         with self.transaction():
             self._x("DELETE FROM {s}.pending_checks WHERE peer = %s AND conv = %s", peer, conv)
-            self._xm("INSERT INTO {s}.pending_checks (peer, conv, reason, statements)"
-                     " VALUES (%s, %s, %s, %s)",
-                     [(peer, conv, c.reason, encode_blobs(c.statements)) for c in unique_checks(checks)])
+            self._xm("INSERT INTO {s}.pending_checks (peer, conv, reason, statements, pos)"
+                     " VALUES (%s, %s, %s, %s, %s)",
+                     [(peer, conv, c.reason, encode_blobs(c.statements), i)
+                      for i, c in enumerate(unique_checks(checks))])
 
     def add_finding(self, finding: FindingRow) -> bool:
         f = finding
