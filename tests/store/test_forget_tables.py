@@ -138,11 +138,12 @@ def test_a_cursor_handed_out_before_a_forget_misses_no_later_record(store: Store
     c2 = chain(3, "c2")
     commit(store, *c2[:2])
     commit(store, *chain(3))  # the newest records are c1's
-    cursor = store.cursor()
+    cursor, of_c1, of_c2 = store.cursor(), store.cursor("c1"), store.cursor("c2")
     store.forget("c1")
     assert store.cursor() >= cursor  # never moves back: a later record lands past it
+    assert store.cursor("c1") >= of_c1  # nor does the forgotten conversation's own
     commit(store, c2[2])
-    assert store.since(cursor, "c2")[0] == [(c2[2].cid, c2[2].data)]
+    assert store.since(of_c2, "c2")[0] == [(c2[2].cid, c2[2].data)]
     assert [c for _, c, _ in store.arrivals(cursor, 10)[0]] == [c2[2].cid]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from test_block_tables import A, B, C, D, E, F, named
 from test_contract import GHOSTS, Universe, chain, commit, observe, pend, rec
+from test_migration import sqlite_as_version_5
 
 from convgraph.artifacts import CHUNK_SIZE, decode_manifest, split
 from convgraph.core.cid import CID
@@ -306,6 +307,7 @@ def test_a_version_1_file_is_upgraded_in_place(path: Path, raw: Callable[[], sql
     universe, _ = _fill(store)
     before = observe(store, universe)
     store.close()
+    sqlite_as_version_5(path)
     db = raw()  # what version 1 made: the same tables, less the witnessed-history ones
     for table in ("remembered", "receipts", "gossip", "pending_checks", "findings", "finding_cites"):
         db.execute(f"DROP TABLE {table}")
@@ -335,6 +337,7 @@ def test_a_version_2_file_gets_its_turn_index_from_the_records_and_snapshots(
     store.compact(CONV, [r.cid for r in records[:3]], records[-1].cid, state_.snapshot(state_.fold(records)))
     before = {c: sorted(store.index_rows(c), key=repr) for c in (CONV, "other")}
     store.close()
+    sqlite_as_version_5(path)
     db = raw()  # what version 2 made: no turn index
     for table in ("turn_line", "turn_targets", "turn_branches", "turn_hidden", "turn_hidden_as_of"):
         db.execute(f"DROP TABLE {table}")
@@ -365,6 +368,7 @@ def test_a_version_3_file_gets_its_artifact_refs_from_the_records(
     store.commit(WriteSet(headers=[header.meta]))
     index = sorted(store.index_rows("c1"), key=repr)
     store.close()
+    sqlite_as_version_5(path)
     db = raw()  # what version 3 made: no artifact tables
     db.execute("DROP TABLE blocks")
     db.execute("DROP TABLE artifact_refs")

@@ -13,9 +13,10 @@ import textwrap
 from pathlib import Path
 
 from test_contract import chain, commit, pend, rec
+from test_migration import sqlite_as_version_5
 
 from convgraph.core.record import Record
-from convgraph.store.sqlite import SqliteStore
+from convgraph.store.sqlite import SCHEMA_VERSION, SqliteStore
 
 SECRET = "tell-no-one-7f3a9c"
 
@@ -40,8 +41,8 @@ def _size(path: Path) -> int:
 def test_a_new_store_vacuums_incrementally_in_wal(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.sqlite")
     try:
-        assert store._query("PRAGMA auto_vacuum")[0][0] == 2  # INCREMENTAL
-        assert store._query("PRAGMA journal_mode")[0][0] == "wal"
+        assert store._q("PRAGMA auto_vacuum")[0][0] == 2  # INCREMENTAL
+        assert store._q("PRAGMA journal_mode")[0][0] == "wal"
     finally:
         store.close()
 
@@ -57,12 +58,12 @@ def test_forget_leaves_no_byte_of_the_conversation_and_shrinks_the_file(tmp_path
         waiting = rec("c1", 400, 1_700_000_100_000, (rec("c1", 399, 1_700_000_099_000),), text=SECRET + " waits")
         commit(store, pending_put=[pend(waiting, missing=waiting.parents)])
         assert SECRET.encode() in _on_disk(path)
-        store._query("PRAGMA wal_checkpoint(TRUNCATE)")  # the data in the file, not in the WAL
+        store._q("PRAGMA wal_checkpoint(TRUNCATE)")  # the data in the file, not in the WAL
         size = _size(path)
         store.forget("c1")
         assert SECRET.encode() not in _on_disk(path)
         assert size - _size(path) >= 300 * 400  # at least the forgotten text: no free page kept
-        assert store._query("PRAGMA freelist_count")[0][0] == 0
+        assert store._q("PRAGMA freelist_count")[0][0] == 0
         assert Path(f"{path}-wal").stat().st_size == 0
         assert store.count("c2") == 300 and store.conversations() == ["c2"]
     finally:
@@ -83,16 +84,17 @@ def test_vacuum_switches_an_older_file_to_auto_vacuum(tmp_path: Path) -> None:
     db.execute("VACUUM")
     assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
     db.close()
+    empty = _size(path)  # the tables and indexes of an empty store
     store = SqliteStore(path)
     try:
         commit(store, *_secret_chain(200), *chain(50, "c2"))
-        store._query("PRAGMA wal_checkpoint(TRUNCATE)")
+        store._q("PRAGMA wal_checkpoint(TRUNCATE)")
         size = _size(path)
         store.forget("c1")  # no auto-vacuum yet: the freed pages stay in the file
         assert _size(path) >= size
         store.vacuum()
-        assert store._query("PRAGMA auto_vacuum")[0][0] == 2
-        assert _size(path) < size / 2 and SECRET.encode() not in _on_disk(path)
+        assert store._q("PRAGMA auto_vacuum")[0][0] == 2
+        assert _size(path) - empty < (size - empty) / 2 and SECRET.encode() not in _on_disk(path)
         assert store.count() == 50
     finally:
         store.close()
@@ -105,13 +107,16 @@ def test_a_process_killed_mid_forget_leaves_the_store_as_it_was(tmp_path: Path) 
     waiting = rec("c1", 40, 1_700_000_100_000, (rec("c1", 39, 1_700_000_099_000),), text="waits")
     commit(store, *secret, *chain(5, "c2"), pending_put=[pend(waiting, missing=waiting.parents)])
     store.close()
-    # the records are deleted before the quarantine is read: die there, inside the transaction
+    # the records are deleted before the heads: die there, inside the transaction
     script = textwrap.dedent(f"""
         import os
         import convgraph.store.sqlite as s
-        def die(*args, **kwargs):
-            os._exit(9)
-        s.load_trusted = die
+        run = s.SqliteStore._x
+        def die(self, text, *args):
+            if text.startswith("DELETE FROM {{s}}.heads"):
+                os._exit(9)
+            return run(self, text, *args)
+        s.SqliteStore._x = die
         s.SqliteStore({str(path)!r}).forget("c1")
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -131,13 +136,14 @@ def test_a_version_4_file_gets_its_tombstones_table(tmp_path: Path) -> None:
     store = SqliteStore(path)
     commit(store, *chain(3), *chain(2, "c2"))
     store.close()
+    sqlite_as_version_5(path)
     db = sqlite3.connect(path, isolation_level=None)  # what version 4 made: no `forgotten`
     db.execute("DROP TABLE forgotten")
     db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     db.close()
     store = SqliteStore(path)
     try:
-        assert store._query("SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+        assert store._q("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
         store.forget("c1")
         assert store.forgotten(["c1", "c2"]) == {"c1"} and store.conversations() == ["c2"]
     finally:

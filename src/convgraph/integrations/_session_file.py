@@ -139,7 +139,7 @@ def _held(replica: Replica, conv: str, cursor: int, raw: bytes) -> bool:
     turns (`raw`: theirs, back to back) as this conversation's. A store restored from an older
     copy fails one or the other; looking every turn up would cost more than reading the file."""
     store = replica.store
-    if cursor > store.cursor():
+    if cursor > store.cursor(conv):
         return False
     probe = {CID._trusted(raw[:_CID_LEN]), CID._trusted(raw[-_CID_LEN:])} if raw else set()
     found = store.metas(probe) if probe else {}

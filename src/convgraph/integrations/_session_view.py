@@ -171,7 +171,7 @@ def build(replica: Replica, conv: str, branch: str | None, last: int | None) -> 
     """The view of the latest `last` turns (all when None) read afresh from the transcript;
     its token is what the store held before."""
     store = replica.store
-    token, cursor = store.change_token(), store.cursor()
+    token, cursor = store.change_token(), store.cursor(conv)
     with store.reading():
         hidden = store.hidden(conv) if is_rooted(conv) else frozenset()
         top = store.line(conv, line_of(branch), None, 1)
@@ -196,7 +196,7 @@ def move(replica: Replica, view: View, conv: str, branch: str | None, token: obj
         hidden = store.hidden(conv) if rooted else frozenset()
         if hidden is None or hidden != view.hidden:
             return None
-        now = store.cursor()
+        now = store.cursor(conv)
         arrived, _ = store.since(view.cursor, conv)
         try:
             entries = [entry_from_bytes(c, d) for c, d in arrived]

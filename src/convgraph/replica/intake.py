@@ -82,7 +82,8 @@ class Intake:
             self._land(writes, report, config=config, clock=clock)
             turn_index.keep_hidden(self.store, ((conv, states[conv]) for conv in judged))
             if judged:  # what this commit stored of them was added to their states while planning
-                self.folds.caught_up_to(judged, self.store.cursor())
+                for conv in judged:
+                    self.folds.caught_up_to([conv], self.store.cursor(conv))
         self.folds.confirmed(states)
         self.writer.received(report.accepted_hlcs, now)
         return report

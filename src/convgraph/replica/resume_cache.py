@@ -134,7 +134,7 @@ class ResumeCache:
     def _read(self, token: object, conv: str, last: int | None) -> Window:
         """The main-line window read afresh, kept as a base when nothing changed meanwhile."""
         store = self.store
-        cursor = store.cursor()
+        cursor = store.cursor(conv)
         top = store.line(conv, MAIN, None, 1)
         hidden = store.hidden(conv) if is_rooted(conv) else None
         window = self._window_of(conv, None, last)
@@ -150,7 +150,7 @@ class ResumeCache:
         if base is None:
             return None
         store = self.store
-        if store.cursor() - base.cursor > MAX_NEW:
+        if store.cursor(conv) - base.cursor > MAX_NEW:
             return None  # more arrived than a move is worth (and `since` would read it all)
         arrived, cursor = store.since(base.cursor, conv)
         if not arrived or len(arrived) > MAX_NEW or cursor - base.cursor != len(arrived):

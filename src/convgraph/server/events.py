@@ -42,7 +42,7 @@ class Events:
             after = request.headers.get("last-event-id")
         if after is not None and not _CURSOR.fullmatch(after):
             return error(400, "cursor", f"cursor {after!r} is not a non-negative integer")
-        start = int(after) if after is not None else await run_in_threadpool(self.store.cursor)
+        start = int(after) if after is not None else await run_in_threadpool(self.store.cursor, conv)
         return StreamingResponse(self._stream(request, actor, conv, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 

@@ -29,8 +29,10 @@ from convgraph.store.rows import FindingRow, Pending, PendingCheck, QuarantineBo
 class Store(Protocol):
     """What every store implements; `tests/store/test_contract.py` holds them to it."""
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """Hold the exclusive write lock; commits made inside land together at exit."""
+    def transaction(self, *convs: str) -> AbstractContextManager[None]:
+        """Hold the write lock; commits made inside land together at exit. Naming `convs`, the
+        lock holds off only the writers of those conversations (where the store can tell them
+        apart: PostgreSQL); naming none, every writer."""
         ...
 
     def commit(self, writes: WriteSet) -> None:
@@ -71,8 +73,10 @@ class Store(Protocol):
         the set sync reconciles. Compacted records stay in it (we hold them, headers only)."""
         ...
 
-    def cursor(self) -> int:
-        """The `since` cursor as of now: passing it on yields only records that arrive later."""
+    def cursor(self, conv: str | None = None) -> int:
+        """The cursor as of now: passing it on yields only records that arrive later; of `conv`,
+        for `since` and `keys_since` (a count of the conversation's arrivals in the SQL
+        stores), else for `arrivals` (the store-wide feed)."""
         ...
 
     def conv_token(self, conv: str) -> object:

@@ -149,7 +149,7 @@ class MemoryStore(MemoryIndex, MemoryWitness, MemoryBlocks):
         with self._lock:
             return sorted((key[0], cid.digest) for key, cid in self._order.get(conv, []))
 
-    def cursor(self) -> int:
+    def cursor(self, conv: str | None = None) -> int:  # noqa: ARG002 (one arrival order for all)
         with self._lock:
             return len(self._arrival)
 

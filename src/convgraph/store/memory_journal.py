@@ -34,7 +34,7 @@ class MemoryJournal:
         self._version = 0  # bumped by every commit, never restored: a rollback only invalidates
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *convs: str) -> Iterator[None]:  # noqa: ARG002 (one lock: every writer waits)
         with self._lock:
             if self._undo is not None:
                 yield

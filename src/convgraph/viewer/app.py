@@ -214,7 +214,7 @@ class _Pages:
         def read() -> tuple[views.ConvView, int] | None:
             if not replica.store.count(conv):  # held nowhere here: as unknown as a forbidden one
                 return None
-            cursor = replica.store.cursor()  # first: a record landing while we read is sent as an event
+            cursor = replica.store.cursor(conv)  # first: a record landing while we read is sent as an event
             return views.conversation(replica, conv, branch), cursor
 
         return await self._read(read)
@@ -240,7 +240,7 @@ class _Pages:
         after = request.headers.get("last-event-id") or request.query_params.get("after")
         start = int(after) if after is not None and after.isdigit() and len(after) < 20 else None
         if start is None:
-            start = await run_in_threadpool(self.viewer.replica.store.cursor)
+            start = await run_in_threadpool(self.viewer.replica.store.cursor, conv)
 
         async def refusal() -> dict[str, Any] | None:
             if await self._read(reader.can_read, conv):
