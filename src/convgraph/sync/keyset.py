@@ -11,11 +11,12 @@ every replica; the keys are only ever read, never reordered.
 from __future__ import annotations
 
 import hashlib
+import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from typing import Final
+from itertools import accumulate, islice
+from typing import Final, overload
 
 from convgraph.sync.varint import uvarint
 
@@ -69,15 +70,67 @@ def item_hash(salt: bytes, digest: bytes) -> bytes:
     return hashlib.blake2b(digest, digest_size=HASH_LEN, key=salt).digest()
 
 
-class KeySet:
-    """One conversation's sorted keys with prefix sums of their digests."""
+class _Prefix(Sequence[Key]):
+    """The first `n` items of a list that only ever grows at its end: a view that never changes."""
 
-    __slots__ = ("_sums", "keys")
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Key], n: int) -> None:
+        self._items, self._n = items, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> Key: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Key]: ...
+
+    def __getitem__(self, i: int | slice) -> Key | list[Key]:
+        if isinstance(i, slice):
+            return self._items[slice(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("key index out of range")
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[Key]:
+        return islice(self._items, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(other) == self._n and all(
+            a == b for a, b in zip(self, other, strict=False))
+
+    def __hash__(self) -> int:
+        raise TypeError("a key view is not hashable")
+
+    def __repr__(self) -> str:
+        return f"_Prefix({list(self)!r})"
+
+
+_GROWING = threading.Lock()  # an in-place append checks and extends the shared lists in one hold
+
+
+class KeySet:
+    """One conversation's sorted keys with prefix sums of their digests.
+
+    Sets made by `adding` keys past the end share their lists with the set they grew from,
+    each seeing only its own prefix, so growing a large set by a few keys costs those keys.
+    Invariant: a set never changes once made (its `keys` and sums are fixed prefixes).
+    """
+
+    __slots__ = ("_items", "_n", "_sums", "keys")
 
     def __init__(self, keys: Sequence[Key]) -> None:
         """`keys` must be sorted and unique (as `Store.sync_keys` returns them)."""
-        self.keys = keys
-        self._sums = [0, *accumulate(int.from_bytes(d, "little") for _, d in keys)]
+        items = list(keys)
+        self._set(items, [0, *accumulate(int.from_bytes(d, "little") for _, d in items)], len(items))
+
+    def _set(self, items: list[Key], sums: list[int], n: int) -> None:
+        self._items, self._sums, self._n = items, sums, n
+        self.keys: Sequence[Key] = _Prefix(items, n)
 
     @classmethod
     def of(cls, keys: Iterable[Key]) -> KeySet:
@@ -85,30 +138,39 @@ class KeySet:
         return cls(sorted(set(keys)))
 
     def adding(self, new: Iterable[Key]) -> KeySet:
-        """This set with `new` keys added; cheap when they land near the end, as fresh ones do."""
+        """This set with `new` keys added; cheap when they all land past the end, as fresh ones do."""
         fresh = sorted({k for k in new if not self._has(k)})
         if not fresh:
             return self
-        first = bisect_left(self.keys, fresh[0])
-        tail = sorted([*self.keys[first:], *fresh])
         out = KeySet.__new__(KeySet)
-        out.keys = [*self.keys[:first], *tail]
+        n = self._n
+        if n == 0 or fresh[0] > self._items[n - 1]:
+            with _GROWING:
+                if len(self._items) == n:  # nobody grew these lists past us: extend them in place
+                    sums = accumulate((int.from_bytes(d, "little") for _, d in fresh), initial=self._sums[n])
+                    self._sums.extend(islice(sums, 1, None))  # `initial` is the sum already at n
+                    self._items.extend(fresh)
+                    out._set(self._items, self._sums, n + len(fresh))
+                    return out
+        first = bisect_left(self.keys, fresh[0])
+        tail = sorted([*self._items[first:n], *fresh])
         added = accumulate((int.from_bytes(d, "little") for _, d in tail), initial=self._sums[first])
-        out._sums = [*self._sums[:first], *added]
+        items = [*self._items[:first], *tail]
+        out._set(items, [*self._sums[:first], *added], len(items))
         return out
 
     def _has(self, key: Key) -> bool:
-        i = bisect_left(self.keys, key)
-        return i < len(self.keys) and self.keys[i] == key
+        i = bisect_left(self._items, key, 0, self._n)
+        return i < self._n and self._items[i] == key
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._n
 
     def index(self, bound: Bound) -> int:
         """How many keys lie below `bound`."""
         if bound.infinite:
-            return len(self.keys)
-        return bisect_left(self.keys, (bound.wall_ms, bound.prefix))
+            return self._n
+        return bisect_left(self._items, (bound.wall_ms, bound.prefix), 0, self._n)
 
     def fingerprint(self, lo: int, hi: int, length: int = RANGE_LEN) -> bytes:
         """The fingerprint of the keys at positions `[lo, hi)`."""
@@ -116,7 +178,7 @@ class KeySet:
 
     def total(self) -> int:
         """The sum of all digests (not reduced): lets a caller add keys it learns of."""
-        return self._sums[-1]
+        return self._sums[self._n]
 
     def digests(self, lo: int, hi: int) -> list[bytes]:
-        return [d for _, d in self.keys[lo:hi]]
+        return [d for _, d in self._items[lo:min(hi, self._n)]]

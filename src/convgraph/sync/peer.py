@@ -1,8 +1,9 @@
 """A replica as a sync peer: the shell between the state machine and a store.
 
-Key sets are built from `Store.sync_keys` and cached per conversation behind the store's
-change token, so a server answering many messages about an unchanged conversation sorts
-and sums its keys once. Ingest restricts every batch to the conversation its section
+Key sets and heads come from the store's process-wide `ConvCache` (`sync/conv_cache.py`),
+kept per conversation behind its change token and grown by the keys that arrive, so every
+peer over one store, in every session and request, shares one copy and an unchanged
+conversation costs one token read. Ingest restricts every batch to the conversation its section
 names. A base (a compacted conversation's checkpoint, snapshot and cover) is adopted only
 when the adoption policy trusts its checkpoint's signer for that conversation: by default
 only our own key. Invariant: `keys(conv)` is always the store's current set for `conv`.
@@ -11,7 +12,6 @@ only our own key. Invariant: `keys(conv)` is always the store's current set for 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from convgraph.core.cid import CID
@@ -21,7 +21,7 @@ from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpoint
 from convgraph.replica import Replica, artifact_checks
 from convgraph.replica.adoption import compaction_of
 from convgraph.replica.ingest import IngestReport
-from convgraph.sync import artifact_scope
+from convgraph.sync import artifact_scope, conv_cache
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
@@ -33,9 +33,6 @@ __all__ = ["AdoptionPolicy", "ReplicaPeer", "cid_of", "trusting"]
 AdoptionPolicy = Callable[[str, bytes], bool]
 """Whether to adopt a checkpoint of conversation `conv` (first argument) signed by the key
 (second): adopting takes every record it covers on that signer's word (docs/format.md 11.5)."""
-
-_GREW = object()  # a cache entry grown by our own ingest, to be confirmed against the store
-
 
 def trusting(keys: Iterable[bytes]) -> AdoptionPolicy:
     """A policy that adopts checkpoints signed by any of `keys`, in any conversation."""
@@ -50,37 +47,17 @@ class ReplicaPeer:
     own key, so a peer can never hand us history on its own word unless we say so.
     """
 
-    def __init__(
-        self, replica: Replica, *, cache_size: int = 64, adopt_from: AdoptionPolicy | None = None
-    ) -> None:
+    def __init__(self, replica: Replica, *, adopt_from: AdoptionPolicy | None = None) -> None:
         self.replica = replica
         self.adopt_from = adopt_from if adopt_from is not None else trusting([replica.actor])
-        self._cache: dict[str, tuple[object, KeySet]] = {}
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self.cache = conv_cache.of(replica.store)
 
     def share_cache(self, other: ReplicaPeer) -> None:
-        """Use `other`'s key-set cache (one per server, not one per request)."""
-        self._cache, self._lock = other._cache, other._lock
+        """Use `other`'s cache: a no-op over one store, whose cache every peer already shares."""
+        self.cache = other.cache
 
     def keys(self, conv: str) -> KeySet:
-        store = self.replica.store
-        token = store.change_token()
-        with self._lock:
-            hit = self._cache.get(conv)
-        if hit is not None and hit[0] == token:
-            return hit[1]
-        if hit is not None and hit[0] is _GREW and store.count(conv) == len(hit[1]):
-            # our own ingest grew the cached set; the store only ever grows, so an equal
-            # count means nobody else added anything: no need to read and sort it all again
-            keys = hit[1]
-        else:
-            keys = KeySet(store.sync_keys(conv))
-        with self._lock:
-            if len(self._cache) >= self._cache_size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[conv] = (token, keys)
-        return keys
+        return self.cache.keys(conv)
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         cids = [cid_of(d) for d in digests]
@@ -88,18 +65,11 @@ class ReplicaPeer:
         return [found.get(c) for c in cids]
 
     def heads(self, conv: str) -> list[CID]:
-        return self.replica.store.heads(conv)
+        return self.cache.heads(conv)
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         ingested = self.replica.ingest(records, conversations={conv})
         entries = self._fates(conv, records, ingested) if report else ()
-        if ingested.accepted:
-            pairs = zip(ingested.accepted, ingested.accepted_hlcs, strict=True)
-            fresh = [(h.wall_ms, c.digest) for c, h in pairs]
-            with self._lock:
-                hit = self._cache.get(conv)
-                if hit is not None:
-                    self._cache[conv] = (_GREW, hit[1].adding(fresh))
         return Outcome(
             accepted=[c.digest for c in ingested.accepted],
             quarantined=len(ingested.quarantined) + len(ingested.held),
@@ -127,6 +97,8 @@ class ReplicaPeer:
     def missing_artifacts(self, conv: str) -> list[CID]:
         # what `conv` spans and is not admitted for it: a block held only for another
         # conversation is asked for again, so its bytes prove the sender had them
+        if not self.cache.has_artifacts(conv):  # nothing named: nothing to ask for
+            return []
         return artifact_scope.unadmitted(self.replica.store, conv)
 
     def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
@@ -163,8 +135,6 @@ class ReplicaPeer:
             report = self.replica.adopt(base.checkpoint, base.snapshot, base.cover)
         except ConvgraphError as exc:
             return refusal(digest, exc.rule, str(exc))
-        with self._lock:
-            self._cache.pop(conv, None)
         held = set(before.keys)
         added = [k for k in self.keys(conv).keys if k not in held]
         fate = Fate.DUPLICATE if report.duplicates else Fate.ACCEPTED
