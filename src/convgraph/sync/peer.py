@@ -12,6 +12,7 @@ only our own key. Invariant: `keys(conv)` is always the store's current set for 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from convgraph.core.cid import CID
@@ -51,13 +52,16 @@ class ReplicaPeer:
         self.replica = replica
         self.adopt_from = adopt_from if adopt_from is not None else trusting([replica.actor])
         self.cache = conv_cache.of(replica.store)
+        self._last = threading.local()  # per thread: the state `keys` last gave, for `heads`
 
     def share_cache(self, other: ReplicaPeer) -> None:
         """Use `other`'s cache: a no-op over one store, whose cache every peer already shares."""
         self.cache = other.cache
 
     def keys(self, conv: str) -> KeySet:
-        return self.cache.keys(conv)
+        state = self.cache.state(conv)
+        self._last.state = (conv, state)
+        return state.keys
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         cids = [cid_of(d) for d in digests]
@@ -65,9 +69,16 @@ class ReplicaPeer:
         return [found.get(c) for c in cids]
 
     def heads(self, conv: str) -> list[CID]:
+        # the heads of the state `keys` just gave (a responder asks for both in a row): one
+        # token read for the two, and heads and count of one state in the statement they sign
+        last = getattr(self._last, "state", None)
+        self._last.state = None
+        if last is not None and last[0] == conv:
+            return list(last[1].heads)
         return self.cache.heads(conv)
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        self._last.state = None  # what `keys` gave before is no state to sign after this
         ingested = self.replica.ingest(records, conversations={conv})
         entries = self._fates(conv, records, ingested) if report else ()
         return Outcome(
@@ -118,6 +129,7 @@ class ReplicaPeer:
     def adopt(self, conv: str, base: Base) -> Outcome:
         digest = CID.of_record(base.checkpoint).digest
         before = self.keys(conv)
+        self._last.state = None
         try:
             record = decode_record(base.checkpoint, limits=self.replica.config.limits)
             if record.conv != conv:
