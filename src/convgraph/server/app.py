@@ -38,11 +38,12 @@ from convgraph.server.access import Access
 from convgraph.server.events import Events, relay
 from convgraph.server.gate import Gate
 from convgraph.server.identity import About
+from convgraph.server.nonces import SqliteBatchNonces, grouped
 from convgraph.server.reads import Reads
 from convgraph.server.shell import Shell
 from convgraph.server.sync_endpoint import SyncEndpoint
 from convgraph.server.witness import Cosigner
-from convgraph.store.sqlite import SqliteNonces, SqliteStore
+from convgraph.store.sqlite import SqliteStore
 from convgraph.sync.auth import MemoryNonces, NonceLog, Verifier
 from convgraph.sync.live import Hub, poll
 from convgraph.viewer import app as viewer_app
@@ -84,7 +85,7 @@ def create_app(
     """The app; `listen` yields conversation names other instances wrote (PostgreSQL NOTIFY);
     `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4)."""
     cfg = config or ServerConfig()
-    verifier = Verifier(nonces or _nonce_log(replica), cfg.window_ms)
+    verifier = Verifier(grouped(nonces or _nonce_log(replica)), cfg.window_ms)  # one commit per batch
     # re-entrant: a push is judged (gate) and ingested (peer) in one hold of it
     hub, lock, sessions = Hub(), threading.RLock(), Sessions(clock)
     gate = Gate(replica, cfg.access, lock)
@@ -134,7 +135,7 @@ def create_app(
 def _nonce_log(replica: Replica) -> NonceLog:
     """A durable log where the store can keep one: after a restart, old requests stay refused."""
     store = replica.store
-    return SqliteNonces(store) if isinstance(store, SqliteStore) else MemoryNonces()
+    return SqliteBatchNonces(store) if isinstance(store, SqliteStore) else MemoryNonces()
 
 
 class _ConvConvertor(Convertor[str]):
