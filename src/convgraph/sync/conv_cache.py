@@ -65,8 +65,7 @@ class ConvCache:
             hit = self._get(conv)
             if hit is not None and hit.token == token:
                 return hit
-            token = store.conv_token(conv)  # read again: what we read next is no older than it
-            state = self._read(conv, token, hit)
+            state = self._read(conv, token, hit)  # `token` was read before: the data is no older
             self._put(conv, state)
         return state
 
