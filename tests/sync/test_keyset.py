@@ -44,8 +44,8 @@ def test_a_set_grown_in_place_never_changes_the_set_it_grew_from(base: list[Key]
                                                                  two: list[Key]) -> None:
     start = KeySet.of(base)
     before = (list(start.keys), start.total())
-    first = start.adding([(k[0] + 100, k[1]) for k in one])  # past the end: the lists grow in place
-    second = start.adding(two)  # a second child of the same set
+    first = start.adding([(k[0] + 100, k[1]) for k in one], share=True)  # past the end: lists grow
+    second = start.adding(two, share=True)  # a second child of the same set: copies
     assert (list(start.keys), start.total()) == before
     for grown, extra in ((first, [(k[0] + 100, k[1]) for k in one]), (second, two)):
         fresh = KeySet.of([*base, *extra])

@@ -101,7 +101,8 @@ class ConvCache:
         fresh, cursor = store.keys_since(conv, hit.cursor)
         self.reads["grown"] += 1
         # no new record: the artifact names are those already known
-        return ConvState(token, hit.keys.adding(fresh), heads, cursor, hit.artifacts if not fresh else None)
+        return ConvState(token, hit.keys.adding(fresh, share=True), heads, cursor,
+                         hit.artifacts if not fresh else None)
 
     def _get(self, conv: str) -> ConvState | None:
         with self._lock:

@@ -11,7 +11,6 @@ every replica; the keys are only ever read, never reordered.
 from __future__ import annotations
 
 import hashlib
-import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -110,15 +109,13 @@ class _Prefix(Sequence[Key]):
         return f"_Prefix({list(self)!r})"
 
 
-_GROWING = threading.Lock()  # an in-place append checks and extends the shared lists in one hold
-
-
 class KeySet:
     """One conversation's sorted keys with prefix sums of their digests.
 
-    Sets made by `adding` keys past the end share their lists with the set they grew from,
-    each seeing only its own prefix, so growing a large set by a few keys costs those keys.
-    Invariant: a set never changes once made (its `keys` and sums are fixed prefixes).
+    A set made by `adding(..., share=True)` keys past the end shares its lists with the set it
+    grew from, each seeing only its own prefix, so growing a large set by a few keys costs
+    those keys. Invariant: a set never changes once made (its `keys` and sums are fixed
+    prefixes of lists that only grow at their end).
     """
 
     __slots__ = ("_items", "_n", "_sums", "keys")
@@ -137,21 +134,22 @@ class KeySet:
         """A key set from keys in any order, duplicates dropped."""
         return cls(sorted(set(keys)))
 
-    def adding(self, new: Iterable[Key]) -> KeySet:
-        """This set with `new` keys added; cheap when they all land past the end, as fresh ones do."""
+    def adding(self, new: Iterable[Key], *, share: bool = False) -> KeySet:
+        """This set with `new` keys added. With `share`, keys that all land past the end extend
+        this set's lists instead of copying them: the caller must be the only one growing
+        this set's line of sets at a time (`ConvCache` holds a lock per conversation)."""
         fresh = sorted({k for k in new if not self._has(k)})
         if not fresh:
             return self
         out = KeySet.__new__(KeySet)
         n = self._n
-        if n == 0 or fresh[0] > self._items[n - 1]:
-            with _GROWING:
-                if len(self._items) == n:  # nobody grew these lists past us: extend them in place
-                    sums = accumulate((int.from_bytes(d, "little") for _, d in fresh), initial=self._sums[n])
-                    self._sums.extend(islice(sums, 1, None))  # `initial` is the sum already at n
-                    self._items.extend(fresh)
-                    out._set(self._items, self._sums, n + len(fresh))
-                    return out
+        # nobody grew these lists past us: extend them (other sets keep seeing their prefix)
+        if share and len(self._items) == n and (n == 0 or fresh[0] > self._items[n - 1]):
+            sums = accumulate((int.from_bytes(d, "little") for _, d in fresh), initial=self._sums[n])
+            self._sums.extend(islice(sums, 1, None))  # `initial` is the sum already at n
+            self._items.extend(fresh)
+            out._set(self._items, self._sums, n + len(fresh))
+            return out
         first = bisect_left(self.keys, fresh[0])
         tail = sorted([*self._items[first:n], *fresh])
         added = accumulate((int.from_bytes(d, "little") for _, d in tail), initial=self._sums[first])
