@@ -164,5 +164,9 @@ def run(argv: Sequence[str]) -> int:
     return 0
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
-    sys.exit(_worker(sys.argv[2:]))
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        sys.exit(_worker(sys.argv[2:]))
+    from _common import on_snapshot
+
+    sys.exit(on_snapshot(__file__, run, None))
