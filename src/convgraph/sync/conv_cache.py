@@ -77,7 +77,10 @@ class ConvCache:
 
     def has_artifacts(self, conv: str) -> bool:
         """Whether any record of `conv` names an artifact (`Store.artifact_refs`)."""
-        state = self.state(conv)
+        return self.names_artifacts(conv, self.state(conv))
+
+    def names_artifacts(self, conv: str, state: ConvState) -> bool:
+        """Whether any record of `conv` names an artifact, as of `state` or later."""
         if state.artifacts is None:
             state.artifacts = bool(self.store.artifact_refs(conv))
         return state.artifacts

@@ -52,7 +52,9 @@ class ReplicaPeer:
         self.replica = replica
         self.adopt_from = adopt_from if adopt_from is not None else trusting([replica.actor])
         self.cache = conv_cache.of(replica.store)
-        self._last = threading.local()  # per thread: the state `keys` last gave, for `heads`
+        # per thread: the state `keys` last gave, which `heads` and `missing_artifacts` answer
+        # from until this peer writes (a responder asks for all three about one section)
+        self._last = threading.local()
 
     def share_cache(self, other: ReplicaPeer) -> None:
         """Use `other`'s cache: a no-op over one store, whose cache every peer already shares."""
@@ -72,7 +74,6 @@ class ReplicaPeer:
         # the heads of the state `keys` just gave (a responder asks for both in a row): one
         # token read for the two, and heads and count of one state in the statement they sign
         last = getattr(self._last, "state", None)
-        self._last.state = None
         if last is not None and last[0] == conv:
             return list(last[1].heads)
         return self.cache.heads(conv)
@@ -108,7 +109,10 @@ class ReplicaPeer:
     def missing_artifacts(self, conv: str) -> list[CID]:
         # what `conv` spans and is not admitted for it: a block held only for another
         # conversation is asked for again, so its bytes prove the sender had them
-        if not self.cache.has_artifacts(conv):  # nothing named: nothing to ask for
+        last = getattr(self._last, "state", None)  # the section's state, when `keys` gave it
+        named = (self.cache.has_artifacts(conv) if last is None or last[0] != conv
+                 else self.cache.names_artifacts(conv, last[1]))
+        if not named:  # nothing named: nothing to ask for
             return []
         return artifact_scope.unadmitted(self.replica.store, conv)
 
@@ -116,6 +120,7 @@ class ReplicaPeer:
         return artifact_scope.serve(self.replica.store, conv, cids)
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        self._last.state = None
         outcome = artifact_scope.take(self.replica.store, conv, blocks)
         if outcome.stored:  # claims that waited for these blocks can be judged now (integrity.md §6.4)
             artifact_checks.check_conversation(self.replica.store, conv, outcome.stored,
