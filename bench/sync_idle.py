@@ -4,7 +4,8 @@ Run as `bench/sync.py --idle`. Two SQLite replicas hold the same n records of on
 conversation (each its own key). Each sync is a whole `synchronize` run in one process, as
 `bench/sync.py`'s d = 0 row does it: a new `ReplicaPeer` on each side and a new `Responder`
 per message, as the server makes them per request. The first sync of a process is reported
-apart (it fills whatever caches the code keeps); then, over `--repeat` more, the mean CPU
+apart (it fills whatever caches the code keeps); then `--repeat` rounds of one sync per size
+(alternating, so that the machine's load touches every size alike), and per size the mean CPU
 time of a sync (both sides, this process: what the goal is judged on, as the machine may be
 shared), the median wall time, and the median part spent answering on the server side. The same replicas are
 measured with the baseline code (`--baseline-src`, another checkout's src/) in a child
@@ -56,52 +57,62 @@ def build(home: Path, n: int) -> None:
     save_key(SigningKey.generate(), home / "client" / "actor.key")  # its own author, as another machine
 
 
-def measure(home: Path, repeat: int) -> dict[str, Any]:
-    """`repeat` + 1 idle syncs between the two replicas in `home`, with whatever code is imported."""
+def measure(homes: Sequence[Path], repeat: int) -> list[dict[str, Any]]:
+    """`repeat` + 1 idle syncs between the two replicas of each of `homes`, with whatever code is
+    imported: the first of each, then rounds of one sync per home, so that a change of the
+    machine's load touches every size alike."""
     from convgraph import Replica
     from convgraph.sync.initiator import synchronize
     from convgraph.sync.peer import ReplicaPeer
     from convgraph.sync.responder import Responder
 
-    client, server = Replica.open(home / "client"), Replica.open(home / "server")
+    pairs = [(Replica.open(h / "client"), Replica.open(h / "server")) for h in homes]
     salt = iter(range(1 << 30))
-    spent = [0.0]
+    figures: list[dict[str, list[float]]] = [{"wall": [], "cpu": [], "served": []} for _ in homes]
 
-    def respond(message: bytes) -> bytes:
-        t = time.perf_counter()
-        try:  # a new peer and responder per message, as the server makes them per request
-            return Responder(ReplicaPeer(server), key=server.key, clock=server.clock).receive(message)
-        finally:
-            spent[0] += time.perf_counter() - t
+    def one(client: Replica, server: Replica, into: dict[str, list[float]]) -> None:
+        spent = [0.0]
 
-    walls, served, cpus = [], [], []
+        def respond(message: bytes) -> bytes:
+            t = time.perf_counter()
+            try:  # a new peer and responder per message, as the server makes them per request
+                return Responder(ReplicaPeer(server), key=server.key, clock=server.clock).receive(message)
+            finally:
+                spent[0] += time.perf_counter() - t
+
+        t, c = time.perf_counter(), time.process_time()
+        report = synchronize(ReplicaPeer(client), respond, [CONV],
+                             salts=lambda: next(salt).to_bytes(8, "big"))
+        into["wall"].append(time.perf_counter() - t)
+        into["cpu"].append(time.process_time() - c)
+        into["served"].append(spent[0])
+        if not report.converged or report.convs[CONV].accepted_here or report.convs[CONV].accepted_there:
+            raise SystemExit("an idle sync moved records or did not converge")
+
     try:
-        n = client.store.count(CONV)
         for _ in range(repeat + 1):
-            spent[0] = 0.0
-            t, c = time.perf_counter(), time.process_time()
-            report = synchronize(ReplicaPeer(client), respond, [CONV],
-                                 salts=lambda: next(salt).to_bytes(8, "big"))
-            walls.append(time.perf_counter() - t)
-            cpus.append(time.process_time() - c)
-            served.append(spent[0])
-            if not report.converged or report.convs[CONV].accepted_here or report.convs[CONV].accepted_there:
-                raise SystemExit(f"an idle sync at n = {n} moved records or did not converge")
+            for (client, server), into in zip(pairs, figures, strict=True):
+                one(client, server, into)
+        counts = [client.store.count(CONV) for client, _ in pairs]
     finally:
-        client.close()
-        server.close()
-    rest, rest_served = walls[1:], served[1:]
-    return {
-        "n": n, "first_ms": walls[0] * 1e3, "p50_ms": statistics.median(rest) * 1e3,
-        "p90_ms": sorted(rest)[int(0.9 * (len(rest) - 1))] * 1e3,
-        "server_p50_ms": statistics.median(rest_served) * 1e3, "syncs": len(rest),
-        "cpu_ms": statistics.fmean(cpus[1:]) * 1e3,
-    }
+        for client, server in pairs:
+            client.close()
+            server.close()
+    out = []
+    for n, f in zip(counts, figures, strict=True):
+        rest = f["wall"][1:]
+        out.append({
+            "n": n, "first_ms": f["wall"][0] * 1e3, "p50_ms": statistics.median(rest) * 1e3,
+            "p90_ms": sorted(rest)[int(0.9 * (len(rest) - 1))] * 1e3,
+            "server_p50_ms": statistics.median(f["served"][1:]) * 1e3, "syncs": len(rest),
+            "cpu_ms": statistics.fmean(f["cpu"][1:]) * 1e3,
+        })
+    return out
 
 
 def _worker(argv: Sequence[str]) -> int:
     homes, repeat = [Path(p) for p in argv[1:]], int(argv[0])
-    print(json.dumps([measure(h, repeat) for h in homes]))
+    print(json.dumps(measure(homes, repeat)))
     return 0
 
 
