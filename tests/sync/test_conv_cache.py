@@ -17,9 +17,10 @@ from convgraph.sync.keyset import KeySet
 from convgraph.sync.peer import ReplicaPeer
 
 CONVS = ("a", "b", "c")
-# (what, conversation, how many): write here, write through another connection, write with an
-# older clock (keys land inside the set, not past its end), read, forget
-steps = st.lists(st.tuples(st.sampled_from(["say", "other", "late", "read", "forget"]),
+# (what, conversation, how many): write here, write a turn naming an artifact, write through
+# another connection, write with an older clock (keys land inside the set, not past its end),
+# read, forget
+steps = st.lists(st.tuples(st.sampled_from(["say", "art", "other", "late", "read", "forget"]),
                            st.sampled_from(CONVS), st.integers(1, 3)), max_size=25)
 
 
@@ -67,6 +68,8 @@ def test_any_interleaving_of_writes_and_reads_answers_as_a_full_read(plan: list[
                     late_clock.advance(3)
                     if what == "say":
                         replica.say(conv, "user", f"{conv} {i}")
+                    elif what == "art":
+                        replica.say(conv, "user", f"{conv} {i}", attachments=[f"file {conv} {i}".encode()])
                     elif what == "other":
                         other.say(conv, "assistant", f"other {conv} {i}")
                     else:

@@ -103,9 +103,10 @@ class ConvCache:
             return ConvState(token, KeySet.of(fresh), heads, cursor)
         fresh, cursor = store.keys_since(conv, hit.cursor)
         self.reads["grown"] += 1
-        # no new record: the artifact names are those already known
+        # no new record: the artifact names are those already known; and a conversation that
+        # named one still does (were it not so, True only costs the look-ups it would skip)
         return ConvState(token, hit.keys.adding(fresh, share=True), heads, cursor,
-                         hit.artifacts if not fresh else None)
+                         hit.artifacts if not fresh or hit.artifacts else None)
 
     def _get(self, conv: str) -> ConvState | None:
         with self._lock:
