@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from convgraph.core.cid import CID
 from convgraph.store.base import Store
-from convgraph.sync.keyset import KeySet
+from convgraph.sync.keyset import Key, KeySet
 
 __all__ = ["ConvCache", "ConvState", "of"]
 
@@ -100,7 +100,7 @@ class ConvCache:
         if hit is None or not hit.heads:
             fresh, cursor = store.keys_since(conv, 0)
             self.reads["full"] += 1
-            return ConvState(token, KeySet.of(fresh), heads, cursor)
+            return ConvState(token, _sorted_set(fresh), heads, cursor)
         fresh, cursor = store.keys_since(conv, hit.cursor)
         self.reads["grown"] += 1
         # no new record: the artifact names are those already known; and a conversation that
@@ -133,6 +133,13 @@ class ConvCache:
                     self._refreshing = {c: lk for c, lk in self._refreshing.items() if lk.locked()}
                 lock = self._refreshing[conv] = threading.Lock()
             return lock
+
+
+def _sorted_set(keys: list[Key]) -> KeySet:
+    """A key set of `keys` (as the store returns them: in its index's order, nearly sorted, so
+    sorting them first is about linear; a set would scramble them and cost a full sort)."""
+    keys.sort()
+    return KeySet([k for i, k in enumerate(keys) if not i or k != keys[i - 1]])
 
 
 _CACHES: weakref.WeakKeyDictionary[Store, ConvCache] = weakref.WeakKeyDictionary()
