@@ -104,3 +104,20 @@ def test_every_peer_over_one_store_shares_its_cache() -> None:
     one, two = ReplicaPeer(replica), ReplicaPeer(replica)
     assert one.cache is two.cache is conv_cache.of(replica.store)
     assert one.keys("c") is two.keys("c")
+
+
+def test_a_read_inside_a_transaction_keeps_nothing_that_may_roll_back(tmp_path: Path) -> None:
+    replica = Replica.open(tmp_path / "r", clock=ManualClock())
+    for i in range(3):
+        replica.say("c", "user", f"turn {i}")
+    cache = ConvCache(replica.store)
+    assert len(cache.keys("c")) == 3
+    try:
+        with replica.store.transaction():
+            replica.say("c", "user", "rolled back")
+            assert len(cache.keys("c")) == 4  # this transaction's own view
+            raise RuntimeError("roll it back")
+    except RuntimeError:
+        pass
+    assert list(cache.keys("c").keys) == replica.store.sync_keys("c") and len(cache.keys("c")) == 3
+    replica.close()

@@ -54,9 +54,12 @@ class ConvCache:
     def state(self, conv: str) -> ConvState:
         """`conv` as of now (at least): from the cache when its token has not moved."""
         store = self.store
-        if store.in_transaction():  # its writes may yet roll back: read through, keep nothing
-            return self._read(conv, store.conv_token(conv), None)
         token = store.conv_token(conv)
+        # asked after the token: on SQLite, whose one connection serialises threads, the read
+        # waited for another thread's transaction to end; one still open is this thread's,
+        # whose writes may yet roll back: read through, keep nothing
+        if store.in_transaction():
+            return self._read(conv, token, None)
         hit = self._get(conv)
         if hit is not None and hit.token == token:
             self.reads["hit"] += 1
