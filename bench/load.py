@@ -7,6 +7,8 @@ own conversation and one to a conversation all clients share, then sync both ove
 Reported:
 
 * throughput: syncs/s, HTTP exchanges/s and records accepted by the server per second;
+* the server's CPU per sync: its utime + stime from /proc/<pid>/stat over the run, over the
+  syncs it served (one is one `synchronize` of two conversations, 2 records);
 * latency: p50 / p99 of one HTTP exchange and of a whole sync;
 * lost: records a client wrote and synced that the server does not hold at the end. This
   must be zero.
@@ -14,6 +16,12 @@ Reported:
     .venv/bin/python bench/load.py                     # 50 clients, 30 s, SQLite
     .venv/bin/python bench/load.py --db postgresql://postgres@127.0.0.1:5432/test
     .venv/bin/python bench/load.py --quick             # 10 clients, 5 s
+    .venv/bin/python bench/load.py --clients 50,500 --both --db postgresql://postgres@127.0.0.1:5432/test \
+        --baseline-src ../base/src --json bench/results-load.json   # every case beside the baseline's
+
+With `--clients 50,500` each count is one case; `--both` runs each on SQLite and on
+PostgreSQL; `--baseline-src` runs each case's server again on another checkout's src/ (the
+clients always run this code).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from _common import ROOT, environment, machine_busy_s, on_snapshot
+from _common import HZ, ROOT, environment, machine_busy_s, on_snapshot
 from rich.console import Console
 from rich.table import Table
 
@@ -96,42 +104,80 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000 if xs else float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime: fields 14 and 15 of the line
+
+
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--clients", default="50", help="client counts, comma separated: one run each")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--db", default=None, help="postgresql:// URL: serve a PostgreSQL schema")
+    parser.add_argument("--both", action="store_true", help="SQLite and then PostgreSQL (--db) in one run")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="another checkout's src/: its server runs each case too, in the same run")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-snapshot", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.clients, args.seconds = 10, 5.0
+        args.clients, args.seconds = "10", 5.0
+    if args.both and not args.db:
+        parser.error("--both needs --db")
+    import convgraph
+
+    env = environment(["starlette", "uvicorn", "httpx", "psycopg"])
+    ours = Path(convgraph.__file__).resolve().parent.parent
+    codes = [("ours", ours)] + ([("baseline", args.baseline_src.resolve())] if args.baseline_src else [])
+    stores = ([None, args.db] if args.both else [args.db])
+    rows = []
+    for clients in (int(c) for c in args.clients.split(",")):
+        for db in stores:
+            for code, src in codes:
+                console.print(f"[bold]bench/load.py[/]  {clients} clients in {args.processes} processes, "
+                              f"{args.seconds:.0f} s, store {'PostgreSQL' if db else 'SQLite'}, server code "
+                              f"{code} ({env['cpu']}, {env['cores']} cores, code {env['convgraph']})")
+                rows.append({"code": code, "src": str(src), **_one(args, clients, db, src)})
+    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "sync_p50_ms", "sync_p99_ms", "exchange_p99_ms",
+            "records_per_s", "failed_syncs", "lost", "server_verify_ok", "machine_cores_busy")
+    table = Table("figure", *(f"{r['store']} {r['clients']} {r['code']}" for r in rows))
+    for k in keys:
+        table.add_row(k, *(str(r[k]) for r in rows))
+    console.print(table)
+    lost = sum(int(r["lost"]) for r in rows)
+    console.print("[green]zero records lost[/]" if lost == 0 else f"[red]{lost} records LOST[/]")
+    if args.json:
+        args.json.write_text(json.dumps({"env": env, "rows": rows}, indent=2) + "\n")
+    return 0 if lost == 0 and all(r["server_verify_ok"] for r in rows) else 1
+
+
+def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> dict[str, object]:
+    """One case: a server importing convgraph from `src`, `clients` clients for `args.seconds`."""
     from convgraph import Replica, SigningKey
     from convgraph.core.keys import actor_text
 
-    env = environment(["starlette", "uvicorn", "httpx", "psycopg"])
-    console.print(f"[bold]bench/load.py[/]  {args.clients} clients in {args.processes} processes, "
-                  f"{args.seconds:.0f} s, store {'PostgreSQL' if args.db else 'SQLite'}  ({env['cpu']}, "
-                  f"{env['cores']} cores, code {env['convgraph']})")
-    seeds = [os.urandom(32) for _ in range(args.clients)]
+    seeds = [os.urandom(32) for _ in range(clients)]
     schema = "load_" + uuid.uuid4().hex[:10]
+    env = {**os.environ, "PYTHONPATH": str(src)}
     with tempfile.TemporaryDirectory(prefix="convgraph-load-") as tmp:  # the server's home goes with it
         home = Path(tmp)
         # only `init` makes a replica (and the key the server signs with)
         subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"],
-                       cwd=ROOT, check=True, capture_output=True)
+                       cwd=ROOT, check=True, capture_output=True, env=env)
         cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve", "--port", "0",
                "--json"]
         cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
-        if args.db:
-            cmd += ["--db", args.db, "--schema", schema]
+        if db:
+            cmd += ["--db", db, "--schema", schema]
         with (home / "server.log").open("w+") as log:  # a file: a pipe nobody reads would fill and stall it
-            server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+            server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
             try:
                 url = _wait_up(server, log)
-                busy0, t0 = machine_busy_s(), time.monotonic()
+                busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), _cpu_s(server.pid)
                 queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
                 ctx = mp.get_context("fork")
                 procs = [ctx.Process(target=_clients, args=(url, seeds[i :: args.processes], args.seconds,
@@ -141,13 +187,13 @@ def run(argv: Sequence[str]) -> int:
                 results = [r for _ in procs for r in queue.get()]
                 for p in procs:
                     p.join()
-                wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+                wall, busy, cpu = time.monotonic() - t0, machine_busy_s() - busy0, _cpu_s(server.pid) - cpu0
                 server.terminate()
                 server.wait(30)
-                if args.db:
+                if db:
                     from convgraph.store.postgres import PostgresStore
 
-                    replica = Replica(PostgresStore(args.db, schema=schema), SigningKey.generate())
+                    replica = Replica(PostgresStore(db, schema=schema), SigningKey.generate())
                 else:
                     replica = Replica.open(home / "server")
                 with replica:
@@ -159,34 +205,29 @@ def run(argv: Sequence[str]) -> int:
                 server.wait()
                 if server.stdout is not None:
                     server.stdout.close()
-                if args.db:  # whatever happened, the schema goes too
-                    _drop(args.db, schema)
+                if db:  # whatever happened, the schema goes too
+                    _drop(db, schema)
     exchanges = [x for r in results for x in r["exchanges"]]  # type: ignore[attr-defined]
     syncs = [x for r in results for x in r["syncs"]]  # type: ignore[attr-defined]
     written = {c for r in results for c in r["written"]}  # type: ignore[attr-defined]
     failures = sum(int(r["failures"]) for r in results)  # type: ignore[call-overload]
+    # every client ends with one more sync (untimed) to flush what it wrote: the server served it
+    served = len(syncs) + clients
     lost = len(written - held)
-    figures = {
-        "clients": args.clients, "seconds": args.seconds, "wall_s": round(wall, 1),
-        "store": "postgres" if args.db else "sqlite",
+    return {
+        "clients": clients, "seconds": args.seconds, "wall_s": round(wall, 1),
+        "store": "postgres" if db else "sqlite",
         "syncs": len(syncs), "syncs_per_s": round(len(syncs) / args.seconds, 1),
+        "server_cpu_s": round(cpu, 2), "server_cpu_ms_per_sync": round(cpu / served * 1000, 2),
+        "server_cpu_ms_per_exchange": round(cpu / max(1, len(exchanges)) * 1000, 2),
         "exchanges": len(exchanges), "exchanges_per_s": round(len(exchanges) / args.seconds, 1),
         "records_written": len(written), "records_per_s": round(len(written) / args.seconds, 1),
         "exchange_p50_ms": round(_pct(exchanges, 0.5), 2), "exchange_p99_ms": round(_pct(exchanges, 0.99), 2),
         "sync_p50_ms": round(_pct(syncs, 0.5), 2), "sync_p99_ms": round(_pct(syncs, 0.99), 2),
         "sync_mean_ms": round(statistics.fmean(syncs) * 1000, 2) if syncs else None,
         "failed_syncs": failures, "lost": lost, "server_verify_ok": verified,
-        "machine_cores_busy": round(busy / wall, 2), "env": env,
+        "machine_cores_busy": round(busy / wall, 2),
     }
-    table = Table("figure", "value")
-    for k in ("syncs_per_s", "exchanges_per_s", "records_per_s", "exchange_p50_ms", "exchange_p99_ms",
-              "sync_p50_ms", "sync_p99_ms", "failed_syncs", "lost", "server_verify_ok", "machine_cores_busy"):
-        table.add_row(k, str(figures[k]))
-    console.print(table)
-    console.print("[green]zero records lost[/]" if lost == 0 else f"[red]{lost} records LOST[/]")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    return 0 if lost == 0 and verified else 1
 
 
 def _drop(db: str, schema: str) -> None:

@@ -72,6 +72,9 @@ nothing left in quarantine; otherwise the row says FAIL.
 
 The run imports convgraph from a copy of src/ taken when it starts (see `--no-snapshot`),
 so concurrent edits cannot change the code under test halfway through.
+
+`--idle` measures d = 0 alone at 1k, 10k and 100k records, beside `--baseline-src`'s code in
+the same run (bench/sync_idle.py).
 """
 
 from __future__ import annotations
@@ -619,6 +622,11 @@ def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--idle" in args:  # d = 0 alone, at 1k to 100k, beside a baseline (bench/sync_idle.py)
+        import sync_idle
+
+        return on_snapshot(__file__, sync_idle.run, args)
     return on_snapshot(__file__, run, argv)
 
 

@@ -37,3 +37,18 @@ def test_a_fingerprint_is_the_hash_of_the_sum_and_count() -> None:
     total = sum(int.from_bytes(d, "little") for d in digests[1:4])
     assert ks.fingerprint(1, 4) == fingerprint(total, 3, 4)
     assert ks.fingerprint(1, 4) != ks.fingerprint(1, 3)
+
+
+@given(keys, keys, keys)
+def test_a_set_grown_in_place_never_changes_the_set_it_grew_from(base: list[Key], one: list[Key],
+                                                                 two: list[Key]) -> None:
+    start = KeySet.of(base)
+    before = (list(start.keys), start.total())
+    first = start.adding([(k[0] + 100, k[1]) for k in one], share=True)  # past the end: lists grow
+    second = start.adding(two, share=True)  # a second child of the same set: copies
+    assert (list(start.keys), start.total()) == before
+    for grown, extra in ((first, [(k[0] + 100, k[1]) for k in one]), (second, two)):
+        fresh = KeySet.of([*base, *extra])
+        assert list(grown.keys) == list(fresh.keys) and grown.total() == fresh.total()
+        n = len(fresh)
+        assert all(grown.fingerprint(0, j) == fresh.fingerprint(0, j) for j in range(n + 1))

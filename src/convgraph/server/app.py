@@ -39,11 +39,12 @@ from convgraph.server.conv_locks import ConvLocks
 from convgraph.server.events import Events, relay
 from convgraph.server.gate import Gate
 from convgraph.server.identity import About
+from convgraph.server.nonces import SqliteBatchNonces, grouped
 from convgraph.server.reads import Reads
 from convgraph.server.shell import Shell
 from convgraph.server.sync_endpoint import PartHook, SyncEndpoint
 from convgraph.server.witness import Cosigner
-from convgraph.store.sqlite import SqliteNonces, SqliteStore
+from convgraph.store.sqlite import SqliteStore
 from convgraph.sync.auth import MemoryNonces, NonceLog, Verifier
 from convgraph.sync.live import Hub, poll
 from convgraph.viewer import app as viewer_app
@@ -89,7 +90,7 @@ def create_app(
     `cosigner` makes it a witness (`/v1/witness/{conv}/cosign`, docs/integrity.md §7.4);
     `landed` is called after each committed part of a pushed section (a test's barrier)."""
     cfg = config or ServerConfig()
-    verifier = Verifier(nonces or _nonce_log(replica), cfg.window_ms)
+    verifier = Verifier(grouped(nonces or _nonce_log(replica)), cfg.window_ms)  # one commit per batch
     # no lock spans conversations: writers take their conversation's lock per part of a push,
     # and access is judged in a facade of its own, folded from committed records only
     hub, locks, sessions = Hub(), ConvLocks(), Sessions(clock)
@@ -142,7 +143,7 @@ def create_app(
 def _nonce_log(replica: Replica) -> NonceLog:
     """A durable log where the store can keep one: after a restart, old requests stay refused."""
     store = replica.store
-    return SqliteNonces(store) if isinstance(store, SqliteStore) else MemoryNonces()
+    return SqliteBatchNonces(store) if isinstance(store, SqliteStore) else MemoryNonces()
 
 
 class _ConvConvertor(Convertor[str]):

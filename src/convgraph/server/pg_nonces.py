@@ -3,15 +3,17 @@
 A replayed request may reach another instance than the first one did; a per-process
 `MemoryNonces` would accept it there. This log keeps nonces in a table of the store's
 schema, and lets the primary key decide: the first insert wins, and every later one
-finds the row. Expired rows are swept now and then. Invariant: within its window, a
+finds the row. Expired rows are swept now and then. `first_use_many` records a batch in one
+transaction, for the server's group commit (`server/nonces.py`). Invariant: within its window, a
 nonce is accepted once across all instances.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
-from convgraph.errors import MissingExtraError, StoreError
+from convgraph.errors import ConvgraphError, MissingExtraError, StoreError
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
     import psycopg
@@ -49,6 +51,29 @@ class PostgresNonces:
                 return cur.rowcount == 1  # inserted, or an expired row reused
         except psycopg.Error as exc:
             raise StoreError(f"nonce log unavailable: {exc}") from exc
+
+    def first_use_many(self, uses: Sequence[tuple[bytes, str, int, int]]) -> list[bool | ConvgraphError]:
+        """`first_use` of each, in order, in one transaction: one commit for the batch
+        (`server/nonces.py` groups concurrent requests into it)."""
+        out: list[bool | ConvgraphError] = []
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                if uses:
+                    with self._lock:
+                        self._count += len(uses)
+                        sweep = self._count >= self._sweep_every
+                        self._count %= self._sweep_every
+                    if sweep:
+                        conn.execute(sql.SQL("DELETE FROM {} WHERE expires < %s").format(self._table),
+                                     (uses[-1][3],))
+                insert = sql.SQL("INSERT INTO {} AS n VALUES (%s, %s, %s) ON CONFLICT (actor, nonce)"
+                                 " DO UPDATE SET expires = excluded.expires WHERE n.expires < %s"
+                                 ).format(self._table)
+                for actor, nonce, expires_ms, now_ms in uses:
+                    out.append(conn.execute(insert, (actor, nonce, expires_ms, now_ms)).rowcount == 1)
+        except psycopg.Error as exc:
+            raise StoreError(f"nonce log unavailable: {exc}") from exc
+        return out
 
     def close(self) -> None:
         self._pool.close()

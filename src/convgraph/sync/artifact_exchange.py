@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol, cast, runtime_checkable
 
 from convgraph.core.cid import CID, DAG_CBOR
 
@@ -55,8 +55,18 @@ class ArtifactPeer(Protocol):
         ...
 
 
+_METHODS: Final = ("missing_artifacts", "artifact_blocks", "take_blocks")
+_CLASSES: set[type] = set()  # classes that define all three: a runtime protocol check is slow
+
+
 def artifacts_of(peer: object) -> ArtifactPeer | None:
     """`peer` as an `ArtifactPeer`, or None when it holds no artifacts."""
+    kind = type(peer)
+    if kind in _CLASSES:
+        return cast("ArtifactPeer", peer)
+    if all(callable(getattr(kind, m, None)) for m in _METHODS):
+        _CLASSES.add(kind)
+        return cast("ArtifactPeer", peer)
     return peer if isinstance(peer, ArtifactPeer) else None
 
 

@@ -1,8 +1,9 @@
 """A replica as a sync peer: the shell between the state machine and a store.
 
-Key sets are built from `Store.sync_keys` and cached per conversation behind the store's
-change token, so a server answering many messages about an unchanged conversation sorts
-and sums its keys once. Ingest restricts every batch to the conversation its section
+Key sets and heads come from the store's process-wide `ConvCache` (`sync/conv_cache.py`),
+kept per conversation behind its change token and grown by the keys that arrive, so every
+peer over one store, in every session and request, shares one copy and an unchanged
+conversation costs one token read. Ingest restricts every batch to the conversation its section
 names. A base (a compacted conversation's checkpoint, snapshot and cover) is adopted only
 when the adoption policy trusts its checkpoint's signer for that conversation: by default
 only our own key. Invariant: `keys(conv)` is always the store's current set for `conv`.
@@ -21,7 +22,7 @@ from convgraph.errors import ConvgraphError, ForbiddenError, UntrustedCheckpoint
 from convgraph.replica import Replica, artifact_checks
 from convgraph.replica.adoption import compaction_of
 from convgraph.replica.ingest import IngestReport, Item
-from convgraph.sync import artifact_scope
+from convgraph.sync import artifact_scope, conv_cache
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.fates import fates
 from convgraph.sync.keyset import KeySet
@@ -33,9 +34,6 @@ __all__ = ["AdoptionPolicy", "ReplicaPeer", "cid_of", "trusting"]
 AdoptionPolicy = Callable[[str, bytes], bool]
 """Whether to adopt a checkpoint of conversation `conv` (first argument) signed by the key
 (second): adopting takes every record it covers on that signer's word (docs/format.md 11.5)."""
-
-_GREW = object()  # a cache entry grown by our own ingest, to be confirmed against the store
-
 
 def trusting(keys: Iterable[bytes]) -> AdoptionPolicy:
     """A policy that adopts checkpoints signed by any of `keys`, in any conversation."""
@@ -50,37 +48,22 @@ class ReplicaPeer:
     own key, so a peer can never hand us history on its own word unless we say so.
     """
 
-    def __init__(
-        self, replica: Replica, *, cache_size: int = 64, adopt_from: AdoptionPolicy | None = None
-    ) -> None:
+    def __init__(self, replica: Replica, *, adopt_from: AdoptionPolicy | None = None) -> None:
         self.replica = replica
         self.adopt_from = adopt_from if adopt_from is not None else trusting([replica.actor])
-        self._cache: dict[str, tuple[object, KeySet]] = {}
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self.cache = conv_cache.of(replica.store)
+        # per thread: the state `keys` last gave, which `heads` and `missing_artifacts` answer
+        # from until this peer writes (a responder asks for all three about one section)
+        self._last = threading.local()
 
     def share_cache(self, other: ReplicaPeer) -> None:
-        """Use `other`'s key-set cache (one per server, not one per request)."""
-        self._cache, self._lock = other._cache, other._lock
+        """Use `other`'s cache: a no-op over one store, whose cache every peer already shares."""
+        self.cache = other.cache
 
     def keys(self, conv: str) -> KeySet:
-        store = self.replica.store
-        token = store.change_token()
-        with self._lock:
-            hit = self._cache.get(conv)
-        if hit is not None and hit[0] == token:
-            return hit[1]
-        if hit is not None and hit[0] is _GREW and store.count(conv) == len(hit[1]):
-            # our own ingest grew the cached set; the store only ever grows, so an equal
-            # count means nobody else added anything: no need to read and sort it all again
-            keys = hit[1]
-        else:
-            keys = KeySet(store.sync_keys(conv))
-        with self._lock:
-            if len(self._cache) >= self._cache_size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[conv] = (token, keys)
-        return keys
+        state = self.cache.state(conv)
+        self._last.state = (conv, state)
+        return state.keys
 
     def fetch(self, digests: Sequence[bytes]) -> list[bytes | None]:
         cids = [cid_of(d) for d in digests]
@@ -88,22 +71,20 @@ class ReplicaPeer:
         return [found.get(c) for c in cids]
 
     def heads(self, conv: str) -> list[CID]:
-        return self.replica.store.heads(conv)
+        # the heads of the state `keys` just gave (a responder asks for both in a row): one
+        # token read for the two, and heads and count of one state in the statement they sign
+        last = getattr(self._last, "state", None)
+        if last is not None and last[0] == conv:
+            return list(last[1].heads)
+        return self.cache.heads(conv)
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
         return self.outcome(conv, records, self.take(conv, records), report=report)
 
     def take(self, conv: str, records: Sequence[Item], *, refused: Iterable[CID] = ()) -> IngestReport:
         """Ingest `records` (or one part of a push, `refused` naming what earlier parts rejected)."""
-        ingested = self.replica.ingest(records, conversations={conv}, refused=refused)
-        if ingested.accepted:
-            pairs = zip(ingested.accepted, ingested.accepted_hlcs, strict=True)
-            fresh = [(h.wall_ms, c.digest) for c, h in pairs]
-            with self._lock:
-                hit = self._cache.get(conv)
-                if hit is not None:
-                    self._cache[conv] = (_GREW, hit[1].adding(fresh))
-        return ingested
+        self._last.state = None  # what `keys` gave before is no state to sign after this
+        return self.replica.ingest(records, conversations={conv}, refused=refused)
 
     def outcome(self, conv: str, records: Sequence[bytes], ingested: IngestReport, *,
                 report: bool = True) -> Outcome:
@@ -136,12 +117,18 @@ class ReplicaPeer:
     def missing_artifacts(self, conv: str) -> list[CID]:
         # what `conv` spans and is not admitted for it: a block held only for another
         # conversation is asked for again, so its bytes prove the sender had them
+        last = getattr(self._last, "state", None)  # the section's state, when `keys` gave it
+        named = (self.cache.has_artifacts(conv) if last is None or last[0] != conv
+                 else self.cache.names_artifacts(conv, last[1]))
+        if not named:  # nothing named: nothing to ask for
+            return []
         return artifact_scope.unadmitted(self.replica.store, conv)
 
     def artifact_blocks(self, conv: str, cids: Sequence[CID]) -> Iterator[tuple[CID, bytes]]:
         return artifact_scope.serve(self.replica.store, conv, cids)
 
     def take_blocks(self, conv: str, blocks: Sequence[tuple[CID, bytes]]) -> BlockOutcome:
+        self._last.state = None
         outcome = artifact_scope.take(self.replica.store, conv, blocks)
         if outcome.stored:  # claims that waited for these blocks can be judged now (integrity.md §6.4)
             artifact_checks.check_conversation(self.replica.store, conv, outcome.stored,
@@ -155,6 +142,7 @@ class ReplicaPeer:
     def adopt(self, conv: str, base: Base) -> Outcome:
         digest = CID.of_record(base.checkpoint).digest
         before = self.keys(conv)
+        self._last.state = None
         try:
             record = decode_record(base.checkpoint, limits=self.replica.config.limits)
             if record.conv != conv:
@@ -172,8 +160,6 @@ class ReplicaPeer:
             report = self.replica.adopt(base.checkpoint, base.snapshot, base.cover)
         except ConvgraphError as exc:
             return refusal(digest, exc.rule, str(exc))
-        with self._lock:
-            self._cache.pop(conv, None)
         held = set(before.keys)
         added = [k for k in self.keys(conv).keys if k not in held]
         fate = Fate.DUPLICATE if report.duplicates else Fate.ACCEPTED

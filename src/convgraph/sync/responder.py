@@ -7,8 +7,9 @@ first, so the summary in the reply is the set after them. A push we hold as a he
 goes out as our base (`docs/sync.md`, Compacted history). Each section of a reply carries a
 statement signed with the replica's key (docs/integrity.md §2, §3): its clock read after the
 section's records were committed and before its set is read, and, as a receipt, naming every
-record the report gives as stored. Invariant: a reply never holds more than `budget` bytes
-of records and bases plus one of either; pushes that do not fit are asked about again
+record the report gives as stored; a statement that is no receipt is signed once per state
+and reused for a second at most (`sync/statement_cache.py`). Invariant: a reply never holds
+more than `budget` bytes of records and bases plus one of either; pushes that do not fit are asked about again
 through a fingerprint, never dropped; every record a statement names as stored is in the
 set its heads describe.
 """
@@ -43,6 +44,7 @@ from convgraph.sync.messages import (
     WireLimits,
 )
 from convgraph.sync.reconcile import Step, SyncPeer, cid_of
+from convgraph.sync.statement_cache import SHARED, StatementCache
 from convgraph.sync.witness_hooks import Witness
 
 _FETCH = 256  # records read per store look-up
@@ -52,7 +54,8 @@ _STORED = (Fate.ACCEPTED, Fate.RELEASED, Fate.DUPLICATE)
 
 
 class Responder:
-    """Answers sync messages for one replica, signing what it holds with `key` at `clock`.
+    """Answers sync messages for one replica, signing what it holds with `key` at `clock`
+    (statements that are no receipt through `statements`, the process's cache by default).
 
     `witness` (a replica's memory of statements, `sync.witness_hooks`) takes the gossip an
     INITIATE brings and gives the gossip a reply carries; without one, none is exchanged.
@@ -60,9 +63,9 @@ class Responder:
 
     def __init__(
         self, peer: SyncPeer, *, key: SigningKey, clock: Clock, witness: Witness | None = None,
-        budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS,
+        budget: int = 4 << 20, limits: WireLimits = DEFAULT_LIMITS, statements: StatementCache = SHARED,
     ) -> None:
-        self.peer, self.budget, self.limits = peer, budget, limits
+        self.peer, self.budget, self.limits, self.statements = peer, budget, limits, statements
         self.key, self.clock, self.witness = key, clock, witness
 
     def receive(self, data: bytes, *, initiator: bytes | None = None) -> bytes:
@@ -96,7 +99,9 @@ class Responder:
         keys = self.peer.keys(s.conv)
         heads = self.peer.heads(s.conv) if len(keys) else []
         count, strong = reconcile.summary(keys)
-        statement = sign_statement(self.key, s.conv, count, heads, now, stored=_stored(report or ()))
+        stored = _stored(report or ())
+        statement = (sign_statement(self.key, s.conv, count, heads, now, stored=stored) if stored
+                     else self.statements.statement(self.key, s.conv, (count, strong, tuple(heads)), now))
         if message.kind is Kind.INITIATE:
             step = self._first(s, keys, message.salt)
         else:

@@ -1,0 +1,116 @@
+"""Where the server's CPU goes on a tiny sync: the sync route's work, in one thread, under cProfile.
+
+Clients (in-memory replicas, one key each) write one turn to their own conversation and one
+to a shared one, then sync both, as `bench/load.py` does; every message goes through what
+`POST /v1/sync` runs after the signature check (the nonce log, decoding with the gate's
+admission, the stateless responder), in this thread, so cProfile sees all of it. No HTTP:
+this is for finding costs, `load.py` measures them.
+
+    python bench/profile_sync_server.py                      # SQLite, 50 clients, 20 rounds
+    python bench/profile_sync_server.py --db postgresql://postgres@127.0.0.1:5432/test
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def run(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--db", default=None)
+    parser.add_argument("--top", type=int, default=35)
+    parser.add_argument("--no-profile", action="store_true", help="server CPU per sync, unprofiled")
+    args = parser.parse_args(argv)
+    from convgraph import Config, Replica, SigningKey
+    from convgraph.server.app import _nonce_log
+    from convgraph.server.gate import Gate
+    from convgraph.server.sync_endpoint import SyncEndpoint
+    from convgraph.sync import auth
+    from convgraph.sync.initiator import synchronize
+    from convgraph.sync.live import Hub
+    from convgraph.sync.peer import ReplicaPeer
+
+    keys = [SigningKey.generate() for _ in range(args.clients)]
+    profile = cProfile.Profile(time.process_time)
+    spent = [0.0]
+    from convgraph.server.access import ANY, Access
+
+    access = Access(writers={ANY: frozenset(k.public for k in keys)})
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = "prof_" + uuid.uuid4().hex[:8]
+        if args.db:
+            from convgraph.server.pg_nonces import PostgresNonces
+            from convgraph.store.postgres import PostgresStore
+
+            server = Replica(PostgresStore(args.db, schema=schema), SigningKey.generate())
+            nonces: auth.NonceLog = PostgresNonces(args.db, schema)
+        else:
+            server = Replica.open(Path(tmp) / "server", synchronous="FULL")
+            nonces = _nonce_log(server)
+        verifier = auth.Verifier(nonces)
+        gate = Gate(server, access, __import__("threading").RLock())
+        endpoint = SyncEndpoint(server, gate, verifier, Hub(), server.clock, budget=4 << 20,
+                                inline_bytes=16 << 10, decoders=2, per_key=4)
+        clients = [Replica.in_memory(k, config=Config(legacy_writes=True)) for k in keys]
+
+        def transport(key: SigningKey) -> object:
+            def send(body: bytes) -> bytes:
+                headers = auth.sign(key, "POST", "/v1/sync", body, now_ms=int(time.time() * 1000),
+                                    nonce=os.urandom(16).hex())
+                signed = verifier.check("POST", "/v1/sync", body, headers, now_ms=int(time.time() * 1000))
+                t = time.process_time()
+                if not args.no_profile:
+                    profile.enable()  # the server's part only: the clients' work is not the question
+                try:
+                    return endpoint._answer_whole(signed, body)
+                finally:
+                    profile.disable()
+                    spent[0] += time.process_time() - t
+
+            return send
+
+        def sync_all() -> None:
+            for c, key in zip(clients, keys, strict=True):
+                own = f"own-{key.public.hex()[:8]}"
+                c.say(own, "user", "turn")
+                c.say("shared", "assistant", f"{own} turn")
+                synchronize(ReplicaPeer(c), transport(key), [own, "shared"],  # type: ignore[arg-type]
+                            salts=lambda: os.urandom(8))
+
+        sync_all()  # warm: every conversation exists
+        profile.create_stats()
+        profile = cProfile.Profile(time.process_time)  # CPU, not wall: an fsync wait is no cost here
+        spent[0] = 0.0
+        for _ in range(args.rounds):
+            sync_all()
+        if args.no_profile:
+            print(f"{spent[0] / (args.rounds * args.clients) * 1000:.2f} ms server CPU per sync (unprofiled)")
+            server.close()
+            return 0
+        stats = pstats.Stats(profile)
+        syncs = args.rounds * args.clients
+        print(f"{syncs} syncs, {stats.total_tt / syncs * 1000:.2f} ms server CPU per sync (cProfile)")
+        stats.sort_stats("cumulative").print_stats(args.top)
+        stats.sort_stats("tottime").print_stats(args.top)
+        server.close()
+        if args.db:
+            import psycopg
+
+            with psycopg.connect(args.db, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))
