@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 from convgraph.errors import MissingExtraError, StoreError
+from convgraph.store.postgres import PostgresStore
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
     import psycopg
@@ -33,6 +34,8 @@ class PostgresNonces:
             conn.execute(sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (actor bytea NOT NULL, nonce text NOT NULL,"
                 " expires bigint NOT NULL, PRIMARY KEY (actor, nonce))").format(self._table))
+            if PostgresStore.on_create is not None:  # the store's DDL hook places this table too
+                PostgresStore.on_create(conn, schema)
 
     def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
         try:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from convgraph.artifacts.links import ARTIFACT_KINDS
 from convgraph.core.cid import CID
@@ -219,6 +219,12 @@ def _channel(schema: str) -> str:
 class PostgresStore:
     """A `Store` in one PostgreSQL schema; safe to share between threads, processes and hosts."""
 
+    # The DDL hook: called with the set-up connection and the schema name, inside the set-up
+    # transaction, right after this store created or upgraded its tables (before any row is
+    # written). A distributed engine places the new tables here: tests/citus.py distributes
+    # them on Citus (docs/scale.md). It must leave alone tables it already placed.
+    on_create: ClassVar[Callable[[psycopg.Connection[Any], str], None] | None] = None
+
     def __init__(
         self, dsn: str, *, schema: str = "convgraph", pool_size: int = 8, busy_timeout_s: float = 30.0
     ) -> None:
@@ -323,6 +329,8 @@ class PostgresStore:
             if not found:
                 ddl = _DDL + _DDL_V2 + _DDL_V3 + _DDL_V4 + _DDL_V5
                 conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s};" + ddl))
+            if (not found or upgrade is not None) and PostgresStore.on_create is not None:
+                PostgresStore.on_create(conn, self.schema)
             version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():
