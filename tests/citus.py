@@ -137,7 +137,7 @@ def place(conn: psycopg.Connection[Any], schema: str) -> None:
                 lacking = _keys_lacking(conn, table, column) if column else []
                 why = f"{', '.join(lacking)} lack{'s' * (len(lacking) == 1)} {column}" if lacking else _why(exc)
                 refused[name] = Refusal(name, wanted, why)
-                _keep_local(conn, table)
+                _keep_local(conn, schema, name, table)
 
 
 def _keys_lacking(conn: psycopg.Connection[Any], table: str, column: str) -> list[str]:
@@ -150,12 +150,14 @@ def _keys_lacking(conn: psycopg.Connection[Any], table: str, column: str) -> lis
     return [str(r[0]) for r in rows]
 
 
-def _keep_local(conn: psycopg.Connection[Any], table: str) -> None:
-    """Leave a refused table on the coordinator, known to Citus: a plain table that is not
-    cannot be joined with a distributed one, a Citus local table is (recursive planning)."""
+def _keep_local(conn: psycopg.Connection[Any], schema: str, name: str, table: str) -> None:
+    """Leave a refused table on the coordinator, known to Citus if it can be: a plain table
+    cannot be joined with a distributed one, a Citus local table can (recursive planning), but
+    Citus then refuses there what it refuses on distributed tables (the probe says)."""
     try:
         with conn.transaction():
             conn.execute("SELECT citus_add_local_table_to_metadata(%s)", [table])
+            _probe(conn, schema, name, table)
     except psycopg.Error:
         pass  # then it stays a plain table: the tests show what that breaks
 
