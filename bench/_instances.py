@@ -8,6 +8,7 @@ reads each one's CPU time from /proc; `url_for` spreads clients over them round-
 rows, on plain PostgreSQL and on a Citus coordinator (then also `citus_lock_waits`, the
 waits on the workers). The lead wires them into load.py:
 
+    refused = prepare(dsn, schema)     # on Citus: the schema distributed first; what Citus refused
     with Instances(home, n, serve_args, db=dsn, schema=schema) as servers, LockWaits(dsn, schema) as waits:
         urls = servers.urls            # client i syncs with url_for(i, urls)
         cpu0 = servers.cpu_s()
@@ -45,6 +46,31 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def prepare(db: str, schema: str) -> list[str]:
+    """On a Citus coordinator, create the store's schema here, distributed as tests/citus.py
+    places it (the servers would create plain coordinator tables); return what Citus refused.
+    On plain PostgreSQL do nothing: the first instance creates the schema, as in production."""
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
+            return []
+    sys.path.insert(0, str(ROOT / "tests"))
+    import citus
+
+    from convgraph.server.pg_nonces import PostgresNonces
+    from convgraph.store.postgres import PostgresStore
+
+    citus.refused.clear()
+    PostgresStore.on_create = citus.place
+    try:
+        PostgresStore(db, schema=schema).close()
+        PostgresNonces(db, schema).close()
+    finally:
+        PostgresStore.on_create = None
+    return citus.report()
+
+
 class Instances:
     """`n` server processes on `home` over `--db db --schema schema`; closing stops them all."""
 
@@ -52,7 +78,7 @@ class Instances:
                  start_timeout_s: float = 60.0) -> None:
         if n < 1:
             raise ValueError("at least one instance")
-        if not (home / "actor.key").exists():  # only `init` makes a replica, and the key the servers sign with
+        if not (home / "actor.key").exists():  # only `init` makes a replica and the key they sign with
             subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"],
                            cwd=ROOT, check=True, capture_output=True)
         self._procs: list[subprocess.Popen[str]] = []
@@ -64,7 +90,8 @@ class Instances:
                        "--json", *serve_args, "--db", db, "--schema", schema]
                 log = (home.parent / f"{home.name}.instance{i}.log").open("w+")
                 self._logs.append(log)
-                self._procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True))
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+                self._procs.append(proc)
                 self.urls.append(_wait_up(self._procs[-1], log, start_timeout_s))
         except BaseException:
             self.close()
@@ -97,7 +124,8 @@ class Instances:
     def __enter__(self) -> Instances:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -112,7 +140,8 @@ def _wait_up(server: subprocess.Popen[str], log: IO[str], timeout_s: float) -> s
         server.kill()
         server.wait()
         log.seek(0)
-        raise RuntimeError(f"a server instance did not start (exit {server.returncode}): {line}{log.read()}") from None
+        text = f"{line}{log.read()}"
+        raise RuntimeError(f"a server instance did not start (exit {server.returncode}): {text}") from None
 
 
 class LockWaits:
@@ -123,7 +152,8 @@ class LockWaits:
 
         self._conn = psycopg.connect(dsn, autocommit=True)
         self._app = f"convgraph/{schema}"  # PostgresStore's application_name
-        self._citus = self._conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None
+        citus = self._conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
+        self._citus = citus is not None
         self._every = every_s
         self._stop = threading.Event()
         self.samples = 0
@@ -139,7 +169,8 @@ class LockWaits:
         self._thread.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def close(self) -> None:
@@ -156,10 +187,13 @@ class LockWaits:
     def sample(self) -> None:
         """One look at who waits; public so a test or a bench can take one by hand."""
         events = [str(r[0]) for r in self._conn.execute(
-            "SELECT wait_event FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = %s",
+            "SELECT wait_event FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND application_name = %s",
             [self._app])]
         ungranted = self._conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-        worker = self._conn.execute("SELECT count(*) FROM citus_lock_waits").fetchone() if self._citus else None
+        worker = None
+        if self._citus:
+            worker = self._conn.execute("SELECT count(*) FROM citus_lock_waits").fetchone()
         self.samples += 1
         self.waiting += bool(events)
         self.waiters += len(events)

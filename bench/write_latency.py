@@ -55,9 +55,9 @@ def _records(conversations: int, per_conv: int) -> list[list[Any]]:
 
 def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dict[str, Any]:
     """Write `chains` into a fresh schema on `dsn`; the per-write latencies, or why it failed."""
-    import citus
     import psycopg
 
+    import citus
     from convgraph.errors import StoreError
     from convgraph.store.postgres import PostgresStore
     from convgraph.store.rows import WriteSet
@@ -121,7 +121,8 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--citus", default="postgresql://postgres@127.0.0.1:9700/test")
     parser.add_argument("--conversations", type=int, default=100)
-    parser.add_argument("--per-conv", type=int, default=6, help="records per conversation (the first untimed)")
+    parser.add_argument("--per-conv", type=int, default=6,
+                        help="records per conversation (the first untimed)")
     parser.add_argument("--writers", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
@@ -131,10 +132,12 @@ def run(argv: Sequence[str]) -> int:
         args.conversations, args.per_conv = 20, 4
     env = environment(["psycopg"])
     console.print(f"[bold]bench/write_latency.py[/]  {args.conversations} conversations x "
-                  f"{args.per_conv - 1} timed appends, {args.writers} writer(s)  ({env['cpu']}, {env['cores']} cores, "
+                  f"{args.per_conv - 1} timed appends, {args.writers} writer(s)  "
+                  f"({env['cpu']}, {env['cores']} cores, "
                   f"code {env['convgraph']})")
     chains = _records(args.conversations, args.per_conv)
-    targets = {"pg": (args.pg, "none"), "citus": (args.citus, "distribute"), "citus-local": (args.citus, "none")}
+    targets = {"pg": (args.pg, "none"), "citus": (args.citus, "distribute"),
+               "citus-local": (args.citus, "none")}
     results = {name: _measure(dsn, place, chains, args.writers) for name, (dsn, place) in targets.items()}
     base = results["pg"].get("p50_ms")
     table = Table("target", "p50 ms", "p99 ms", "mean ms", "writes/s", "p50 ÷ pg")
@@ -143,7 +146,8 @@ def run(argv: Sequence[str]) -> int:
             table.add_row(name, "failed", "", "", "", "")
             continue
         ratio = f"{r['p50_ms'] / base:.2f}" if base else ""
-        table.add_row(name, str(r["p50_ms"]), str(r["p99_ms"]), str(r["mean_ms"]), str(r["writes_per_s"]), ratio)
+        cells = (r["p50_ms"], r["p99_ms"], r["mean_ms"], r["writes_per_s"])
+        table.add_row(name, *map(str, cells), ratio)
     console.print(table)
     for name, r in results.items():
         if "failed" in r:
