@@ -57,7 +57,6 @@ def prepare(db: str, schema: str) -> list[str]:
             return []
     sys.path.insert(0, str(ROOT / "tests"))
     import citus
-
     from convgraph.server.pg_nonces import PostgresNonces
     from convgraph.store.postgres import PostgresStore
 
