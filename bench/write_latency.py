@@ -5,7 +5,7 @@ one signed record (the append path of a server's ingest, without HTTP), round-ro
 `--conversations` conversations, by `--writers` threads (each its own conversations). The
 first record of each conversation is written untimed. Targets, all in one run:
 
-* `pg`: plain PostgreSQL (`--pg`);
+* `pg`: plain PostgreSQL (`--pg`); without `--citus` (or `$CONVGRAPH_CITUS_DSN`) the only one;
 * `citus`: the Citus coordinator (`--citus`), every table distributed as tests/citus.py
   places them (the tables Citus refuses stay on the coordinator: it prints which);
 * `citus-local`: the same coordinator with every table left plain on it, the baseline that
@@ -15,13 +15,14 @@ Reported: p50 / p99 / mean ms per write, writes/s, and each target's p50 ÷ plai
 (issue 31 §4: goal ≤ 1.5 once the store-wide lock is gone).
 
     .venv/bin/python bench/write_latency.py --citus postgresql://postgres@127.0.0.1:9700/test
-    .venv/bin/python bench/write_latency.py --quick --writers 4
+    .venv/bin/python bench/write_latency.py --quick --writers 4      # plain PostgreSQL alone
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -119,7 +120,8 @@ def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dic
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--citus", default="postgresql://postgres@127.0.0.1:9700/test")
+    parser.add_argument("--citus", default=os.environ.get("CONVGRAPH_CITUS_DSN"),
+                        help="the Citus coordinator (scripts/citus-cluster start); else plain PostgreSQL only")
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--per-conv", type=int, default=6,
                         help="records per conversation (the first untimed)")
@@ -136,8 +138,9 @@ def run(argv: Sequence[str]) -> int:
                   f"({env['cpu']}, {env['cores']} cores, "
                   f"code {env['convgraph']})")
     chains = _records(args.conversations, args.per_conv)
-    targets = {"pg": (args.pg, "none"), "citus": (args.citus, "distribute"),
-               "citus-local": (args.citus, "none")}
+    targets = {"pg": (args.pg, "none")}
+    if args.citus:
+        targets |= {"citus": (args.citus, "distribute"), "citus-local": (args.citus, "none")}
     results = {name: _measure(dsn, place, chains, args.writers) for name, (dsn, place) in targets.items()}
     base = results["pg"].get("p50_ms")
     table = Table("target", "p50 ms", "p99 ms", "mean ms", "writes/s", "p50 ÷ pg")
