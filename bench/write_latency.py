@@ -121,7 +121,7 @@ def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--citus", default=os.environ.get("CONVGRAPH_CITUS_DSN"),
-                        help="the Citus coordinator (scripts/citus-cluster start); else plain PostgreSQL only")
+                        help="the Citus coordinator (scripts/citus-cluster start); else plain PG only")
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--per-conv", type=int, default=6,
                         help="records per conversation (the first untimed)")
