@@ -219,7 +219,8 @@ def main(argv: list[str]) -> int:
             where = f"{kind} by {column}, co-location {colocation}" if column else kind
             print(f"  {table:<{width}}  {where}")
         counts = {k: sum(kind == k for _, kind, _, _ in rows) for k in ("distributed", "reference", "coordinator", "plain")}
-        print(", ".join(f"{n} {k}" for k, n in counts.items()) + " (coordinator, plain: refused, see below)")
+        why = "as asked (CONVGRAPH_CITUS_PLACE=none)" if MODE == "none" else "refused, see below"
+        print(", ".join(f"{n} {k}" for k, n in counts.items()) + f" (coordinator, plain: {why})")
         for line in report():
             print("  REFUSED " + line)
     finally:
