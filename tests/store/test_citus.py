@@ -54,12 +54,12 @@ def test_conversations_spread_over_the_workers_each_on_one_shard(pg_dsn: str, sc
         for table in ("records", "heads", "turn_line"):
             name = psycopg.sql.Identifier(schema, table).as_string(conn)
             nodes = {conn.execute(
-                "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column(%s, %s)",
+                "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
                 [name, conv]).fetchone() for conv in convs}
             assert None not in nodes, f"{table} is not distributed"
             assert len(nodes) == 2, f"{table}: {CONVERSATIONS} conversations all on the nodes {nodes}"
             for conv in convs:  # the shard the router picks holds all of the conversation's rows
-                shard = conn.execute("SELECT get_shard_id_for_distribution_column(%s, %s)", [name, conv]).fetchone()
+                shard = conn.execute("SELECT get_shard_id_for_distribution_column(%s::regclass, %s::text)", [name, conv]).fetchone()
                 count = conn.execute(
                     psycopg.sql.SQL("SELECT count(*) FROM {} WHERE conv = %s").format(psycopg.sql.Identifier(schema, table)),
                     [conv]).fetchone()
