@@ -24,8 +24,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+import citus
 import pg
 from convgraph import Config, ManualClock, Replica, SigningKey
+
+# tests/store/test_citus.py checks a Citus cluster's placement: without one it has nothing to test
+collect_ignore = [] if citus.dsn() else ["store/test_citus.py"]
 
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
@@ -62,6 +66,17 @@ def pytest_configure(config: pytest.Config) -> None:
     (a corpus built at module level) and fixtures of every scope get it too.
     """
     Replica.__init__ = _allowing_legacy(_PRODUCT_INIT)  # type: ignore[method-assign]
+    if citus.dsn():  # scripts/test-citus: every store schema is distributed as it is created
+        citus.install()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """On Citus, the tables Citus refused to distribute (seen by this process, not xdist workers)."""
+    if citus.dsn():
+        lines = citus.report()
+        terminalreporter.write_sep("=", f"Citus refused {len(lines)} tables (they stayed on the coordinator)")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -3,7 +3,8 @@
 `dsn()` tries, in order: `$CONVGRAPH_TEST_PG`, the server this machine runs
 (`postgresql://postgres@127.0.0.1:5432/test`), and a throwaway cluster made here with
 `initdb` + `pg_ctl` (as an unprivileged user when we are root) and stopped at exit. If all
-three fail it raises, saying why each did. `fresh_schema(dsn)` names a schema unique to
+three fail it raises, saying why each did. With `$CONVGRAPH_CITUS_DSN` set it is that Citus
+coordinator and nothing else (tests/citus.py). `fresh_schema(dsn)` names a schema unique to
 this test process; `cleanup()` drops every schema it named and stops the cluster.
 """
 
@@ -23,6 +24,8 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+
+import citus
 
 ENV = "CONVGRAPH_TEST_PG"
 LOCAL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -49,9 +52,16 @@ def reachable(dsn: str) -> str | None:
 
 
 def dsn() -> str:
-    """The DSN of a PostgreSQL server the tests may create schemas in."""
+    """The DSN of a PostgreSQL server the tests may create schemas in: the Citus coordinator
+    when `$CONVGRAPH_CITUS_DSN` is set (tests/citus.py), and then that one or none."""
     if _state.dsn is not None:
         return _state.dsn
+    if citus.dsn():
+        why = reachable(citus.dsn() or "")
+        if why is not None:
+            raise RuntimeError(f"${citus.ENV}: the Citus coordinator refuses connections: {why}")
+        _state.dsn = citus.dsn()
+        return _state.dsn or ""
     reasons: list[str] = []
     candidates = [(f"${ENV}", os.environ[ENV])] if os.environ.get(ENV) else []
     for name, candidate in [*candidates, ("the local server", LOCAL)]:
@@ -129,6 +139,20 @@ def fresh_schema(dsn: str, *, suffix: str = "") -> str:
     """A schema name no other test (or test process) uses on `dsn`; dropped by `cleanup()`."""
     name = f"t_{os.getpid()}_{next(_counter)}_{secrets.token_hex(3)}{suffix}"
     _made.append((dsn, name))
+    return name
+
+
+def served_schema(dsn: str) -> str:
+    """A `fresh_schema` for server processes to open. On Citus the store's DDL hook that
+    distributes the tables lives in this process only, so the store and its nonce log are
+    created here first; elsewhere the first server process creates them, as in production."""
+    name = fresh_schema(dsn)
+    if citus.dsn():
+        from convgraph.server.pg_nonces import PostgresNonces
+        from convgraph.store.postgres import PostgresStore
+
+        PostgresStore(dsn, schema=name).close()
+        PostgresNonces(dsn, name).close()
     return name
 
 

@@ -43,6 +43,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "system_prompt.py": ("200",),
     "thread_search.py": ("--quick", "--runs", "1", "--cache", "{tmp}", "--json", "{json}"),
     "views.py": ("--smoke", "--json", "{json}"),
+    "write_latency.py": ("--quick", "--citus", "", "--json", "{json}"),  # plain PostgreSQL only
     "witness.py": ("--base", "50", "--step", "50", "--runs", "1", "--tmp", "{tmp}"),
 }
 

@@ -48,7 +48,7 @@ def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[li
             urls = [stack.enter_context(ServeProcess(tmp_path / "server", *allow)).url]
         else:
             dsn = request.getfixturevalue("pg_dsn")
-            db = ("--db", dsn, "--schema", pg.fresh_schema(dsn))
+            db = ("--db", dsn, "--schema", pg.served_schema(dsn))
             urls = [stack.enter_context(ServeProcess(tmp_path / f"server{i}", *db, *allow)).url for i in range(2)]
         yield urls, owner
 

@@ -65,7 +65,7 @@ class Servers:
         self.home, self.backend = tmp_path / "server", backend
         self.args = [arg for w in writers for arg in ("--allow", f"{actor_text(w)}=*")]
         if backend == "postgres":
-            self.schema = pg.fresh_schema(pg.dsn())
+            self.schema = pg.served_schema(pg.dsn())
             self.args += ["--db", pg.dsn(), "--schema", self.schema]
         self.procs = [ServeProcess(self.home, *self.args)]
         if backend == "postgres":  # a second instance shares the home, so the key: one server

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from convgraph.errors import ConvgraphError, MissingExtraError, StoreError
+from convgraph.store.sql.postgres import PostgresStore
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
     import psycopg
@@ -35,6 +36,8 @@ class PostgresNonces:
             conn.execute(sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (actor bytea NOT NULL, nonce text NOT NULL,"
                 " expires bigint NOT NULL, PRIMARY KEY (actor, nonce))").format(self._table))
+            if PostgresStore.on_create is not None:  # the store's DDL hook places this table too
+                PostgresStore.on_create(conn, schema)
 
     def first_use(self, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
         try:

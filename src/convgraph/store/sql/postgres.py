@@ -20,9 +20,9 @@ import hashlib
 import math
 import secrets
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from convgraph.errors import (
     MissingExtraError,
@@ -109,6 +109,11 @@ class PostgresStore(SqlStore):
         " LIMIT 1) m ORDER BY m.wall DESC, m.counter DESC LIMIT 1"
     )
     _FOR_UPDATE = " FOR UPDATE"
+    # The DDL hook: called with the set-up connection and the schema name, inside the set-up
+    # transaction, right after this store created or upgraded its tables (before any row is
+    # written). A distributed engine places the new tables here: tests/citus.py distributes
+    # them on Citus (docs/scale.md). It must leave alone tables it already placed.
+    on_create: ClassVar[Callable[[psycopg.Connection[Any], str], None] | None] = None
 
     def __init__(
         self, dsn: str, *, schema: str = "convgraph", pool_size: int = 8, busy_timeout_s: float = 30.0
@@ -209,6 +214,8 @@ class PostgresStore(SqlStore):
                 conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s}"))
                 for statement in _DDL_V6:
                     conn.execute(self._sql(statement))
+            if (not found or upgrade is not None) and PostgresStore.on_create is not None:
+                PostgresStore.on_create(conn, self.schema)
             version = self._run(conn, read).fetchone()
             if version is None:
                 if self._run(conn, "SELECT 1 FROM {s}.records LIMIT 1").fetchone():

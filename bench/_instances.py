@@ -1,0 +1,216 @@
+"""N `convgraph serve` processes over one PostgreSQL schema, and the database's lock waits while they run.
+
+For `bench/load.py --instances N` (issue 31 §5): `Instances` starts the N servers on one home
+(so one server key: instances of one server sign for it), over `--db DSN --schema SCHEMA`, and
+reads each one's CPU time from /proc; `url_for` spreads clients over them round-robin.
+`LockWaits` samples, in a thread, the backends of that schema waiting on a lock
+(`pg_stat_activity.wait_event_type = 'Lock'`, by wait event) and the ungranted `pg_locks`
+rows, on plain PostgreSQL and on a Citus coordinator (then also `citus_lock_waits`, the
+waits on the workers). The lead wires them into load.py:
+
+    refused = prepare(dsn, schema)     # on Citus: the schema distributed first; what Citus refused
+    with Instances(home, n, serve_args, db=dsn, schema=schema) as servers, LockWaits(dsn, schema) as waits:
+        urls = servers.urls            # client i syncs with url_for(i, urls)
+        cpu0 = servers.cpu_s()
+        ...                            # run the clients
+        figures |= waits.figures() | {"server_cpu_s": servers.cpu_s() - cpu0}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from _common import ROOT
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def url_for(client: int, urls: Sequence[str]) -> str:
+    """The instance client number `client` talks to: round-robin, so N instances get equal shares."""
+    return urls[client % len(urls)]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def prepare(db: str, schema: str) -> list[str]:
+    """On a Citus coordinator, create the store's schema here, distributed as tests/citus.py
+    places it (the servers would create plain coordinator tables); return what Citus refused.
+    On plain PostgreSQL do nothing: the first instance creates the schema, as in production."""
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
+            return []
+    sys.path.insert(0, str(ROOT / "tests"))
+    import citus
+    from convgraph.server.pg_nonces import PostgresNonces
+    from convgraph.store.postgres import PostgresStore
+
+    citus.refused.clear()
+    PostgresStore.on_create = citus.place
+    try:
+        PostgresStore(db, schema=schema).close()
+        PostgresNonces(db, schema).close()
+    finally:
+        PostgresStore.on_create = None
+    return citus.report()
+
+
+class Instances:
+    """`n` server processes on `home` over `--db db --schema schema`; closing stops them all."""
+
+    def __init__(self, home: Path, n: int, serve_args: Sequence[str], *, db: str, schema: str,
+                 start_timeout_s: float = 60.0) -> None:
+        if n < 1:
+            raise ValueError("at least one instance")
+        if not (home / "actor.key").exists():  # only `init` makes a replica and the key they sign with
+            subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"],
+                           cwd=ROOT, check=True, capture_output=True)
+        self._procs: list[subprocess.Popen[str]] = []
+        self._logs: list[IO[str]] = []
+        self.urls: list[str] = []
+        try:
+            for i in range(n):  # one after the other: the first creates the schema, the others find it
+                cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home), "serve", "--port", "0",
+                       "--json", *serve_args, "--db", db, "--schema", schema]
+                log = (home.parent / f"{home.name}.instance{i}.log").open("w+")
+                self._logs.append(log)
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+                self._procs.append(proc)
+                self.urls.append(_wait_up(self._procs[-1], log, start_timeout_s))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    def cpu_s(self) -> list[float]:
+        """Each instance's CPU seconds so far, in instance order."""
+        return [process_cpu_s(pid) for pid in self.pids]
+
+    def close(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        for log in self._logs:
+            log.close()
+        self._procs, self._logs = [], []
+
+    def __enter__(self) -> Instances:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _wait_up(server: subprocess.Popen[str], log: IO[str], timeout_s: float) -> str:
+    """The URL from the JSON line `serve --json` prints once it answers requests."""
+    assert server.stdout is not None
+    said, _, _ = select.select([server.stdout], [], [], timeout_s)
+    line = server.stdout.readline() if said else ""
+    try:
+        return str(json.loads(line)["url"])
+    except (ValueError, KeyError, TypeError):
+        server.kill()
+        server.wait()
+        log.seek(0)
+        text = f"{line}{log.read()}"
+        raise RuntimeError(f"a server instance did not start (exit {server.returncode}): {text}") from None
+
+
+class LockWaits:
+    """Samples, every `every_s`, the backends of `schema`'s stores waiting on a lock; a thread."""
+
+    def __init__(self, dsn: str, schema: str, *, every_s: float = 0.02) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._app = f"convgraph/{schema}"  # PostgresStore's application_name
+        citus = self._conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
+        self._citus = citus is not None
+        self._every = every_s
+        self._stop = threading.Event()
+        self.samples = 0
+        self.waiting = 0  # samples in which at least one backend of ours waited on a lock
+        self.waiters = 0  # backend-samples waiting: mean waiters = waiters / samples
+        self.most = 0
+        self.ungranted = 0  # pg_locks rows not granted, summed over samples
+        self.worker_waits = 0  # citus_lock_waits rows, summed over samples (Citus only)
+        self.by_event: Counter[str] = Counter()
+        self._thread = threading.Thread(target=self._run, name="lock-waits", daemon=True)
+
+    def __enter__(self) -> LockWaits:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            if self._thread.is_alive():
+                self._thread.join()
+            self._conn.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.sample()
+
+    def sample(self) -> None:
+        """One look at who waits; public so a test or a bench can take one by hand."""
+        events = [str(r[0]) for r in self._conn.execute(
+            "SELECT wait_event FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND application_name = %s",
+            [self._app])]
+        ungranted = self._conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+        worker = None
+        if self._citus:
+            worker = self._conn.execute("SELECT count(*) FROM citus_lock_waits").fetchone()
+        self.samples += 1
+        self.waiting += bool(events)
+        self.waiters += len(events)
+        self.most = max(self.most, len(events))
+        self.by_event.update(events)
+        self.ungranted += int(ungranted[0]) if ungranted else 0
+        self.worker_waits += int(worker[0]) if worker else 0
+
+    def figures(self) -> dict[str, Any]:
+        """The sampled waits, for the bench's JSON and table."""
+        n = max(self.samples, 1)
+        return {
+            "lock_samples": self.samples,
+            "lock_wait_share": round(self.waiting / n, 3),  # share of samples with a waiter
+            "lock_waiters_mean": round(self.waiters / n, 3),
+            "lock_waiters_max": self.most,
+            "lock_waits_by_event": dict(self.by_event.most_common()),
+            "pg_locks_ungranted_mean": round(self.ungranted / n, 3),
+            **({"citus_lock_waits_mean": round(self.worker_waits / n, 3)} if self._citus else {}),
+        }
+
