@@ -333,10 +333,10 @@ def test_events_answers_and_stream(world: World, signed: requests.Session) -> No
         assert kind in SPEC["paths"]["/v1/conversations/{conv}/events"]["get"]["responses"]["200"]["content"]
         lines = answer.iter_lines()
         assert next(lines) == "event: ready"
-        assert next(lines) == f"id: {world.replica.store.cursor()}"
+        assert next(lines) == f"id: {world.replica.store.cursor('c')}"
         data = next(lines)
         assert data.startswith("data: ")
-        assert json.loads(data.removeprefix("data: ")) == {"cursor": world.replica.store.cursor()}
+        assert json.loads(data.removeprefix("data: ")) == {"cursor": world.replica.store.cursor("c")}
 
 
 def test_every_documented_answer_of_the_authority_route(world: World, signed: requests.Session) -> None:
