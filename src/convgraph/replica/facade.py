@@ -125,22 +125,23 @@ class Replica(Views):
         nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         conv = conv_id(self.actor, nonce)
         payload = genesis_payload(nonce, title, migrated_from)
-        with self.transaction():  # the check and the genesis in one step: no second root
+        with self.transaction(conv):  # the check and the genesis in one step: no second root
             if self.store.heads(conv):
                 raise GenesisError(f"conversation {conv} exists already: pick another nonce")
             self.write(conv, "genesis", payload, refs=refs)
         return conv
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Hold the store's write lock: the writes made inside land together at exit, or none.
+    def transaction(self, *convs: str) -> Iterator[None]:
+        """Hold the store's write lock (naming `convs`, only their writers'): the writes made
+        inside land together at exit, or none.
 
         Nests (an inner one joins the outer). When the outermost commits, what the folds took
         in on trust inside it is confirmed, so later writes stop re-checking it; when it rolls
         back, the writer and the folds notice and rebuild from what the store holds.
         """
         depth = getattr(self._local, "depth", 0)  # this thread's: a store's flag is any thread's
-        with self.store.transaction():
+        with self.store.transaction(*convs):
             self._local.depth = depth + 1
             try:
                 yield

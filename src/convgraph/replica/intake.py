@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
-from convgraph.core.record import load_trusted
+from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import is_rooted
 from convgraph.errors import ForgottenConversationError
 from convgraph.projections import authority as authority_
@@ -60,7 +60,7 @@ class Intake:
         self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None,
         refused: Iterable[CID],
     ) -> IngestReport:
-        with self.store.transaction():
+        with self.store.transaction(*_convs_of(items, conversations)):
             now = clock()
             states: dict[str, AuthorityState | None] = {}
 
@@ -135,3 +135,12 @@ class Intake:
             artifact_checks.check_records(self.store, writes.records, clock())
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(config.quarantine))
+
+
+def _convs_of(items: Iterable[Item], conversations: Container[str] | None) -> list[str]:
+    """The conversations an ingest of `items` writes: their writers alone wait for it. Bytes that
+    did not decode write nothing; none at all, and the lock is on every writer (naming none)."""
+    named = {item.conv for item in items if isinstance(item, Record)}
+    if isinstance(conversations, (set, frozenset)):
+        named = (named & conversations) or set(conversations)
+    return sorted(named)

@@ -44,7 +44,7 @@ class Writer:
     ) -> list[Record]:
         """Sign `drafts` by `key` into `conv` in one transaction, each one's parent the previous."""
         out: list[Record] = []
-        with collector.paused(), self.store.transaction():
+        with collector.paused(), self.store.transaction(conv):  # holds off only `conv`'s writers
             token, tips = self._tips
             if token != self.store.change_token():
                 tips = {}
