@@ -549,3 +549,28 @@ def test_a_later_statement_that_covers_the_receipt_is_no_early_deletion(dag: Dag
     s2 = st(dag, ["a4"], 4, T + LATER + 1)
     out = run(dag, Memory(None, (receipt,)), session(s1, s2))
     assert out.claims == ()
+
+
+def test_a_new_statement_that_extends_an_older_state_signed_later_proves_the_rollback(dag: Dag) -> None:
+    # the remembered statement is dated more than the slack after the new one and lacks a3, which
+    # the new one holds: signed first with more, then later with less (§4 "Order either way"),
+    # though the new one extends it
+    remembered = st(dag, ["a2"], 2, T + LATER)
+    s = st(dag, ["a3"], 3, T)
+    out = run(dag, Memory(remembered), session(s, started=T, received=T + LATER))
+    assert out.claims == (Claim("rollback", s, remembered),) and out.pending == () and out.advance
+
+
+def test_a_kept_pair_is_proven_in_the_other_order_once_its_records_are_held(dag: Dag) -> None:
+    # found by mutation testing (`_retry_one` pairing each kept statement with the one before it
+    # too found what the pair in its order did not): kept undecided both ways, the pair becomes
+    # "s extends r, and r is dated later and lacks c"
+    dag.add("c", "a3", wall=9, hold=False)
+    r = st(dag, ["a3"], 4, T + LATER)
+    s = st(dag, ["c"], 4, T)
+    first = run(dag, Memory(r), session(s, started=T, received=T + LATER))
+    assert first.claims == () and first.pending == (Undecided("rollback", (r, s)),)
+    dag.hold("c", "a3", wall=9)
+    s2 = st(dag, ["c"], 4, T + 3 * LATER)
+    second = run(dag, Memory(r, (), first.pending), session(s2))
+    assert second.claims == (Claim("rollback", s, r),)
