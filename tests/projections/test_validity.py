@@ -390,3 +390,83 @@ def test_plain_sdk_validation_would_miss_what_the_helper_catches() -> None:
 def test_sdk_helper_consumes_lazy_iterables(provider: str, wire: Wire, where: str) -> None:
     errors = sdk_errors(provider, wire)
     assert any(where in e for e in errors), errors
+
+
+# ---- found by mutation testing ----------------------------------------------------------
+
+# every refusal in full: index and the provider's own words (found by mutation testing: the
+# needles above left most of each text unread)
+EXACT: dict[str, list[tuple[int, str]]] = {
+    'anthropic-system_role_not_portable': [(1, "role: Input should be 'user' or 'assistant'")],
+    'anthropic-tool_role_from_openai': [(1, "role: Input should be 'user' or 'assistant'")],
+    'anthropic-assistant_first': [(0, 'messages: first message must use the "user" role')],
+    'anthropic-empty_string_content': [(0, 'all messages must have non-empty content except for the optional final assistant message')],
+    'anthropic-empty_list_content_not_final': [(1, 'all messages must have non-empty content except for the optional final assistant message')],
+    'anthropic-empty_text_block': [(0, 'messages: text content blocks must be non-empty')],
+    'anthropic-empty_text_in_tool_result': [(2, 'messages: text content blocks must be non-empty')],
+    'anthropic-whitespace_text_block': [(0, 'messages: text content blocks must contain non-whitespace text')],
+    'anthropic-whitespace_string_content': [(0, 'messages: text content blocks must contain non-whitespace text')],
+    'anthropic-final_prefill_trailing_space': [(1, 'messages: final assistant content cannot end with trailing whitespace')],
+    'anthropic-thinking_signature_missing': [(1, 'thinking.signature: Field required')],
+    'anthropic-thinking_signature_empty': [(1, 'Invalid `signature` in `thinking` block')],
+    'anthropic-redacted_thinking_data_missing': [(1, 'redacted_thinking.data: Field required')],
+    'anthropic-tool_use_id_reused': [(3, '`tool_use` ids must be unique')],
+    'anthropic-interrupted_call_at_end': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-parallel_call_half_answered': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_2. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-results_split_over_two_user_messages': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_2. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-user_interrupted_the_call': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-window_cut_inside_exchange': [(0, 'unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.')],
+    'anthropic-result_for_an_older_call': [(4, 'unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.')],
+    'anthropic-text_before_tool_result': [(2, 'Did not find 1 `tool_result` block(s) at the beginning of this message. Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks.')],
+    'anthropic-empty_history': [(-1, 'messages: at least one message is required')],
+    'anthropic-thinking_after_text': [(1, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'anthropic-coalesced_turns_put_thinking_second': [(2, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'openai-gemini_role': [(1, "Invalid value: 'model'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.")],
+    'openai-empty_user_string': [(0, "Invalid 'messages[0].content': string too short. Expected a string with minimum length 1, but got an empty string instead.")],
+    'openai-empty_system_parts': [(0, "Invalid 'messages[0].content': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-assistant_null_without_calls': [(1, "Invalid value for 'content': expected a string, got null.")],
+    'openai-arguments_as_object': [(1, "Invalid type for 'messages[1].tool_calls[0].function.arguments': expected a string, but got an object instead.")],
+    'openai-interrupted_call_at_end': [(1, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_1")],
+    'openai-parallel_call_half_answered': [(1, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_2")],
+    'openai-window_cut_inside_exchange': [(0, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")],
+    'openai-tool_after_plain_assistant': [(2, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")],
+    'openai-tool_without_id': [(3, "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.")],
+    'openai-answer_to_another_call': [(3, "Invalid parameter: 'tool_call_id' of 'call_9' not found in 'tool_calls' of previous message.")],
+    'openai-tool_content_null': [(2, "Invalid value for 'content': expected a string, got null.")],
+    'openai-tool_content_image': [(2, 'messages[2].content: a tool message takes a string or text parts only')],
+    'openai-empty_history': [(-1, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-responses-window_cut_inside_exchange': [(0, 'No tool call found for function call output with call_id call_1.')],
+    'openai-responses-interrupted_call_at_end': [(2, 'No tool output found for function call call_1.')],
+    'openai-responses-parallel_call_half_answered': [(3, 'No tool output found for function call call_2.')],
+    'openai-responses-reasoning_before_user': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-reasoning_at_end': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-two_reasoning_items': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-empty_user_string': [(0, "Invalid 'input[0].content': string too short. Expected a string with minimum length 1, but got an empty string instead.")],
+    'openai-responses-empty_parts': [(1, "Invalid 'input[1].content': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-responses-empty_input': [(-1, "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'gemini-assistant_role': [(1, 'Please use a valid role: user, model.')],
+    'gemini-empty_parts': [(1, '* GenerateContentRequest.contents[1].parts: contents.parts must not be empty.')],
+    'gemini-part_without_data': [(0, "required oneof field 'data' must have one initialized field")],
+    'gemini-empty_text': [(0, 'Unable to submit request because it has an empty text parameter. Add a value to the parameter and try again.')],
+    'gemini-window_cut_before_call': [(0, 'Please ensure that function call turn comes immediately after a user turn or after a function response turn.')],
+    'gemini-two_model_turns_in_a_row': [(2, 'Please ensure that multiturn requests alternate between user and model.')],
+    'gemini-parallel_call_half_answered': [(1, 'Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.')],
+    'gemini-interrupted_call_at_end': [(1, 'Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.')],
+    'gemini-window_cut_inside_exchange': [(0, 'Please ensure that function response turn comes immediately after a function call turn.')],
+    'gemini-response_name_answers_nothing': [(2, "function_response name 'get_time' answers no function_call of the previous turn")],
+    'gemini-response_id_answers_nothing': [(2, "function_response id 'z' answers no function_call of the previous turn")],
+    'gemini-empty_history': [(-1, '* GenerateContentRequest.contents: contents is not specified')],
+    'anthropic-thinking-tool_cycle_lost_its_thinking': [(1, 'Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'anthropic-thinking-tool_cycle_opened_by_coalesced_text': [(1, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+}
+
+
+@pytest.mark.parametrize(("provider", "rule", "wire", "sdk_ok", "needle"), BAD)
+def test_each_refusal_is_in_the_providers_words_in_full(provider: Provider, rule: str, wire: Wire, sdk_ok: bool, needle: str, request: pytest.FixtureRequest) -> None:
+    key = request.node.callspec.id
+    assert [(v.index, v.message) for v in check(provider, wire)] == EXACT[key]
+
+
+@pytest.mark.parametrize(("name", "rule", "wire", "sdk_ok", "needle"), ANTHROPIC_THINKING_BAD)
+def test_each_thinking_refusal_is_in_the_providers_words_in_full(name: str, rule: str, wire: Wire, sdk_ok: bool, needle: str) -> None:
+    assert [(v.index, v.message) for v in check("anthropic", wire, thinking=True)] == EXACT["anthropic-thinking-" + name]
