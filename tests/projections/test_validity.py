@@ -470,3 +470,18 @@ def test_each_refusal_is_in_the_providers_words_in_full(provider: Provider, rule
 @pytest.mark.parametrize(("name", "rule", "wire", "sdk_ok", "needle"), ANTHROPIC_THINKING_BAD)
 def test_each_thinking_refusal_is_in_the_providers_words_in_full(name: str, rule: str, wire: Wire, sdk_ok: bool, needle: str) -> None:
     assert [(v.index, v.message) for v in check("anthropic", wire, thinking=True)] == EXACT["anthropic-thinking-" + name]
+
+
+def test_a_tool_message_looks_for_its_call_only_before_it() -> None:
+    # the search back from the first message must not wrap round to the last one
+    wire = [tool("call_1"), msg("user", "x"), calls(call("call_1"))]
+    assert [(v.index, v.rule) for v in check("openai", wire)] == [(0, "tool_without_call"), (2, "tool_call_without_result")]
+
+
+@pytest.mark.parametrize(("args", "kind"), [(True, "a boolean"), (0, "a number"), (1.5, "a number"), (["x"], "an array"),
+                                            (None, "null"), ({"city": "Paris"}, "an object")])
+def test_arguments_not_a_string_says_what_json_they_are(args: Any, kind: str) -> None:
+    where = "messages[1].tool_calls[0].function.arguments"
+    assert check("openai", [Q, calls(call("call_1", args=args)), tool("call_1")]) == [
+        Violation("openai", 1, "arguments_not_string", f"Invalid type for '{where}': expected a string, but got {kind} instead.")
+    ]
