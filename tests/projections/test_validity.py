@@ -485,3 +485,15 @@ def test_arguments_not_a_string_says_what_json_they_are(args: Any, kind: str) ->
     assert check("openai", [Q, calls(call("call_1", args=args)), tool("call_1")]) == [
         Violation("openai", 1, "arguments_not_string", f"Invalid type for '{where}': expected a string, but got {kind} instead.")
     ]
+
+
+def test_only_an_assistant_message_can_own_a_tool_message() -> None:
+    wire = [{"role": "user", "content": "x", "tool_calls": [call("call_1")]}, tool("call_1")]
+    assert [(v.index, v.rule) for v in check("openai", wire)] == [(1, "tool_without_call")]
+
+
+def test_a_tool_message_with_empty_parts_says_where() -> None:
+    assert check("openai", [Q, calls(call("call_1")), tool("call_1", [])]) == [Violation(
+        "openai", 2, "tool_content_missing",
+        "Invalid 'messages[2].content': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+    )]
