@@ -497,3 +497,18 @@ def test_a_tool_message_with_empty_parts_says_where() -> None:
         "openai", 2, "tool_content_missing",
         "Invalid 'messages[2].content': empty array. Expected an array with minimum length 1, but got an empty array instead.",
     )]
+
+
+@pytest.mark.parametrize("key", ["code_execution_result", "codeExecutionResult", "executableCode", "inlineData", "fileData"])
+def test_a_part_of_any_data_field_in_either_case_is_not_empty(key: str) -> None:
+    assert check("gemini", [turn("user", {key: {"x": 1}}), turn("model", {"text": "ok"})]) == []
+    assert [v.rule for v in check("gemini", [turn("user", {key[:-1]: {"x": 1}})])] == ["empty_part"]
+
+
+def test_no_check_looks_before_the_first_message_by_wrapping_round() -> None:
+    # wire[i - 1] of the first message would be the last one: here the one that makes the call
+    wire = [user(result("toolu_1")), assistant("x"), user("y"), assistant(use("toolu_1"))]
+    assert [(v.index, v.rule) for v in check("anthropic", wire)] == [
+        (0, "unexpected_tool_result"), (3, "tool_use_without_result")]
+    g = [turn("user", gresp()), turn("model", {"text": "x"}), turn("user", {"text": "y"}), turn("model", gcall())]
+    assert [(v.index, v.rule) for v in check("gemini", g)] == [(0, "response_without_call"), (3, "response_count_mismatch")]
