@@ -512,3 +512,57 @@ def test_no_check_looks_before_the_first_message_by_wrapping_round() -> None:
         (0, "unexpected_tool_result"), (3, "tool_use_without_result")]
     g = [turn("user", gresp()), turn("model", {"text": "x"}), turn("user", {"text": "y"}), turn("model", gcall())]
     assert [(v.index, v.rule) for v in check("gemini", g)] == [(0, "response_without_call"), (3, "response_count_mismatch")]
+
+
+# each an edge of one rule, with everything `check` says about it (found by mutation testing)
+EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
+    ("developer_message_empty", "openai", [msg("developer", ""), Q], False, [(0, "empty_content")]),
+    ("assistant_refusal_needs_no_content", "openai", [Q, {"role": "assistant", "content": None, "refusal": "I cannot."}], False, []),
+    ("assistant_audio_needs_no_content", "openai", [Q, {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}], False, []),
+    ("tool_content_a_number", "openai", [Q, calls(call("call_1")), tool("call_1", 5)], False, [(2, "tool_content_missing")]),
+    ("item_with_no_type_or_role_is_no_message", "openai-responses", [RQ, {"content": ""}], False, []),
+    ("output_right_after_its_call", "openai-responses", [RQ, fc("c1"), fco("c1"), said("x")], False, []),
+    ("output_before_its_call", "openai-responses", [RQ, fco("c1"), fc("c1")], False, [(1, "output_without_call"), (2, "call_without_output")]),
+    ("user_model_user", "gemini", [turn("user", {"text": "a"}), turn("model", {"text": "b"}), turn("user", {"text": "c"})], False, []),
+    ("responses_in_a_model_turn", "gemini", [GQ, turn("model", gcall()), turn("model", gresp())], False,
+     [(1, "response_count_mismatch"), (2, "roles_not_alternating")]),
+    ("calls_in_a_user_turn", "gemini", [turn("user", gcall()), turn("user", gresp())], False,
+     [(0, "call_turn_misplaced"), (1, "roles_not_alternating"), (1, "response_without_call")]),
+    ("id_on_the_response_only_matches_by_name", "gemini",
+     [GQ, turn("model", gcall()), turn("user", gresp(call_id="a")), turn("model", {"text": "ok"})], False, []),
+    ("id_on_one_call_of_two_matches_by_name", "gemini",
+     [GQ, turn("model", gcall(call_id="a"), gcall("get_time")), turn("user", gresp(call_id="a"), gresp("get_time", call_id="b")),
+      turn("model", {"text": "ok"})], False, []),
+    ("final_assistant_only_whitespace", "anthropic", [user("Hi"), assistant("   ")], False, [(1, "whitespace_text_block")]),
+    ("non_final_assistant_may_end_in_whitespace", "anthropic", [user("Hi"), assistant("Hi "), user("x")], False, []),
+    ("thinking_signature_not_a_string", "anthropic", [user("Hi"), assistant({**THINKING, "signature": 5}, text("x"))], False,
+     [(1, "thinking_without_signature")]),
+    ("redacted_data_not_a_string", "anthropic", [user("Hi"), assistant({**REDACTED, "data": 5}, text("x"))], False,
+     [(1, "redacted_thinking_without_data")]),
+    ("two_late_thinking_blocks_name_the_first", "anthropic",
+     [user("Hi"), assistant(text("a"), THINKING), assistant(REDACTED, text("b"))], False, [(1, "thinking_not_first")]),
+    ("a_user_who_also_speaks_ends_the_cycle", "anthropic",
+     [ASK, assistant(use("toolu_1")), user(result("toolu_1"), text("thanks"))], True, []),
+    ("results_answering_no_call_open_no_cycle", "anthropic", [ASK, assistant(text("x")), user(result("toolu_1"))], True,
+     [(2, "unexpected_tool_result")]),
+    ("two_calls_one_late_result", "anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2")), user(text("x"), result("toolu_1"))],
+     False, [(1, "tool_use_without_result"), (2, "tool_result_not_first")]),
+    ("late_results_answering_no_call", "anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))],
+     False, [(2, "unexpected_tool_result"), (2, "tool_result_not_first")]),
+]
+
+
+@pytest.mark.parametrize(("name", "provider", "wire", "thinking", "found"), EDGES, ids=[e[0] for e in EDGES])
+def test_the_edges_of_each_rule(name: str, provider: Provider, wire: Wire, thinking: bool, found: list[tuple[int, str]]) -> None:
+    assert [(v.index, v.rule) for v in check(provider, wire, thinking=thinking)] == found
+
+
+def test_the_counts_and_values_a_refusal_names() -> None:
+    tool_5 = check("openai", [Q, calls(call("call_1")), tool("call_1", 5)])
+    assert [v.message for v in tool_5] == ["messages[2].content: a tool message takes a string or text parts only"]
+    signature_5 = check("anthropic", [user("Hi"), assistant({**THINKING, "signature": 5}, text("x"))])
+    assert [v.message for v in signature_5] == ["thinking.signature: Field required"]
+    late = check("anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2")), user(text("x"), result("toolu_1"))])
+    assert late[1].message.startswith("Did not find 2 `tool_result` block(s)")  # the calls, not the results
+    orphans = check("anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))])
+    assert orphans[1].message.startswith("Did not find 2 `tool_result` block(s)")  # no call: the results
