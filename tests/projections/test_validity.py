@@ -566,3 +566,12 @@ def test_the_counts_and_values_a_refusal_names() -> None:
     assert late[1].message.startswith("Did not find 2 `tool_result` block(s)")  # the calls, not the results
     orphans = check("anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))])
     assert orphans[1].message.startswith("Did not find 2 `tool_result` block(s)")  # no call: the results
+
+
+@pytest.mark.parametrize(("content", "short"), [
+    ("", "string too short. Expected a string with minimum length 1, but got an empty string instead."),
+    ([], "empty array. Expected an array with minimum length 1, but got an empty array instead."),
+])
+def test_an_empty_assistant_message_says_where_and_what_it_holds(content: Any, short: str) -> None:
+    assert check("openai", [Q, msg("assistant", content)]) == [
+        Violation("openai", 1, "assistant_without_content", f"Invalid 'messages[1].content': {short}")]
