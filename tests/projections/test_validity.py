@@ -548,6 +548,8 @@ EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
      [(1, "redacted_thinking_without_data")]),
     ("a_call_in_a_user_message_is_answered_by_nothing", "anthropic", [user(use("toolu_1")), user(result("toolu_1"))], False,
      [(1, "unexpected_tool_result")]),
+    ("empty_text_beside_a_tool_result", "anthropic", [ASK, assistant(use("toolu_1")), user(result("toolu_1"), text(""))], False,
+     [(2, "empty_text_block")]),
     ("two_late_thinking_blocks_name_the_first", "anthropic",
      [user("Hi"), assistant(text("a"), THINKING), assistant(REDACTED, text("b"))], False, [(1, "thinking_not_first")]),
     ("a_user_who_also_speaks_ends_the_cycle", "anthropic",
