@@ -550,6 +550,8 @@ EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
      [(1, "unexpected_tool_result")]),
     ("empty_text_beside_a_tool_result", "anthropic", [ASK, assistant(use("toolu_1")), user(result("toolu_1"), text(""))], False,
      [(2, "empty_text_block")]),
+    ("only_a_text_block_ends_the_prefill", "anthropic", [user("Hi"), assistant(text("a"), {**use("toolu_1"), "text": "x "})], False,
+     [(1, "tool_use_without_result")]),
     ("two_late_thinking_blocks_name_the_first", "anthropic",
      [user("Hi"), assistant(text("a"), THINKING), assistant(REDACTED, text("b"))], False, [(1, "thinking_not_first")]),
     ("a_user_who_also_speaks_ends_the_cycle", "anthropic",
