@@ -552,6 +552,10 @@ EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
      [(2, "empty_text_block")]),
     ("only_a_text_block_ends_the_prefill", "anthropic", [user("Hi"), assistant(text("a"), {**use("toolu_1"), "text": "x "})], False,
      [(1, "tool_use_without_result")]),
+    ("thinking_alone", "anthropic", [user("Hi"), assistant(THINKING)], False, []),
+    ("a_call_in_a_user_message_asks_no_answer", "anthropic", [user(use("toolu_1")), assistant("x")], False, []),
+    ("results_in_an_assistant_message_answer_nothing", "anthropic", [ASK, assistant(use("toolu_1")), assistant(result("toolu_1"))], False,
+     [(1, "tool_use_without_result")]),
     ("two_late_thinking_blocks_name_the_first", "anthropic",
      [user("Hi"), assistant(text("a"), THINKING), assistant(REDACTED, text("b"))], False, [(1, "thinking_not_first")]),
     ("a_user_who_also_speaks_ends_the_cycle", "anthropic",
@@ -577,6 +581,8 @@ def test_the_counts_and_values_a_refusal_names() -> None:
     assert [v.message for v in signature_5] == ["thinking.signature: Field required"]
     late = check("anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2")), user(text("x"), result("toolu_1"))])
     assert late[1].message.startswith("Did not find 2 `tool_result` block(s)")  # the calls, not the results
+    [late_thinking] = check("anthropic", [user("Hi"), assistant(THINKING, text("a"), REDACTED)])
+    assert "but found `text`" in late_thinking.message  # the first block that is not thinking
     orphans = check("anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))])
     assert orphans[1].message.startswith("Did not find 2 `tool_result` block(s)")  # no call: the results
 
