@@ -279,3 +279,189 @@ def test_two_known_keys_with_one_name_and_id_is_refused() -> None:
         n.verify_note(n.parse_note(PETER_NOTE), [peter, a, b])
     assert err.value.reason == "format"
     assert n.verify_note(n.parse_note(PETER_NOTE), [peter, peter, a]) == (n.Verified(peter, None),)
+
+
+# ---- found by mutation testing: every refusal's words and reason, and the edges of each rule ----
+
+BODY = n.CheckpointBody("team/a b", 3, bytes(range(32)), n.CID.of_record(b"x"))
+
+
+def _refusal(call: object, *args: object) -> NoteError:
+    assert callable(call)
+    with pytest.raises(NoteError) as err:
+        call(*args)
+    return err.value
+
+
+def _says(err: NoteError, message: str, reason: str = "format") -> None:
+    assert (err.message, err.reason, err.cid) == (message, reason, None)
+
+
+LONG = "x" * 90  # the refusals quote 80 characters of what they refuse
+
+
+def test_every_origin_refusal_says_why_in_its_words() -> None:
+    _says(_refusal(n.origin, "a\ud800" + LONG), f"conversation id {('a' + chr(0xD800) + LONG)[:64]!r} is not UTF-8 text")
+    _says(_refusal(n.conv_of_origin, "x/" + LONG), f"origin {('x/' + LONG)[:80]!r} is not convgraph/<conversation>")
+    _says(_refusal(n.conv_of_origin, "convgraph/"), "origin 'convgraph/' is not convgraph/<conversation>")
+    line = "convgraph/%2f" + LONG
+    _says(_refusal(n.conv_of_origin, line), f"origin {line[:80]!r} is not a canonical percent-encoding")
+
+
+@pytest.mark.parametrize("line", ["convgraph/a%", "convgraph/%", "convgraph/%G1", "convgraph/%1G", "convgraph/é",
+                                  "convgraph/a\u00e9b", "convgraph/%FF"])
+def test_a_percent_sign_without_two_hex_digits_or_a_raw_non_ascii_character_is_refused(line: str) -> None:
+    _says(_refusal(n.conv_of_origin, line), f"origin {line!r} is not a canonical percent-encoding")
+
+
+def test_a_record_that_is_not_a_checkpoint_is_refused_by_kind_and_cid(cp: tuple[Replica, n.CheckpointBody]) -> None:
+    record = cp[0].records("team/a b")[0]
+    err = _refusal(n.checkpoint_body, record)
+    assert (err.message, err.reason, err.cid) == ("a user_message record has no checkpoint note", "format", str(record.cid))
+
+
+def _lines(**change: str) -> str:
+    lines = dict(zip(("origin", "count", "root", "ext"), BODY.text.split("\n")[:4], strict=True)) | change
+    return "".join(f"{v}\n" for v in lines.values())
+
+
+FOUR_LINES = "a checkpoint note body is exactly four lines, each ending in a newline"
+NOT_LINES = "checkpoint note body lines are not count, root and `checkpoint <cid>`"
+NOT_CANONICAL = "checkpoint note body is not in its one canonical spelling"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a\nb\nc\n", FOUR_LINES),                                   # three lines
+        (BODY.text + "x\n", FOUR_LINES),                             # five
+        (BODY.text[:-1], FOUR_LINES),                                # no final newline
+        (_lines(count="x"), NOT_LINES),                              # not a number
+        (_lines(count="-1"), NOT_LINES),                             # negative
+        (_lines(count="\u0663"), NOT_LINES),                         # a digit, but not ASCII
+        (_lines(root=base64.b64encode(bytes(31)).decode()), NOT_LINES),   # not a SHA-256 digest
+        (_lines(root=base64.b64encode(bytes(33)).decode()), NOT_LINES),
+        (_lines(ext="checkpoinX " + str(BODY.checkpoint)), NOT_LINES),    # not the extension line
+        (_lines(count="03"), NOT_CANONICAL),
+        (_lines(count="-1", ext="checkpoinX " + str(BODY.checkpoint)), NOT_LINES),
+    ],
+)
+def test_every_body_refusal_says_which_rule_it_broke(text: str, message: str) -> None:
+    _says(_refusal(n.parse_body, text), message)
+
+
+@pytest.mark.parametrize("root", ["!" + BODY.text.split("\n")[2], "\u00e9" + BODY.text.split("\n")[2][1:],
+                                  BODY.text.split("\n")[2][:-1]])
+def test_a_root_that_is_not_strict_base64_does_not_parse(root: str) -> None:
+    # non-alphabet characters are an error, not skipped; a non-ASCII one is a NoteError too
+    err = _refusal(n.parse_body, _lines(root=root))
+    assert err.reason == "format" and err.message.startswith("checkpoint note body does not parse: ")
+
+
+def test_a_body_of_count_zero_is_read_back() -> None:
+    body = n.CheckpointBody("c", 0, bytes(32), BODY.checkpoint)
+    assert n.parse_body(body.text) == body
+
+
+def test_every_key_refusal_says_why() -> None:
+    name = "a b" + LONG
+    _says(_refusal(n.check_key_name, name), f"key name {name[:80]!r} is empty or holds a space or `+`")
+    _says(_refusal(n.check_key_name, ""), "key name '' is empty or holds a space or `+`")
+    public = bytes(32)
+    for bad in [(public[:31], n.ED25519), (public, 0x02), (public + b"\x00", n.COSIGNATURE_V1)]:
+        _says(_refusal(n.NoteKey, "w", *bad), "key 'w': a 32-byte Ed25519 key of type 0x01 or 0x04")
+    assert n.NoteKey("w", public, n.COSIGNATURE_V1).sig_type == n.COSIGNATURE_V1
+
+
+def test_a_verifier_key_of_either_type_round_trips() -> None:
+    for sig_type in (n.ED25519, n.COSIGNATURE_V1):
+        key = n.NoteKey("w.example/x", bytes(range(32)), sig_type)
+        assert n.parse_vkey(key.vkey) == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        PETER_VKEY.replace("ARpc2Q", "ARpc!2Q"),    # a character outside base64: not skipped
+        PETER_VKEY.replace("ARpc2Q", "ARpc\u00e92Q"),  # a non-ASCII one
+        PETER_VKEY + "+x",                           # four parts
+        PETER_VKEY[:-4],                             # too short a key
+        "PeterNeumann+c74f20a3+AA" + LONG,
+    ],
+)
+def test_every_verifier_key_refusal_says_why(text: str) -> None:
+    _says(_refusal(n.parse_vkey, text), f"verifier key {text[:80]!r} is not name+id+base64(type||key)")
+
+
+def test_a_verifier_key_naming_another_key_id_says_both() -> None:
+    text = PETER_VKEY.replace("c74f20a3", "c74f20a4")
+    _says(_refusal(n.parse_vkey, text), f"verifier key {text!r} names key ID 'c74f20a4', not c74f20a3")
+    long_name = "P" * 90
+    key = n.NoteKey(long_name, bytes(32))
+    text = key.vkey.replace(key.key_id.hex(), "00000000")
+    _says(_refusal(n.parse_vkey, text), f"verifier key {text[:80]!r} names key ID '00000000', not {key.key_id.hex()}")
+
+
+def test_cosignature_times_from_0_to_2_63_minus_1_sign_and_verify() -> None:
+    w = SigningKey(b"\x07" * 32)
+    for t in (0, n.MAX_TIME):
+        line = n.cosign(w, "w", BODY.text, t)
+        assert line.time == t and line.sig[:8] == t.to_bytes(8, "big")
+        assert n.verify_cosignature(w.public, BODY.text, t, line.sig[8:])
+        key = n.NoteKey("w", w.public, n.COSIGNATURE_V1)
+        assert n.verify_note(n.export_note(BODY.text, None, [line]), [key]) == (n.Verified(key, t),)
+    for t in (-1, n.MAX_TIME + 1):
+        _says(_refusal(n.cosign, w, "w", BODY.text, t), f"cosignature time {t} is outside [0, 2^63 - 1]")
+        assert not n.verify_cosignature(w.public, BODY.text, t, bytes(64))
+
+
+def test_every_body_a_signer_refuses_says_why() -> None:
+    w = SigningKey(b"\x07" * 32)
+    for body in ("no newline", "a\tb\n"):
+        _says(_refusal(n.sign, w, "w", body), "a note body is lines of text, each ending in a newline")
+        _says(_refusal(n.cosign, w, "w", body, 1), "a note body is lines of text, each ending in a newline")
+    _says(_refusal(n.sign, w, "w", "\ud800\n"), "a note body must be UTF-8 text")
+    _says(_refusal(n.export_note, "x\n", None, []), "a signed note needs at least one signature line")
+
+
+def test_every_note_refusal_says_why() -> None:
+    _says(_refusal(n.parse_note, PETER_NOTE.encode() + b"\xff"), "a signed note must be UTF-8")
+    _says(_refusal(n.parse_note, PETER_NOTE + "\ud800"), "a signed note must be UTF-8")
+    _says(_refusal(n.parse_note, "a\rb\n\n" + PETER_LINE),
+          "a signed note holds an ASCII control character other than newline")
+    _says(_refusal(n.parse_note, PETER_TEXT + PETER_LINE), "a signed note has no empty line before its signatures")
+    _says(_refusal(n.parse_note, PETER_NOTE[:-1]), "a signed note ends with signature lines, each ending in a newline")
+    _says(_refusal(n.parse_note, PETER_TEXT + "\n" + PETER_LINE * 101), "a signed note with 101 signatures (at most 100)")
+    line = "\u2014 PeterNeumann x08go/ZJ!!!" + LONG
+    _says(_refusal(n.parse_note, PETER_TEXT + "\n" + line + "\n"), f"signature line {line[:80]!r} is not `— <name> <base64>`")
+
+
+def test_a_signature_line_is_split_at_its_first_space() -> None:
+    # `— name b64 b64`: the name is `name`, and `b64 b64` is not base64 (C2SP: the name holds no space)
+    b64 = PETER_LINE.split(" ")[2].strip()
+    line = f"\u2014 PeterNeumann {b64} {b64}"
+    _says(_refusal(n.parse_note, PETER_TEXT + "\n" + line + "\n"), f"signature line {line[:80]!r} is not `— <name> <base64>`")
+
+
+def test_a_hundred_signature_lines_are_read() -> None:
+    assert len(n.parse_note(PETER_TEXT + "\n" + PETER_LINE * 100).signatures) == 100
+
+
+def test_a_body_may_hold_empty_lines_and_be_one() -> None:
+    # as Go's note.Open: the signatures follow the last empty line
+    w = SigningKey(b"\x07" * 32)
+    for body in ("a\n\nb\n", "\n", "a\n\n"):
+        note = n.export_note(body, n.sign(w, "w", body), [])
+        assert note.body == body and n.parse_note(note.text) == note
+        assert n.verify_note(note, [n.NoteKey("w", w.public)]) == (n.Verified(n.NoteKey("w", w.public), None),)
+
+
+def test_every_verification_refusal_says_why() -> None:
+    peter = n.parse_vkey(PETER_VKEY)
+    bad = n.NoteSignature("PeterNeumann", peter.key_id, b"\x01" * 64)
+    _says(_refusal(n.verify_note, n.parse_note(PETER_TEXT + "\n" + bad.line), [peter]),
+          "the signature line of known key 'PeterNeumann' does not verify", "signature")
+    _says(_refusal(n.verify_note, n.parse_note(PETER_NOTE), [n.NoteKey("w", bytes(32))]),
+          "no signature line of the note is by a known key", "untrusted")
+    a, b = n.NoteKey("w", (19325).to_bytes(32, "big")), n.NoteKey("w", (103965).to_bytes(32, "big"))
+    _says(_refusal(n.verify_note, n.parse_note(PETER_NOTE), [a, b]), "two known keys share name 'w' and key ID 9bc41aed")

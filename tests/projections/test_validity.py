@@ -390,3 +390,207 @@ def test_plain_sdk_validation_would_miss_what_the_helper_catches() -> None:
 def test_sdk_helper_consumes_lazy_iterables(provider: str, wire: Wire, where: str) -> None:
     errors = sdk_errors(provider, wire)
     assert any(where in e for e in errors), errors
+
+
+# ---- found by mutation testing ----------------------------------------------------------
+
+# every refusal in full: index and the provider's own words (found by mutation testing: the
+# needles above left most of each text unread)
+EXACT: dict[str, list[tuple[int, str]]] = {
+    'anthropic-system_role_not_portable': [(1, "role: Input should be 'user' or 'assistant'")],
+    'anthropic-tool_role_from_openai': [(1, "role: Input should be 'user' or 'assistant'")],
+    'anthropic-assistant_first': [(0, 'messages: first message must use the "user" role')],
+    'anthropic-empty_string_content': [(0, 'all messages must have non-empty content except for the optional final assistant message')],
+    'anthropic-empty_list_content_not_final': [(1, 'all messages must have non-empty content except for the optional final assistant message')],
+    'anthropic-empty_text_block': [(0, 'messages: text content blocks must be non-empty')],
+    'anthropic-empty_text_in_tool_result': [(2, 'messages: text content blocks must be non-empty')],
+    'anthropic-whitespace_text_block': [(0, 'messages: text content blocks must contain non-whitespace text')],
+    'anthropic-whitespace_string_content': [(0, 'messages: text content blocks must contain non-whitespace text')],
+    'anthropic-final_prefill_trailing_space': [(1, 'messages: final assistant content cannot end with trailing whitespace')],
+    'anthropic-thinking_signature_missing': [(1, 'thinking.signature: Field required')],
+    'anthropic-thinking_signature_empty': [(1, 'Invalid `signature` in `thinking` block')],
+    'anthropic-redacted_thinking_data_missing': [(1, 'redacted_thinking.data: Field required')],
+    'anthropic-tool_use_id_reused': [(3, '`tool_use` ids must be unique')],
+    'anthropic-interrupted_call_at_end': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-parallel_call_half_answered': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_2. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-results_split_over_two_user_messages': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_2. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-user_interrupted_the_call': [(1, '`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1. Each `tool_use` block must have a corresponding `tool_result` block in the next message.')],
+    'anthropic-window_cut_inside_exchange': [(0, 'unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.')],
+    'anthropic-result_for_an_older_call': [(4, 'unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.')],
+    'anthropic-text_before_tool_result': [(2, 'Did not find 1 `tool_result` block(s) at the beginning of this message. Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks.')],
+    'anthropic-empty_history': [(-1, 'messages: at least one message is required')],
+    'anthropic-thinking_after_text': [(1, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'anthropic-coalesced_turns_put_thinking_second': [(2, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'openai-gemini_role': [(1, "Invalid value: 'model'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.")],
+    'openai-empty_user_string': [(0, "Invalid 'messages[0].content': string too short. Expected a string with minimum length 1, but got an empty string instead.")],
+    'openai-empty_system_parts': [(0, "Invalid 'messages[0].content': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-assistant_null_without_calls': [(1, "Invalid value for 'content': expected a string, got null.")],
+    'openai-arguments_as_object': [(1, "Invalid type for 'messages[1].tool_calls[0].function.arguments': expected a string, but got an object instead.")],
+    'openai-interrupted_call_at_end': [(1, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_1")],
+    'openai-parallel_call_half_answered': [(1, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_2")],
+    'openai-window_cut_inside_exchange': [(0, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")],
+    'openai-tool_after_plain_assistant': [(2, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")],
+    'openai-tool_without_id': [(3, "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.")],
+    'openai-answer_to_another_call': [(3, "Invalid parameter: 'tool_call_id' of 'call_9' not found in 'tool_calls' of previous message.")],
+    'openai-tool_content_null': [(2, "Invalid value for 'content': expected a string, got null.")],
+    'openai-tool_content_image': [(2, 'messages[2].content: a tool message takes a string or text parts only')],
+    'openai-empty_history': [(-1, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-responses-window_cut_inside_exchange': [(0, 'No tool call found for function call output with call_id call_1.')],
+    'openai-responses-interrupted_call_at_end': [(2, 'No tool output found for function call call_1.')],
+    'openai-responses-parallel_call_half_answered': [(3, 'No tool output found for function call call_2.')],
+    'openai-responses-reasoning_before_user': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-reasoning_at_end': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-two_reasoning_items': [(1, "Item 'rs_1' of type 'reasoning' was provided without its required following item.")],
+    'openai-responses-empty_user_string': [(0, "Invalid 'input[0].content': string too short. Expected a string with minimum length 1, but got an empty string instead.")],
+    'openai-responses-empty_parts': [(1, "Invalid 'input[1].content': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'openai-responses-empty_input': [(-1, "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")],
+    'gemini-assistant_role': [(1, 'Please use a valid role: user, model.')],
+    'gemini-empty_parts': [(1, '* GenerateContentRequest.contents[1].parts: contents.parts must not be empty.')],
+    'gemini-part_without_data': [(0, "required oneof field 'data' must have one initialized field")],
+    'gemini-empty_text': [(0, 'Unable to submit request because it has an empty text parameter. Add a value to the parameter and try again.')],
+    'gemini-window_cut_before_call': [(0, 'Please ensure that function call turn comes immediately after a user turn or after a function response turn.')],
+    'gemini-two_model_turns_in_a_row': [(2, 'Please ensure that multiturn requests alternate between user and model.')],
+    'gemini-parallel_call_half_answered': [(1, 'Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.')],
+    'gemini-interrupted_call_at_end': [(1, 'Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.')],
+    'gemini-window_cut_inside_exchange': [(0, 'Please ensure that function response turn comes immediately after a function call turn.')],
+    'gemini-response_name_answers_nothing': [(2, "function_response name 'get_time' answers no function_call of the previous turn")],
+    'gemini-response_id_answers_nothing': [(2, "function_response id 'z' answers no function_call of the previous turn")],
+    'gemini-empty_history': [(-1, '* GenerateContentRequest.contents: contents is not specified')],
+    'anthropic-thinking-tool_cycle_lost_its_thinking': [(1, 'Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+    'anthropic-thinking-tool_cycle_opened_by_coalesced_text': [(1, 'Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block')],
+}
+
+
+@pytest.mark.parametrize(("provider", "rule", "wire", "sdk_ok", "needle"), BAD)
+def test_each_refusal_is_in_the_providers_words_in_full(provider: Provider, rule: str, wire: Wire, sdk_ok: bool, needle: str, request: pytest.FixtureRequest) -> None:
+    key = request.node.callspec.id
+    assert [(v.index, v.message) for v in check(provider, wire)] == EXACT[key]
+
+
+@pytest.mark.parametrize(("name", "rule", "wire", "sdk_ok", "needle"), ANTHROPIC_THINKING_BAD)
+def test_each_thinking_refusal_is_in_the_providers_words_in_full(name: str, rule: str, wire: Wire, sdk_ok: bool, needle: str) -> None:
+    assert [(v.index, v.message) for v in check("anthropic", wire, thinking=True)] == EXACT["anthropic-thinking-" + name]
+
+
+def test_a_tool_message_looks_for_its_call_only_before_it() -> None:
+    # the search back from the first message must not wrap round to the last one
+    wire = [tool("call_1"), msg("user", "x"), calls(call("call_1"))]
+    assert [(v.index, v.rule) for v in check("openai", wire)] == [(0, "tool_without_call"), (2, "tool_call_without_result")]
+
+
+@pytest.mark.parametrize(("args", "kind"), [(True, "a boolean"), (0, "a number"), (1.5, "a number"), (["x"], "an array"),
+                                            (None, "null"), ({"city": "Paris"}, "an object")])
+def test_arguments_not_a_string_says_what_json_they_are(args: Any, kind: str) -> None:
+    where = "messages[1].tool_calls[0].function.arguments"
+    assert check("openai", [Q, calls(call("call_1", args=args)), tool("call_1")]) == [
+        Violation("openai", 1, "arguments_not_string", f"Invalid type for '{where}': expected a string, but got {kind} instead.")
+    ]
+
+
+def test_only_an_assistant_message_can_own_a_tool_message() -> None:
+    wire = [{"role": "user", "content": "x", "tool_calls": [call("call_1")]}, tool("call_1")]
+    assert [(v.index, v.rule) for v in check("openai", wire)] == [(1, "tool_without_call")]
+
+
+def test_a_tool_message_with_empty_parts_says_where() -> None:
+    assert check("openai", [Q, calls(call("call_1")), tool("call_1", [])]) == [Violation(
+        "openai", 2, "tool_content_missing",
+        "Invalid 'messages[2].content': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+    )]
+
+
+@pytest.mark.parametrize("key", ["code_execution_result", "codeExecutionResult", "executableCode", "inlineData", "fileData"])
+def test_a_part_of_any_data_field_in_either_case_is_not_empty(key: str) -> None:
+    assert check("gemini", [turn("user", {key: {"x": 1}}), turn("model", {"text": "ok"})]) == []
+    assert [v.rule for v in check("gemini", [turn("user", {key[:-1]: {"x": 1}})])] == ["empty_part"]
+
+
+def test_no_check_looks_before_the_first_message_by_wrapping_round() -> None:
+    # wire[i - 1] of the first message would be the last one: here the one that makes the call
+    wire = [user(result("toolu_1")), assistant("x"), user("y"), assistant(use("toolu_1"))]
+    assert [(v.index, v.rule) for v in check("anthropic", wire)] == [
+        (0, "unexpected_tool_result"), (3, "tool_use_without_result")]
+    g = [turn("user", gresp()), turn("model", {"text": "x"}), turn("user", {"text": "y"}), turn("model", gcall())]
+    assert [(v.index, v.rule) for v in check("gemini", g)] == [(0, "response_without_call"), (3, "response_count_mismatch")]
+
+
+# each an edge of one rule, with everything `check` says about it (found by mutation testing)
+EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
+    ("developer_message_empty", "openai", [msg("developer", ""), Q], False, [(0, "empty_content")]),
+    ("assistant_refusal_needs_no_content", "openai", [Q, {"role": "assistant", "content": None, "refusal": "I cannot."}], False, []),
+    ("assistant_audio_needs_no_content", "openai", [Q, {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}], False, []),
+    ("tool_content_a_number", "openai", [Q, calls(call("call_1")), tool("call_1", 5)], False, [(2, "tool_content_missing")]),
+    ("calls_on_a_user_message_ask_for_no_answer", "openai", [{"role": "user", "content": "x", "tool_calls": [call("call_1")]}], False, []),
+    ("item_with_no_type_or_role_is_no_message", "openai-responses", [RQ, {"content": ""}], False, []),
+    ("output_right_after_its_call", "openai-responses", [RQ, fc("c1"), fco("c1"), said("x")], False, []),
+    ("output_before_its_call", "openai-responses", [RQ, fco("c1"), fc("c1")], False, [(1, "output_without_call"), (2, "call_without_output")]),
+    ("user_model_user", "gemini", [turn("user", {"text": "a"}), turn("model", {"text": "b"}), turn("user", {"text": "c"})], False, []),
+    ("responses_in_a_model_turn", "gemini", [GQ, turn("model", gcall()), turn("model", gresp())], False,
+     [(1, "response_count_mismatch"), (2, "roles_not_alternating")]),
+    ("calls_in_a_user_turn", "gemini", [turn("user", gcall()), turn("user", gresp())], False,
+     [(0, "call_turn_misplaced"), (1, "roles_not_alternating"), (1, "response_without_call")]),
+    ("id_on_the_response_only_matches_by_name", "gemini",
+     [GQ, turn("model", gcall()), turn("user", gresp(call_id="a")), turn("model", {"text": "ok"})], False, []),
+    ("id_on_the_call_only_matches_by_name", "gemini",
+     [GQ, turn("model", gcall(call_id="a")), turn("user", gresp()), turn("model", {"text": "ok"})], False, []),
+    ("id_on_one_call_of_two_matches_by_name", "gemini",
+     [GQ, turn("model", gcall(call_id="a"), gcall("get_time")), turn("user", gresp(call_id="a"), gresp("get_time", call_id="b")),
+      turn("model", {"text": "ok"})], False, []),
+    ("answered_in_the_last_turn", "gemini", [GQ, turn("model", gcall()), turn("user", gresp())], False, []),
+    ("call_and_response_not_maps", "gemini", [GQ, turn("model", {"functionCall": "x"}), turn("user", {"functionResponse": "y"})], False, []),
+    ("final_assistant_only_whitespace", "anthropic", [user("Hi"), assistant("   ")], False, [(1, "whitespace_text_block")]),
+    ("non_final_assistant_may_end_in_whitespace", "anthropic", [user("Hi"), assistant("Hi "), user("x")], False, []),
+    ("thinking_signature_not_a_string", "anthropic", [user("Hi"), assistant({**THINKING, "signature": 5}, text("x"))], False,
+     [(1, "thinking_without_signature")]),
+    ("redacted_data_not_a_string", "anthropic", [user("Hi"), assistant({**REDACTED, "data": 5}, text("x"))], False,
+     [(1, "redacted_thinking_without_data")]),
+    ("redacted_data_empty", "anthropic", [user("Hi"), assistant({**REDACTED, "data": ""}, text("x"))], False,
+     [(1, "redacted_thinking_without_data")]),
+    ("a_call_in_a_user_message_is_answered_by_nothing", "anthropic", [user(use("toolu_1")), user(result("toolu_1"))], False,
+     [(1, "unexpected_tool_result")]),
+    ("empty_text_beside_a_tool_result", "anthropic", [ASK, assistant(use("toolu_1")), user(result("toolu_1"), text(""))], False,
+     [(2, "empty_text_block")]),
+    ("only_a_text_block_ends_the_prefill", "anthropic", [user("Hi"), assistant(text("a"), {**use("toolu_1"), "text": "x "})], False,
+     [(1, "tool_use_without_result")]),
+    ("thinking_alone", "anthropic", [user("Hi"), assistant(THINKING)], False, []),
+    ("a_call_in_a_user_message_asks_no_answer", "anthropic", [user(use("toolu_1")), assistant("x")], False, []),
+    ("results_in_an_assistant_message_answer_nothing", "anthropic", [ASK, assistant(use("toolu_1")), assistant(result("toolu_1"))], False,
+     [(1, "tool_use_without_result")]),
+    ("two_late_thinking_blocks_name_the_first", "anthropic",
+     [user("Hi"), assistant(text("a"), THINKING), assistant(REDACTED, text("b"))], False, [(1, "thinking_not_first")]),
+    ("a_user_who_also_speaks_ends_the_cycle", "anthropic",
+     [ASK, assistant(use("toolu_1")), user(result("toolu_1"), text("thanks"))], True, []),
+    ("results_answering_no_call_open_no_cycle", "anthropic", [ASK, assistant(text("x")), user(result("toolu_1"))], True,
+     [(2, "unexpected_tool_result")]),
+    ("two_calls_one_late_result", "anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2")), user(text("x"), result("toolu_1"))],
+     False, [(1, "tool_use_without_result"), (2, "tool_result_not_first")]),
+    ("late_results_answering_no_call", "anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))],
+     False, [(2, "unexpected_tool_result"), (2, "tool_result_not_first")]),
+]
+
+
+@pytest.mark.parametrize(("name", "provider", "wire", "thinking", "found"), EDGES, ids=[e[0] for e in EDGES])
+def test_the_edges_of_each_rule(name: str, provider: Provider, wire: Wire, thinking: bool, found: list[tuple[int, str]]) -> None:
+    assert [(v.index, v.rule) for v in check(provider, wire, thinking=thinking)] == found
+
+
+def test_the_counts_and_values_a_refusal_names() -> None:
+    tool_5 = check("openai", [Q, calls(call("call_1")), tool("call_1", 5)])
+    assert [v.message for v in tool_5] == ["messages[2].content: a tool message takes a string or text parts only"]
+    signature_5 = check("anthropic", [user("Hi"), assistant({**THINKING, "signature": 5}, text("x"))])
+    assert [v.message for v in signature_5] == ["thinking.signature: Field required"]
+    late = check("anthropic", [ASK, assistant(use("toolu_1"), use("toolu_2")), user(text("x"), result("toolu_1"))])
+    assert late[1].message.startswith("Did not find 2 `tool_result` block(s)")  # the calls, not the results
+    [late_thinking] = check("anthropic", [user("Hi"), assistant(THINKING, text("a"), REDACTED)])
+    assert "but found `text`" in late_thinking.message  # the first block that is not thinking
+    orphans = check("anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))])
+    assert orphans[1].message.startswith("Did not find 2 `tool_result` block(s)")  # no call: the results
+
+
+@pytest.mark.parametrize(("content", "short"), [
+    ("", "string too short. Expected a string with minimum length 1, but got an empty string instead."),
+    ([], "empty array. Expected an array with minimum length 1, but got an empty array instead."),
+])
+def test_an_empty_assistant_message_says_where_and_what_it_holds(content: Any, short: str) -> None:
+    assert check("openai", [Q, msg("assistant", content)]) == [
+        Violation("openai", 1, "assistant_without_content", f"Invalid 'messages[1].content': {short}")]

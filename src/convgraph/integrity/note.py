@@ -105,7 +105,7 @@ def parse_body(text: str) -> CheckpointBody:
         count = int(lines[1]) if lines[1].isascii() and lines[1].isdigit() else -1
         root = base64.b64decode(lines[2], validate=True)
         cid = CID.parse(lines[3][len(_EXTENSION):]) if lines[3].startswith(_EXTENSION) else None
-    except (binascii.Error, ConvgraphError) as exc:
+    except (ValueError, ConvgraphError) as exc:  # binascii.Error, or a non-ASCII base64 line
         raise NoteError(f"checkpoint note body does not parse: {exc}", reason="format") from exc
     if count < 0 or cid is None or len(root) != hashlib.sha256().digest_size:
         raise NoteError("checkpoint note body lines are not count, root and `checkpoint <cid>`",
@@ -169,7 +169,7 @@ def parse_vkey(text: str) -> NoteKey:
     parts = text.split("+")
     try:
         material = base64.b64decode(parts[2], validate=True) if len(parts) == 3 else b""
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or non-ASCII text
         material = b""
     if len(material) != 1 + PUBLIC_KEY_LEN:
         raise NoteError(f"verifier key {text[:80]!r} is not name+id+base64(type||key)", reason="format")

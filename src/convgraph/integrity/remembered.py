@@ -216,15 +216,14 @@ def _compare(earlier: Statement, later: Statement, lookup: Lookup) -> Claim | _P
     """The finding a pair proves (in whichever order proves it), `_PENDING` when none can be
     proven yet, None when `later` extends `earlier`."""
     verdict = extends(later, earlier, lookup)
-    if verdict is Verdict.YES:
-        return None
     if verdict is Verdict.NO and later.is_later_than(earlier):
         return Claim(_kind(earlier, later, lookup), earlier, later)
-    # asked even when the forward walk is undecided: a peer's head we do not hold yet must not
-    # keep a pair pending that the other order already proves
+    # asked whatever the forward walk gave: a peer's head we do not hold yet must not keep a pair
+    # pending that the other order already proves, and a "newer" state that extends the earlier
+    # one is still the older state when the earlier one is dated after it and lacks some of it
     if earlier.is_later_than(later) and extends(earlier, later, lookup) is Verdict.NO:
         return Claim(_kind(later, earlier, lookup), later, earlier)  # the "newer" state was taken first
-    return _PENDING
+    return None if verdict is Verdict.YES else _PENDING
 
 
 def _kind(earlier: Statement, later: Statement, lookup: Lookup) -> str:
