@@ -58,10 +58,16 @@ def run(argv: Sequence[str]) -> int:
         else:
             server = Replica.open(Path(tmp) / "server", synchronous="FULL")
             nonces = _nonce_log(server)
-        verifier = auth.Verifier(nonces)
-        gate = Gate(server, access, __import__("threading").RLock())
+        # wired as create_app wires them: grouped nonce commits, per-conversation locks, pushes in parts
+        from convgraph.server.app import ServerConfig
+        from convgraph.server.conv_locks import ConvLocks
+        from convgraph.server.nonces import grouped
+
+        verifier = auth.Verifier(grouped(nonces))
+        gate = Gate(server.reader(), access, ConvLocks())
         endpoint = SyncEndpoint(server, gate, verifier, Hub(), server.clock, budget=4 << 20,
-                                inline_bytes=16 << 10, decoders=2, per_key=4)
+                                inline_bytes=16 << 10, decoders=2, per_key=4,
+                                part=ServerConfig().part_records)
         clients = [Replica.in_memory(k, config=Config(legacy_writes=True)) for k in keys]
 
         def transport(key: SigningKey) -> object:
