@@ -44,10 +44,9 @@ OWN_KEYS: dict[str, tuple[str, str]] = {
 }
 REFERENCE = frozenset({"meta"})
 # statements the store runs on a reference table that Citus may refuse at run time, not at
-# create_reference_table: tried once, rolled back, right after placing the table
-PROBES: dict[str, str] = {
-    "meta": "UPDATE {t} SET value = nextval({seq}::regclass) WHERE key = 'version'",
-}
+# create_reference_table: tried once, rolled back, right after placing the table. Version 6 has
+# none: `meta` holds the schema version and the forget floor, written by no volatile function.
+PROBES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -166,9 +165,8 @@ def _probe(conn: psycopg.Connection[Any], schema: str, name: str, table: str) ->
     """Run the store's statement that Citus may refuse on `name` at run time, and undo it."""
     if name not in PROBES:
         return
-    seq = sql.Literal(sql.Identifier(schema, "version_seq").as_string(conn)).as_string(conn)
     with conn.transaction(force_rollback=True):
-        conn.execute(PROBES[name].replace("{t}", table).replace("{seq}", seq))
+        conn.execute(PROBES[name].replace("{t}", table))
 
 
 def install() -> None:
