@@ -216,8 +216,11 @@ class Records(Index):
             rows = self._q("SELECT arrivals FROM {s}.convs WHERE conv = %s", conv)
             return int(rows[0][0]) if rows else 0
         # ids are never drawn twice; the floor keeps the cursor from moving back after a `forget`
-        return int(self._q(f"SELECT {self._GREATEST}(coalesce(max(id), 0), coalesce((SELECT CAST(value AS"
-                           " BIGINT) FROM {s}.meta WHERE key = 'id_floor'), 0)) FROM {s}.records")[0][0])
+        # two scalar subqueries, no outer FROM: Citus plans each apart (a subquery in the target
+        # list of a query over a distributed table cannot be pushed down)
+        floor = "coalesce((SELECT CAST(value AS BIGINT) FROM {s}.meta WHERE key = 'id_floor'), 0)"
+        top = "(SELECT coalesce(max(id), 0) FROM {s}.records)"
+        return int(self._q(f"SELECT {self._GREATEST}({top}, {floor})")[0][0])
 
     def change_token(self) -> object:
         raise NotImplementedError
