@@ -7,8 +7,8 @@ The rule, read from the tables themselves so that it follows the schema as it ch
 
 * a table with a `conv` column is distributed by `conv`, all of them co-located (one conversation's
   rows of every table on one shard, so no per-conversation join or write leaves it);
-* a table with no `conv` is distributed by its own key (`OWN_KEYS`: artifact blocks by CID, the
-  quarantine by CID, the nonce log by actor), co-located within its family;
+* a table with no `conv` is distributed by its own key (`OWN_KEYS`: artifact blocks by CID, a
+  manifest's links by manifest, the nonce log by actor), co-located within its family;
 * `meta` (a handful of rows, bounded) is a reference table, copied to every node.
 
 Nothing is made an unbounded reference table. Citus refuses a table whose primary or unique
@@ -38,8 +38,6 @@ CONV = "conv"
 OWN_KEYS: dict[str, tuple[str, str]] = {
     "blocks": ("cid", "blocks"),
     "block_links": ("manifest", "blocks"),  # a manifest's links beside the manifest's block
-    "pending": ("cid", "pending"),
-    "pending_missing": ("cid", "pending"),
     "http_nonces": ("actor", "nonces"),
 }
 REFERENCE = frozenset({"meta"})
