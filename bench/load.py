@@ -49,8 +49,8 @@ from rich.table import Table
 console = Console(highlight=False)
 
 
-def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    """One client process: a thread per seed, each looping write + sync until the deadline."""
+def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """One client process: a thread per (server URL, seed), each looping write + sync until the deadline."""
     from convgraph import Config, Replica, SigningKey
     from convgraph.sync.http import HttpRemote
     from convgraph.sync.initiator import synchronize
@@ -60,7 +60,7 @@ def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> Non
     results: list[dict[str, object]] = []
     lock = threading.Lock()
 
-    def client(seed: bytes) -> None:
+    def client(url: str, seed: bytes) -> None:
         key = SigningKey(seed)
         replica = Replica.in_memory(key, config=Config(legacy_writes=True))  # legacy names, as measured
         own = f"own-{seed.hex()[:8]}"
@@ -91,7 +91,7 @@ def _clients(url: str, seeds: list[bytes], seconds: float, out: mp.Queue) -> Non
         with lock:
             results.append({"exchanges": exchanges, "syncs": syncs, "written": written, "failures": failures})
 
-    threads = [threading.Thread(target=client, args=(s,)) for s in seeds]
+    threads = [threading.Thread(target=client, args=pair) for pair in pairs]
     for t in threads:
         t.start()
     for t in threads:
@@ -120,6 +120,10 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--both", action="store_true", help="SQLite and then PostgreSQL (--db) in one run")
     parser.add_argument("--baseline-src", type=Path, default=None,
                         help="another checkout's src/: its server runs each case too, in the same run")
+    parser.add_argument("--instances", default=None,
+                        help="instance counts (1,2,4): that many servers over one --db schema")
+    parser.add_argument("--citus", default=None,
+                        help="with --instances: a Citus coordinator, each count run there too")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-snapshot", action="store_true")
@@ -128,6 +132,8 @@ def run(argv: Sequence[str]) -> int:
         args.clients, args.seconds = "10", 5.0
     if args.both and not args.db:
         parser.error("--both needs --db")
+    if args.instances and not args.db:
+        parser.error("--instances needs --db")
     import convgraph
 
     env = environment(["starlette", "uvicorn", "httpx", "psycopg"])
@@ -135,6 +141,8 @@ def run(argv: Sequence[str]) -> int:
     codes = [("ours", ours)] + ([("baseline", args.baseline_src.resolve())] if args.baseline_src else [])
     stores = ([None, args.db] if args.both else [args.db])
     rows = []
+    if args.instances:
+        return _instances_run(args, env)
     for clients in (int(c) for c in args.clients.split(",")):
         for db in stores:
             for code, src in codes:
@@ -178,15 +186,7 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
             try:
                 url = _wait_up(server, log)
                 busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), _cpu_s(server.pid)
-                queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
-                ctx = mp.get_context("fork")
-                procs = [ctx.Process(target=_clients, args=(url, seeds[i :: args.processes], args.seconds,
-                                                            queue)) for i in range(args.processes)]
-                for p in procs:
-                    p.start()
-                results = [r for _ in procs for r in queue.get()]
-                for p in procs:
-                    p.join()
+                results = _drive([(url, s) for s in seeds], args.processes, args.seconds)
                 wall, busy, cpu = time.monotonic() - t0, machine_busy_s() - busy0, _cpu_s(server.pid) - cpu0
                 server.terminate()
                 server.wait(30)
@@ -207,6 +207,27 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
                     server.stdout.close()
                 if db:  # whatever happened, the schema goes too
                     _drop(db, schema)
+    store = "postgres" if db else "sqlite"
+    return _figures(results, clients, args.seconds, wall, cpu, busy, held, verified, store)
+
+
+def _drive(pairs: list[tuple[str, bytes]], processes: int, seconds: float) -> list[dict[str, object]]:
+    """Run the clients, (server URL, seed) each, in `processes` processes; their results."""
+    queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_clients, args=(pairs[i::processes], seconds, queue))
+             for i in range(processes)]
+    for p in procs:
+        p.start()
+    results = [r for _ in procs for r in queue.get()]
+    for p in procs:
+        p.join()
+    return results
+
+
+def _figures(results: list[dict[str, object]], clients: int, seconds: float, wall: float, cpu: float,
+             busy: float, held: set[str], verified: bool, store: str) -> dict[str, object]:
+    """One case's figures from its clients' results and the server side's CPU and holdings."""
     exchanges = [x for r in results for x in r["exchanges"]]  # type: ignore[attr-defined]
     syncs = [x for r in results for x in r["syncs"]]  # type: ignore[attr-defined]
     written = {c for r in results for c in r["written"]}  # type: ignore[attr-defined]
@@ -215,19 +236,81 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
     served = len(syncs) + clients
     lost = len(written - held)
     return {
-        "clients": clients, "seconds": args.seconds, "wall_s": round(wall, 1),
-        "store": "postgres" if db else "sqlite",
-        "syncs": len(syncs), "syncs_per_s": round(len(syncs) / args.seconds, 1),
+        "clients": clients, "seconds": seconds, "wall_s": round(wall, 1),
+        "store": store,
+        "syncs": len(syncs), "syncs_per_s": round(len(syncs) / seconds, 1),
         "server_cpu_s": round(cpu, 2), "server_cpu_ms_per_sync": round(cpu / served * 1000, 2),
         "server_cpu_ms_per_exchange": round(cpu / max(1, len(exchanges)) * 1000, 2),
-        "exchanges": len(exchanges), "exchanges_per_s": round(len(exchanges) / args.seconds, 1),
-        "records_written": len(written), "records_per_s": round(len(written) / args.seconds, 1),
+        "exchanges": len(exchanges), "exchanges_per_s": round(len(exchanges) / seconds, 1),
+        "records_written": len(written), "records_per_s": round(len(written) / seconds, 1),
         "exchange_p50_ms": round(_pct(exchanges, 0.5), 2), "exchange_p99_ms": round(_pct(exchanges, 0.99), 2),
         "sync_p50_ms": round(_pct(syncs, 0.5), 2), "sync_p99_ms": round(_pct(syncs, 0.99), 2),
         "sync_mean_ms": round(statistics.fmean(syncs) * 1000, 2) if syncs else None,
         "failed_syncs": failures, "lost": lost, "server_verify_ok": verified,
         "machine_cores_busy": round(busy / wall, 2),
     }
+
+
+def _instances_run(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """`--instances`: each client count on N servers over one schema, plain PostgreSQL then Citus."""
+    rows = []
+    for clients in (int(c) for c in args.clients.split(",")):
+        for store, db in [("postgres", args.db)] + ([("citus", args.citus)] if args.citus else []):
+            for n in (int(i) for i in args.instances.split(",")):
+                console.print(f"[bold]bench/load.py[/]  {clients} clients in {args.processes} processes, "
+                              f"{args.seconds:.0f} s, {n} instance(s) over one {store} schema "
+                              f"({env['cpu']}, {env['cores']} cores, code {env['convgraph']})")
+                rows.append(_many(args, clients, store, db, n))
+    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "sync_p50_ms", "sync_p99_ms", "failed_syncs", "lost",
+            "lock_wait_share", "lock_waiters_mean", "lock_waiters_max", "citus_lock_waits_mean",
+            "machine_cores_busy")
+    table = Table("figure", *(f"{r['store']} {r['clients']}c x{r['instances']}" for r in rows))
+    for k in keys:
+        table.add_row(k, *(str(r.get(k, "")) for r in rows))
+    console.print(table)
+    for r in rows:
+        if r["lock_waits_by_event"]:
+            console.print(f"  {r['store']} x{r['instances']} lock waits by event: {r['lock_waits_by_event']}")
+        for line in r["refused"]:  # type: ignore[attr-defined]
+            console.print(f"  {r['store']}: Citus refused {line}")
+    lost = sum(int(r["lost"]) for r in rows)  # type: ignore[call-overload]
+    console.print("[green]zero records lost[/]" if lost == 0 else f"[red]{lost} records LOST[/]")
+    if args.json:
+        args.json.write_text(json.dumps({"env": env, "rows": rows}, indent=2) + "\n")
+    return 0 if lost == 0 and all(r["server_verify_ok"] for r in rows) else 1
+
+
+def _many(args: argparse.Namespace, clients: int, store: str, db: str, n: int) -> dict[str, object]:
+    """One case of `--instances`: `n` servers of this code over one schema of `db`, clients spread
+    over them round-robin; their CPU summed from /proc, the database's lock waits sampled."""
+    from _instances import Instances, LockWaits, prepare, url_for
+
+    from convgraph import Replica, SigningKey
+    from convgraph.core.keys import actor_text
+    from convgraph.store.postgres import PostgresStore
+
+    seeds = [os.urandom(32) for _ in range(clients)]
+    schema = "load_" + uuid.uuid4().hex[:10]
+    allow = [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
+    try:
+        refused = prepare(db, schema)  # on Citus: the schema distributed before any server opens it
+        with (tempfile.TemporaryDirectory(prefix="convgraph-load-") as tmp,
+              Instances(Path(tmp) / "server", n, allow, db=db, schema=schema) as servers,
+              LockWaits(db, schema) as waits):
+            busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), sum(servers.cpu_s())
+            results = _drive([(url_for(i, servers.urls), s) for i, s in enumerate(seeds)],
+                             args.processes, args.seconds)
+            wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+            cpu = sum(servers.cpu_s()) - cpu0
+            waits.close()
+            locks = waits.figures()
+        with Replica(PostgresStore(db, schema=schema), SigningKey.generate()) as replica:
+            held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
+            verified = replica.verify().ok
+    finally:
+        _drop(db, schema)
+    figures = _figures(results, clients, args.seconds, wall, cpu, busy, held, verified, store)
+    return figures | {"instances": n, "code": "ours", **locks, "refused": refused}
 
 
 def _drop(db: str, schema: str) -> None:

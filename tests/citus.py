@@ -7,8 +7,8 @@ The rule, read from the tables themselves so that it follows the schema as it ch
 
 * a table with a `conv` column is distributed by `conv`, all of them co-located (one conversation's
   rows of every table on one shard, so no per-conversation join or write leaves it);
-* a table with no `conv` is distributed by its own key (`OWN_KEYS`: artifact blocks by CID, the
-  quarantine by CID, the nonce log by actor), co-located within its family;
+* a table with no `conv` is distributed by its own key (`OWN_KEYS`: artifact blocks by CID, a
+  manifest's links by manifest, the nonce log by actor), co-located within its family;
 * `meta` (a handful of rows, bounded) is a reference table, copied to every node.
 
 Nothing is made an unbounded reference table. Citus refuses a table whose primary or unique
@@ -38,16 +38,13 @@ CONV = "conv"
 OWN_KEYS: dict[str, tuple[str, str]] = {
     "blocks": ("cid", "blocks"),
     "block_links": ("manifest", "blocks"),  # a manifest's links beside the manifest's block
-    "pending": ("cid", "pending"),
-    "pending_missing": ("cid", "pending"),
     "http_nonces": ("actor", "nonces"),
 }
 REFERENCE = frozenset({"meta"})
 # statements the store runs on a reference table that Citus may refuse at run time, not at
-# create_reference_table: tried once, rolled back, right after placing the table
-PROBES: dict[str, str] = {
-    "meta": "UPDATE {t} SET value = nextval({seq}::regclass) WHERE key = 'version'",
-}
+# create_reference_table: tried once, rolled back, right after placing the table. Version 6 has
+# none: `meta` holds the schema version and the forget floor, written by no volatile function.
+PROBES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -166,9 +163,8 @@ def _probe(conn: psycopg.Connection[Any], schema: str, name: str, table: str) ->
     """Run the store's statement that Citus may refuse on `name` at run time, and undo it."""
     if name not in PROBES:
         return
-    seq = sql.Literal(sql.Identifier(schema, "version_seq").as_string(conn)).as_string(conn)
     with conn.transaction(force_rollback=True):
-        conn.execute(PROBES[name].replace("{t}", table).replace("{seq}", seq))
+        conn.execute(PROBES[name].replace("{t}", table))
 
 
 def install() -> None:

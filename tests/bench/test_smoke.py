@@ -55,6 +55,8 @@ MODES: dict[str, tuple[str, tuple[str, ...]]] = {
                               "--baseline-repeat", "2", "--json", "{json}", "--tmp", "{tmp}")),
     "load-both": ("load.py", ("--clients", "3", "--seconds", "2", "--both", "--db", "{pg}", "--baseline-src",
                               "src", "--json", "{json}")),
+    "load-instances": ("load.py", ("--clients", "3", "--seconds", "2", "--instances", "1,2", "--db", "{pg}",
+                                   "--json", "{json}")),  # plain PostgreSQL only: Citus is not on every machine
 }
 
 

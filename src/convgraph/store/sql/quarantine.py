@@ -44,7 +44,9 @@ class Quarantine(Records):
     def pending_waiting_on(self, cids: Iterable[CID]) -> list[Pending]:
         rows = self._any(
             f"SELECT {', '.join('p.' + c for c in PENDING_COLS.split(', '))} FROM {{s}}.pending_missing m"
-            " JOIN {s}.pending p ON p.cid = m.cid WHERE m.missing {in}", set(map(bytes, cids)),
+            # joined on conv too: the two tables are co-located by conv on Citus, never by cid
+            " JOIN {s}.pending p ON p.conv = m.conv AND p.cid = m.cid WHERE m.missing {in}",
+            set(map(bytes, cids)),
         )
         found = {p.cid: p for p in map(pending_of_row, rows)}
         return [found[c] for c in sorted(found)]

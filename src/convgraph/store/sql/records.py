@@ -54,10 +54,16 @@ class Records(Index):
             convs = self._hold(written)
             pairs = sort_pairs(writes.equivocations)  # every read first, in one query
             asked = {bytes(p.cid) for p in writes.pending_put} | {bytes(c) for ab in pairs for c in ab}
-            if not writes.fresh:
-                asked |= {bytes(r.cid) for r in writes.records}
-            asked |= {bytes(m.cid) for m in writes.headers}
+            # a record's conversation is in its signed content: it is looked up in that
+            # conversation only (on Citus one shard, not a fan-out over every worker)
+            mine: dict[str, set[bytes]] = {}
+            own: list[Record | RecordMeta] = [*([] if writes.fresh else writes.records), *writes.headers]
+            for r in own:
+                mine.setdefault(r.conv, set()).add(bytes(r.cid))
             held = self._any("SELECT cid, conv FROM {s}.records WHERE cid {in}", asked)
+            by_conv = "SELECT cid, conv FROM {s}.records WHERE conv = %s AND cid {in}"
+            for conv, cids in sorted(mine.items()):
+                held += self._any(by_conv, cids, conv)
             known: dict[bytes, str] = {bytes(c): conv for c, conv in held}
             fresh = {r.cid: r for r in writes.records if writes.fresh or bytes(r.cid) not in known}
             headers = {m.cid: m for m in writes.headers if bytes(m.cid) not in known and m.cid not in fresh}
@@ -216,8 +222,11 @@ class Records(Index):
             rows = self._q("SELECT arrivals FROM {s}.convs WHERE conv = %s", conv)
             return int(rows[0][0]) if rows else 0
         # ids are never drawn twice; the floor keeps the cursor from moving back after a `forget`
-        return int(self._q(f"SELECT {self._GREATEST}(coalesce(max(id), 0), coalesce((SELECT CAST(value AS"
-                           " BIGINT) FROM {s}.meta WHERE key = 'id_floor'), 0)) FROM {s}.records")[0][0])
+        # two scalar subqueries, no outer FROM: Citus plans each apart (a subquery in the target
+        # list of a query over a distributed table cannot be pushed down)
+        floor = "coalesce((SELECT CAST(value AS BIGINT) FROM {s}.meta WHERE key = 'id_floor'), 0)"
+        top = "(SELECT coalesce(max(id), 0) FROM {s}.records)"
+        return int(self._q(f"SELECT {self._GREATEST}({top}, {floor})")[0][0])
 
     def change_token(self) -> object:
         raise NotImplementedError

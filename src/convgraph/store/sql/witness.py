@@ -47,15 +47,17 @@ class Witness(Quarantine):
                        " WHERE conv = %s", conv, conv, conv)
         return {CID(r[0]) for r in rows}
 
-    def _write(self, text: str, rows: list[tuple[Any, ...]]) -> None:
+    def _write(self, text: str, rows: list[tuple[Any, ...]], convs: Iterable[str]) -> None:
+        # naming the conversations: the schema's lock shared and their rows held, so a sync's
+        # witness writes wait for no other conversation's writers (naming none took it exclusively)
         if rows:
-            with self.transaction():
+            with self.transaction(*convs):
                 self._xm(text, rows)
 
     def remember(self, statement: Statement) -> None:
         self._write("INSERT INTO {s}.remembered VALUES (%s, %s, %s) ON CONFLICT (conv, peer)"
                     " DO UPDATE SET statement = excluded.statement",
-                    [(statement.key, statement.conv, statement.data)])
+                    [(statement.key, statement.conv, statement.data)], [statement.conv])
 
     def remembered(self, peer: bytes, conv: str) -> bytes | None:
         rows = self._q("SELECT statement FROM {s}.remembered WHERE peer = %s AND conv = %s", peer, conv)
@@ -66,8 +68,9 @@ class Witness(Quarantine):
         return [bytes(r[0]) for r in rows]
 
     def add_receipts(self, receipts: Iterable[Statement]) -> None:
+        rows = [(r.key, r.conv, bytes(r.cid), r.time_ms, r.data) for r in receipts]
         self._write("INSERT INTO {s}.receipts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(r.key, r.conv, bytes(r.cid), r.time_ms, r.data) for r in receipts])
+                    rows, sorted({str(r[1]) for r in rows}))
 
     def open_receipts(self, peer: bytes, conv: str) -> list[bytes]:
         rows = self._q("SELECT statement FROM {s}.receipts WHERE peer = %s AND conv = %s"
@@ -76,10 +79,10 @@ class Witness(Quarantine):
 
     def close_receipts(self, peer: bytes, conv: str, cids: Iterable[CID]) -> None:
         self._write("DELETE FROM {s}.receipts WHERE peer = %s AND conv = %s AND cid = %s",
-                    [(peer, conv, bytes(c)) for c in cids])
+                    [(peer, conv, bytes(c)) for c in cids], [conv])
 
     def add_gossip(self, statement: Statement) -> None:
-        with self.transaction():
+        with self.transaction(statement.conv):
             where = (statement.conv, statement.key)
             self._x("INSERT INTO {s}.gossip VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     *where, bytes(statement.cid), statement.time_ms, statement.data)
@@ -100,7 +103,7 @@ class Witness(Quarantine):
         return [PendingCheck(reason, decode_blobs(bytes(data))) for reason, data in rows]
 
     def set_pending_checks(self, peer: bytes, conv: str, checks: Sequence[PendingCheck]) -> None:
-        with self.transaction():
+        with self.transaction(conv):
             self._x("DELETE FROM {s}.pending_checks WHERE peer = %s AND conv = %s", peer, conv)
             self._xm("INSERT INTO {s}.pending_checks (peer, conv, reason, statements, pos)"
                      " VALUES (%s, %s, %s, %s, %s)",
