@@ -79,12 +79,13 @@ class Intake:
                     judged.setdefault(record.conv, []).append(record.cid)
             for conv, cids in judged.items():
                 self.folds.added(conv, cids)
-            self._land(writes, report, config=config, clock=clock)
+            self._land(writes, clock=clock)
             turn_index.keep_hidden(self.store, ((conv, states[conv]) for conv in judged))
             if judged:  # what this commit stored of them was added to their states while planning
                 for conv in judged:
                     self.folds.caught_up_to([conv], self.store.cursor(conv))
         self.folds.confirmed(states)
+        self._evict(writes, report, config)
         self.writer.received(report.accepted_hlcs, now)
         return report
 
@@ -116,15 +117,16 @@ class Intake:
                 (), self.store, now_ms=now, max_drift_ms=config.max_drift_ms,
                 limits=config.limits, adoption=adoption, authority=authority,
             )
-            self._land(writes, report, config=config, clock=clock)
+            self._land(writes, clock=clock)
             # the snapshot the plan checked; compacting drops nothing here, it only keeps the snapshot
             self.store.compact(record.conv, (), record.cid, adoption.snapshot)
         # the folded view lacks what only the snapshot holds; authority is rebuilt from it and the headers
         self.folds.drop(record.conv)
+        self._evict(writes, report, config)
         self.writer.received(report.accepted_hlcs, now)
         return report
 
-    def _land(self, writes: WriteSet, report: IngestReport, *, config: Config, clock: Clock) -> None:
+    def _land(self, writes: WriteSet, *, clock: Clock) -> None:
         self.store.commit(writes)
         if writes.equivocations:  # in the same transaction: no equivocation without its finding
             witnessing.record_equivocations(self.store, writes.equivocations, now_ms=clock())
@@ -133,6 +135,13 @@ class Intake:
             # a patch or snapshot whose blocks are held already is checked now; others when
             # their blocks arrive (docs/integrity.md §6.4)
             artifact_checks.check_records(self.store, writes.records, clock())
+
+    def _evict(self, writes: WriteSet, report: IngestReport, config: Config) -> None:
+        """Hold the quarantine to its bounds after a landing that grew it. The bounds are
+        store-wide, so this is a transaction of its own naming no conversation: inside the
+        landing's, which holds off only its conversations' writers, two evictions could lock
+        each other's conversation rows. Between the two commits the quarantine may be over
+        its bounds by one landing; nothing it holds is acknowledged, so nothing is lost."""
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(config.quarantine))
 
