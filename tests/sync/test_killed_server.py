@@ -40,6 +40,7 @@ from convgraph.core.keys import actor_text
 from convgraph.errors import SyncError
 from convgraph.integrity.statement import decode_statement
 from convgraph.replica import DB_FILE
+from convgraph.server.app import ServerConfig
 from convgraph.store.base import Store
 from convgraph.store.postgres import PostgresStore
 from convgraph.store.sqlite import SqliteStore
@@ -265,8 +266,11 @@ def _crash_and_restart(mode: str, clients: list[Replica], servers: Servers, link
     lost = receipts - held.keys()
     assert not lost, f"{len(lost)} records a receipt named are gone after a kill {struck}, first {min(lost)}"
     kept = [c for c in doomed if c in held or c in waiting]
-    # one ingest transaction: all or none (none, unless the kill met its very commit)
-    assert kept in ([], doomed), f"a push half stored after a kill {struck}: {len(kept)} of {len(doomed)}"
+    # a push lands in parts, each one transaction (docs/sync.md, *Concurrency*): a kill leaves
+    # whole parts, in the order pushed, never a torn one
+    part = ServerConfig().part_records
+    assert kept == doomed[:len(kept)] and (len(kept) % part == 0 or kept == doomed), (
+        f"a push torn inside a part after a kill {struck}: {len(kept)} of {len(doomed)}")
     if struck == AFTER_REPLY:
         assert kept == doomed
     if n > 1:  # the surviving instance serves the others meanwhile
