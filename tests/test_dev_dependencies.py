@@ -34,7 +34,9 @@ def _imported(path: Path) -> set[str]:
 def _first_party() -> set[str]:
     # pytest puts tests/ on sys.path, so its files and folders import by their bare names
     local = {p.stem for p in TESTS.rglob("*.py")} | {p.name for p in TESTS.rglob("*") if p.is_dir()}
-    return local | {"convgraph", "tests"}
+    # tests of bench/'s helpers put bench/ on sys.path too (tests/bench/test_instances.py)
+    bench = {p.stem for p in (TESTS.parent / "bench").glob("*.py")}
+    return local | bench | {"convgraph", "tests"}
 
 
 def _dev_install() -> dict[str, str]:
