@@ -38,6 +38,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "session_window.py": ("40",),
     "startup.py": ("--quick", "--cache", "{tmp}", "--json", "{json}"),
     "sync.py": ("--smoke", "--cache", "{tmp}", "--json", "{json}", "--tmp", "{tmp}"),
+    "sync_exchanges.py": ("--clients", "3", "--rounds", "2"),
     "sync_artifacts.py": ("--records", "20", "--artifacts", "3", "--json", "{json}"),
     "sync_idle.py": ("--sizes", "50,200", "--repeat", "3", "--json", "{json}", "--tmp", "{tmp}"),
     "system_prompt.py": ("200",),
