@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.test_sync_cli import run
+from servers import ServeProcess
 
 ACTOR = "a" * 52
 
@@ -46,3 +47,13 @@ def test_an_access_file_a_spool_would_ignore_is_refused(tmp_path: Path) -> None:
     access.write_text("{}")
     failed = run(tmp_path, "serve", "--spool", str(tmp_path / "spool"), "--access", str(access), "--json", ok=False)
     assert failed.returncode == 2 and "--access" in failed.stderr and failed.stdout == ""
+
+
+def test_what_an_operator_must_know_is_printed_before_the_announcement(tmp_path: Path) -> None:
+    """Whoever reads up to the announcement (a script, the README's reader) has the witness's
+    `witness add` line and the open-server warning already: both come before `serving … on URL`."""
+    with ServeProcess(tmp_path / "server", "--witness") as served:
+        log = served.log
+    assert "`convgraph witness add " in log and "no key may create conversations" in log, log
+    serving = log.index("serving ")
+    assert log.index("`convgraph witness add ") < serving and log.index("no key may create") < serving, log

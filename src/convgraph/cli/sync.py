@@ -148,9 +148,10 @@ def register(cli: click.Group) -> None:
         app = create_app(replica, ServerConfig(access=access), listen=listen, nonces=nonces,
                          cosigner=cosigner)
 
-        def ready() -> None:  # once requests are answered: whoever waits for the URL may use it at once
-            _announce(err, replica, listener.url_of(sock), where, as_json=as_json)
+        def ready() -> None:  # once requests are answered: whoever waits for the URL may use it at once,
+            # so the announcement comes last and a script that reads up to it has seen every warning too
             _warn_open(err, access, replica, cosigner)
+            _announce(err, replica, listener.url_of(sock), where, as_json=as_json)
 
         try:
             listener.serve(app, sock, listener.ConnectionLimits(header_timeout_s=header_timeout), ready)
