@@ -5,11 +5,14 @@ a run of drafts: the previous draft), its seq the next of its author's chain, it
 every parent's and the replica's clock. In a rooted conversation the authority state must
 allow each draft before it is signed. Invariant: `hlc` is never behind a record this
 replica wrote or accepted (`received`), and a run of drafts lands in one transaction or not
-at all.
+at all. Writers of different conversations run at once (each holds only its conversation's
+lock), so every read-and-move of `hlc` is one step under the writer's clock lock: a merge
+never overwrites a later stamp with an earlier one.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from convgraph.core import hlc as hlc_
@@ -35,6 +38,7 @@ class Writer:
         self.store = store
         self.folds = folds
         self.hlc = store.max_hlc()
+        self._clock = threading.Lock()  # `hlc` is read and moved as one step (see the module)
         # what `write` left behind per conversation, valid while the store's change
         # token is the one read at that commit: saves three look-ups per local write
         self._tips: tuple[object, dict[str, tuple[set[CID], int, list[Hlc]]]] = (None, {})
@@ -51,7 +55,7 @@ class Writer:
             parents, seq, seen = tips.get(conv) or self._tip_from_store(key.public, conv)
             authority = self.folds.authority(conv)
             for draft in drafts:
-                stamp = hlc_.after_all(self.hlc, seen, clock())
+                stamp = self._stamp(seen, clock())
                 if authority is not None:  # before signing: say which capability is missing
                     authority_.require(authority, key.public, draft.kind, draft.payload,
                                        heads=parents, at_ms=stamp.wall_ms)
@@ -64,7 +68,7 @@ class Writer:
                     authority_.apply(authority, record)
                     self.folds.added(conv, [record.cid])
                 out.append(record)
-                self.hlc, seen, parents, seq = stamp, [], {record.cid}, seq + 1
+                seen, parents, seq = [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
             turn_index.keep_hidden(self.store, [(conv, authority)])
             token = self.store.change_token()
@@ -76,7 +80,14 @@ class Writer:
 
     def received(self, hlcs: Iterable[Hlc], now_ms: int) -> None:
         """Merge the stamps of records accepted from elsewhere, with the clock read at `now_ms`."""
-        self.hlc = hlc_.receive_all(self.hlc, hlcs, now_ms)
+        with self._clock:
+            self.hlc = hlc_.receive_all(self.hlc, hlcs, now_ms)
+
+    def _stamp(self, seen: Iterable[Hlc], now_ms: int) -> Hlc:
+        """The next stamp of a record written after `seen`; the clock moves to it."""
+        with self._clock:
+            self.hlc = stamp = hlc_.after_all(self.hlc, seen, now_ms)
+        return stamp
 
     def _tip_from_store(self, actor: bytes, conv: str) -> tuple[set[CID], int, list[Hlc]]:
         """What the next record in `conv` builds on: the heads plus our previous record."""
