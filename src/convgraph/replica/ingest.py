@@ -296,7 +296,7 @@ def plan_ingest(
     which accepted records are added to (the caller drops that state if the plan is not landed).
     `refused` are CIDs rejected by an earlier part of the same ingest: what names them is rejected.
     """
-    plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_stats()[0] > 0,
+    plan = _Plan(store, now_ms, max_drift_ms, store_waits=store.pending_any(),
                  authority=authority)
     plan.writes.fresh = True  # only records found absent below are ever accepted
     plan.rejected.update(refused)

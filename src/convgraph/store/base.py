@@ -181,6 +181,10 @@ class Store(Protocol):
         """(entries, bytes) in quarantine."""
         ...
 
+    def pending_any(self) -> bool:
+        """Whether anything is in quarantine (cheaper than `pending_stats`: no count)."""
+        return self.pending_stats()[0] > 0
+
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]: ...
 
     # ---- the turn index (docs/conversation.md §8): `commit` and `compact` keep its rows

@@ -280,6 +280,9 @@ class MemoryStore(MemoryIndex, MemoryWitness, MemoryBlocks):
         with self._lock:
             return len(self._pending), sum(len(p.data) for p in self._pending.values())
 
+    def pending_any(self) -> bool:
+        return bool(self._pending)
+
     def equivocations(self, conv: str | None = None) -> list[tuple[CID, CID]]:
         with self._lock:
             return sorted(k for k, c in self._equivocations.items() if conv in (None, c))

@@ -19,23 +19,34 @@ class Quarantine(Records):
     """The `pending` and `pending_missing` tables."""
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
-        # an entry goes iff it and every newer entry, together, exceed a bound: that is
-        # what dropping the oldest, one at a time, until within both bounds leaves
+        # what dropping the oldest, one at a time, until within both bounds leaves: the totals
+        # are one aggregate pass (no sort, no window over every entry), then only the entries
+        # that go are read, oldest first, so a part's eviction costs what it evicts
         with self.transaction():
-            gone = self._x(
-                "SELECT added, conv, cid, missing FROM (SELECT added, conv, cid, missing,"
-                " count(*) OVER w AS n, sum(length(data)) OVER w AS size FROM {s}.pending"
-                " WINDOW w AS (ORDER BY added DESC)) newer"
-                " WHERE n > %s OR size > %s ORDER BY added", bounds.max_count, bounds.max_bytes,
-            ).fetchall()
+            count, size = self.pending_stats()
+            gone: list[tuple[str, bytes, bytes]] = []
+            step, seen = max(count - bounds.max_count, 64), 0
+            while count > bounds.max_count or size > bounds.max_bytes:
+                rows = self._x("SELECT conv, cid, missing, length(data) FROM {s}.pending"
+                               " ORDER BY added, conv, cid LIMIT %s OFFSET %s", step, seen).fetchall()
+                if not rows:
+                    break
+                for conv, cid, missing, n in rows:
+                    if count <= bounds.max_count and size <= bounds.max_bytes:
+                        break
+                    gone.append((conv, bytes(cid), bytes(missing)))
+                    count, size = count - 1, size - int(n)
+                seen, step = seen + len(rows), step * 2
             if gone:  # nothing evicted, nothing changed: the change tokens stay put
-                self._bump(*{conv for _, conv, _, _ in gone})
+                self._bump(*sorted({conv for conv, _, _ in gone}))
                 self._xm("DELETE FROM {s}.pending WHERE conv = %s AND cid = %s",
-                         [(conv, bytes(c)) for _, conv, c, _ in gone])
+                         [(conv, c) for conv, c, _ in gone])
                 self._xm("DELETE FROM {s}.pending_missing WHERE conv = %s AND missing = %s AND cid = %s",
-                         [(conv, bytes(m), bytes(c)) for _, conv, c, missing in gone
-                          for m in split_cids(bytes(missing))])
-        return [CID(bytes(c)) for _, _, c, _ in gone]
+                         [(conv, m, c) for conv, c, missing in gone for m in split_cids(missing)])
+        return [CID(c) for _, c, _ in gone]
+
+    def pending_any(self) -> bool:
+        return bool(self._q("SELECT 1 FROM {s}.pending LIMIT 1"))
 
     def pending_get(self, cids: Iterable[CID]) -> dict[CID, Pending]:
         rows = self._any(f"SELECT {PENDING_COLS} FROM {{s}}.pending WHERE cid {{in}}", set(map(bytes, cids)))
