@@ -89,20 +89,36 @@ class IngestReport:
         self.held = [c for c in self.held if c not in gone]
 
     def merge(self, later: IngestReport) -> None:
-        """Add the report of the next part of one ingest landed in parts, so that each CID stands
-        where the last part left it, as one ingest of every part together would report it.
+        """Add the report of the next part of one ingest landed in parts (`merged`)."""
+        self.__dict__.update(IngestReport.merged([self, later]).__dict__)
+
+    @staticmethod
+    def merged(parts: Iterable[IngestReport]) -> IngestReport:
+        """The reports of the parts of one ingest landed in parts, in order, as one: each CID
+        stands where the last part left it, as one ingest of every part together would report it.
 
         A record this ingest put in the quarantine and a later part placed is `accepted`, not
-        `released` (it never waited for anything but the rest of this ingest).
+        `released` (it never waited for anything but the rest of this ingest). Linear in the
+        parts' entries: each part costs what it reports, not what the parts before it did.
         """
-        decided = {*later.accepted, *later.evicted, *(r.cid for r in later.rejected if r.cid is not None)}
-        ours = {*self.quarantined, *self.held}
-        self.quarantined = [c for c in self.quarantined if c not in decided] + later.quarantined
-        self.held = [c for c in self.held if c not in decided] + later.held
-        self.released += [c for c in later.released if c not in ours]
-        self.evicted = [c for c in self.evicted if c not in decided] + later.evicted
-        for name in ("accepted", "duplicates", "rejected", "equivocations", "adopted", "accepted_hlcs"):
-            getattr(self, name).extend(getattr(later, name))
+        out = IngestReport()
+        quarantined: dict[CID, None] = {}
+        held: dict[CID, None] = {}
+        evicted: dict[CID, None] = {}
+        for part in parts:
+            decided = [*part.accepted, *part.evicted, *(r.cid for r in part.rejected if r.cid is not None)]
+            out.released += [c for c in part.released if c not in quarantined and c not in held]
+            for cid in decided:
+                quarantined.pop(cid, None)
+                held.pop(cid, None)
+                evicted.pop(cid, None)
+            quarantined.update(dict.fromkeys(part.quarantined))
+            held.update(dict.fromkeys(part.held))
+            evicted.update(dict.fromkeys(part.evicted))
+            for name in ("accepted", "duplicates", "rejected", "equivocations", "adopted", "accepted_hlcs"):
+                getattr(out, name).extend(getattr(part, name))
+        out.quarantined, out.held, out.evicted = list(quarantined), list(held), list(evicted)
+        return out
 
 
 @dataclass

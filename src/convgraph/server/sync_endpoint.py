@@ -88,7 +88,7 @@ class _Peer(ReplicaPeer):
         return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
-        merged: IngestReport | None = None
+        parts: list[IngestReport] = []  # merged once at the end: each part costs only itself
         refused: set[CID] = set()
         limits = self.replica.config.limits
         for start in range(0, max(len(records), 1), self.part):
@@ -98,13 +98,11 @@ class _Peer(ReplicaPeer):
             with self.gate.locks.writing(conv):
                 why = self.gate.push_refusal(self.actor, conv)
                 if why is not None:
+                    merged = IngestReport.merged(parts) if parts else None
                     return self._refused(conv, records, merged, start, why, report=report)
                 taken = self.take(conv, items, refused=refused)
             refused.update(r.cid for r in taken.rejected if r.cid is not None)
-            if merged is None:
-                merged = taken
-            else:
-                merged.merge(taken)
+            parts.append(taken)
             if taken.accepted:
                 self.ring(conv)
             if self.landed is not None:
@@ -113,8 +111,8 @@ class _Peer(ReplicaPeer):
                 # a push of many parts gives way while other requests wait: as long again as
                 # its part took, so they get at least half the interpreter and the file
                 time.sleep(time.monotonic() - began)
-        assert merged is not None  # one part at least, even of no records
-        return self.outcome(conv, records, merged, report=report)
+        assert parts  # one part at least, even of no records
+        return self.outcome(conv, records, IngestReport.merged(parts), report=report)
 
     def _refused(self, conv: str, records: Sequence[bytes], merged: IngestReport | None, start: int,
                  why: str, *, report: bool) -> Outcome:
