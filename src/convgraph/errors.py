@@ -40,6 +40,7 @@
     │   └── MissingKeyError         a replica's store is there, its actor key is not
     ├── StoreError                  the storage layer failed (translated at the boundary)
     │   ├── StoreBusyError          another process holds the write lock too long
+    │   │   └── LockOrderError      a conversation's lock needed out of order was taken: restart
     │   ├── StoreCorruptError       the database file is damaged or not ours
     │   │   ├── TurnIndexError      the turn index disagrees with the records it caches
     │   │   └── UnusableStoreError  a replica database that is empty or not SQLite at all
@@ -333,6 +334,16 @@ class StoreError(ConvgraphError):
 
 class StoreBusyError(StoreError):
     """The store stayed locked by another writer past the busy timeout."""
+
+
+class LockOrderError(StoreBusyError):
+    """A transaction needed the lock of a conversation that sorts before one it holds, and
+    another writer held it: waiting could deadlock, so the transaction was rolled back. Run it
+    again naming `convs` from its start, so that every lock is taken in order."""
+
+    def __init__(self, message: str, *, convs: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.convs = convs
 
 
 class StoreCorruptError(StoreError):

@@ -19,7 +19,7 @@ from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
 from convgraph.core.record import Record, load_trusted
 from convgraph.core.rooted import is_rooted
-from convgraph.errors import ForgottenConversationError
+from convgraph.errors import ForgottenConversationError, LockOrderError
 from convgraph.projections import authority as authority_
 from convgraph.projections import state as state_
 from convgraph.projections.authority import AuthorityState
@@ -60,7 +60,24 @@ class Intake:
         self, items: Iterable[Item], *, config: Config, clock: Clock, conversations: Container[str] | None,
         refused: Iterable[CID],
     ) -> IngestReport:
-        with self.store.transaction(*_convs_of(items, conversations)):
+        items, refused = list(items), list(refused)
+        convs = _convs_of(items, conversations)
+        while True:
+            try:
+                return self._ingest_holding(convs, items, config=config, clock=clock,
+                                            conversations=conversations, refused=refused)
+            except LockOrderError as exc:
+                # a release into another conversation needed its lock out of order: rolled back,
+                # run again holding it from the start (what folds took in is noticed rolled back)
+                if self.store.in_transaction() or set(exc.convs) <= set(convs):
+                    raise
+                convs = sorted({*convs, *exc.convs})
+
+    def _ingest_holding(
+        self, convs: list[str], items: list[Item], *, config: Config, clock: Clock,
+        conversations: Container[str] | None, refused: list[CID],
+    ) -> IngestReport:
+        with self.store.transaction(*convs):
             now = clock()
             states: dict[str, AuthorityState | None] = {}
 

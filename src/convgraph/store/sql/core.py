@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
+from convgraph.errors import LockOrderError, StoreBusyError
+
 # what `forget` empties of one conversation besides its records and blocks (`convs` stays: its
 # arrivals keep the cursors handed out valid); store/sql/schema.py lists every conversation table
 FORGET_TABLES: Final = ("heads", "pending", "pending_missing", "snapshots", "equivocations", "remembered",
@@ -67,6 +69,7 @@ class SqlCore:
     _GREATEST: str = "greatest"  # the two-argument maximum
     _MAX_HLC: str = ""  # the newest (wall, counter) of any conversation, one probe per conversation
     _FOR_UPDATE: str = ""  # what makes a read of a `convs` row lock it until the transaction ends
+    _NOWAIT: str = ""  # what makes that lock fail at once rather than wait
 
     def _data(self, column: str = "data") -> str:
         return self._CAST_DATA.format(column)
@@ -81,6 +84,11 @@ class SqlCore:
 
     def in_transaction(self) -> bool:
         raise NotImplementedError
+
+    def _held(self) -> set[str] | None:
+        """The conversations whose rows the open transaction locked (None: the dialect has one
+        writer at a time and keeps no such locks apart)."""
+        return None
 
     def _q(self, text: str, *args: object, binary: bool = False) -> list[Any]:
         """The rows of one query: inside a transaction on its connection, else on any."""
@@ -116,15 +124,43 @@ class SqlCore:
             self._xm(text, rows)
 
     def _hold(self, convs: Iterable[str]) -> dict[str, ConvRow]:
-        """The `convs` rows of `convs` (made if missing), locked in sorted order until the
-        transaction ends: what serialises the writers of one conversation, and only them."""
-        held: dict[str, ConvRow] = {}
-        for conv in sorted(set(convs)):
+        """The `convs` rows of `convs` (made if missing), locked until the transaction ends: what
+        serialises the writers of one conversation, and only them. Each row is locked once per
+        transaction (`_lock_rows`); one it holds already is only read again."""
+        wanted = sorted(set(convs))
+        held = self._held()
+        again = [c for c in wanted if held is not None and c in held]
+        select = "SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv {in}"
+        rows = {r[0]: ConvRow(*r) for r in self._any(select, again, text=True)}
+        rows.update(self._lock_rows([c for c in wanted if c not in rows]))
+        return {c: rows[c] for c in wanted}
+
+    def _lock_rows(self, convs: Iterable[str]) -> dict[str, ConvRow]:
+        """Lock the rows of `convs` that this transaction does not hold yet, in sorted order;
+        their rows. One that sorts before a row held already is taken only if free at once
+        (`LockOrderError` else): a writer waits only for locks above every lock it holds, so
+        no two writers ever wait for each other."""
+        held, wanted = self._held(), sorted(set(convs))
+        out: dict[str, ConvRow] = {}
+        for conv in wanted:
+            if held is not None and conv in held:
+                continue
+            late = bool(held) and conv < max(held or ())
             self._x("INSERT INTO {s}.convs VALUES (%s, 0, 0, %s, 0) ON CONFLICT DO NOTHING", conv, bytes(32))
-            row = self._x("SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv = %s"
-                          + self._FOR_UPDATE, conv).fetchone()
-            held[conv] = ConvRow(*row)
-        return held
+            lock = "SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv = %s"
+            lock += self._FOR_UPDATE + (self._NOWAIT if late else "")
+            try:
+                row = self._x(lock, conv).fetchone()
+            except StoreBusyError as exc:
+                if not late:
+                    raise
+                needed = tuple(sorted({*(held or ()), *wanted}))
+                raise LockOrderError(f"the lock of conversation {conv!r} was needed out of order and "
+                                     "another writer held it", convs=needed) from exc
+            out[conv] = ConvRow(*row)
+            if held is not None:
+                held.add(conv)
+        return out
 
     def _bump(self, *convs: str) -> None:
         """Move the change tokens of `convs` (locking their rows)."""

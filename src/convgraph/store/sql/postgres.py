@@ -109,6 +109,7 @@ class PostgresStore(SqlStore):
         " LIMIT 1) m ORDER BY m.wall DESC, m.counter DESC LIMIT 1"
     )
     _FOR_UPDATE = " FOR UPDATE"
+    _NOWAIT = " NOWAIT"
     # The DDL hook: called with the set-up connection and the schema name, inside the set-up
     # transaction, right after this store created or upgraded its tables (before any row is
     # written). A distributed engine places the new tables here: tests/citus.py distributes
@@ -330,7 +331,7 @@ class PostgresStore(SqlStore):
             local.depth += 1
             try:
                 if convs:
-                    self._hold(convs)
+                    self._lock_rows(convs)
                 yield
             finally:
                 local.depth -= 1
@@ -343,13 +344,13 @@ class PostgresStore(SqlStore):
             shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
-            local.conn, local.depth = conn, 1
+            local.conn, local.depth, local.held = conn, 1, set()
             try:
                 if convs:
-                    self._hold(convs)
+                    self._lock_rows(convs)
                 yield
             finally:
-                local.conn, local.depth = None, 0
+                local.conn, local.depth, local.held = None, 0, None
             with self._translated():
                 if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
                     raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
@@ -357,6 +358,10 @@ class PostgresStore(SqlStore):
         finally:  # after a raise, or a failed COMMIT: roll back
             self._release(conn)
         self._keep_statistics(0)  # what the transaction's commits counted is committed now
+
+    def _held(self) -> set[str] | None:
+        held: set[str] | None = getattr(self._local, "held", None)
+        return held
 
     def _release(self, conn: _Conn) -> None:
         """End whatever is left of a transaction and give the connection back."""
