@@ -57,10 +57,10 @@ class ConvCache:
         token = store.conv_token(conv)
         # asked after the token: on SQLite, whose one connection serialises threads, the read
         # waited for another thread's transaction to end; one still open is this thread's,
-        # whose writes may yet roll back: read through, keep nothing
-        if store.in_transaction():
-            return self._read(conv, token, None)
+        # whose writes may yet roll back: grow a copy from what is cached, keep nothing
         hit = self._get(conv)
+        if store.in_transaction():
+            return hit if hit is not None and hit.token == token else self._read(conv, token, hit)
         if hit is not None and hit.token == token:
             self.reads["hit"] += 1
             return hit
