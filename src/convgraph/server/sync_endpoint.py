@@ -239,7 +239,8 @@ class SyncEndpoint:
                 held.enter_context(self.gate.locks.writing(conv))
             refusals = {conv: self.gate.push_refusal(actor, conv) for conv in pushed}
             peer = self._peer(actor, held=refusals)
-            with self.replica.transaction(*pushed):
+            # the states the reply reads after landing are the next request's, once committed
+            with self.keys.cache.landing(), self.replica.transaction(*pushed):
                 if not self.joined.first_use_in(self.replica.store, actor, signed.nonce, signed.expires_ms,
                                                 signed.now_ms):
                     raise UnauthenticatedError("replayed request", reason="this nonce was already used")
