@@ -115,15 +115,27 @@ class SqlCore:
         for text, rows in batches:
             self._xm(text, rows)
 
+    def _held_rows(self) -> dict[str, ConvRow] | None:
+        """The `convs` rows the open transaction holds already (None outside one)."""
+        return None
+
     def _hold(self, convs: Iterable[str]) -> dict[str, ConvRow]:
         """The `convs` rows of `convs` (made if missing), locked in sorted order until the
-        transaction ends: what serialises the writers of one conversation, and only them."""
+        transaction ends: what serialises the writers of one conversation, and only them.
+        A row is read once a transaction: every write of it goes through the `ConvRow` held
+        (`UPDATE_CONV` with its params), so the one read stays the row's value until the end."""
         held: dict[str, ConvRow] = {}
+        kept = self._held_rows()
         for conv in sorted(set(convs)):
-            self._x("INSERT INTO {s}.convs VALUES (%s, 0, 0, %s, 0) ON CONFLICT DO NOTHING", conv, bytes(32))
-            row = self._x("SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv = %s"
-                          + self._FOR_UPDATE, conv).fetchone()
-            held[conv] = ConvRow(*row)
+            row = None if kept is None else kept.get(conv)
+            if row is None:
+                self._x("INSERT INTO {s}.convs VALUES (%s, 0, 0, %s, 0) ON CONFLICT DO NOTHING",
+                        conv, bytes(32))
+                row = ConvRow(*self._x("SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs"
+                                       " WHERE conv = %s" + self._FOR_UPDATE, conv).fetchone())
+                if kept is not None:
+                    kept[conv] = row
+            held[conv] = row
         return held
 
     def _bump(self, *convs: str) -> None:

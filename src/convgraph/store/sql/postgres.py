@@ -32,7 +32,7 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.store.sql import v5
-from convgraph.store.sql.core import Batch
+from convgraph.store.sql.core import Batch, ConvRow
 from convgraph.store.sql.forget import SqlStore
 from convgraph.store.sql.migrate import copy_v5
 from convgraph.store.sql.schema import CONV_TABLES, KEYED_TABLES, SCHEMA_VERSION, conv_ddl
@@ -343,13 +343,13 @@ class PostgresStore(SqlStore):
             shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
-            local.conn, local.depth = conn, 1
+            local.conn, local.depth, local.rows = conn, 1, {}
             try:
                 if convs:
                     self._hold(convs)
                 yield
             finally:
-                local.conn, local.depth = None, 0
+                local.conn, local.depth, local.rows = None, 0, None
             with self._translated():
                 if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
                     raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
@@ -389,6 +389,9 @@ class PostgresStore(SqlStore):
 
     def in_transaction(self) -> bool:
         return getattr(self._local, "depth", 0) > 0
+
+    def _held_rows(self) -> dict[str, ConvRow] | None:
+        return getattr(self._local, "rows", None)
 
     def change_token(self) -> object:
         # every commit moves its conversations' random tokens: their sum moves with them
