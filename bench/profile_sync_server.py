@@ -13,9 +13,11 @@ this is for finding costs, `load.py` measures them.
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import os
 import pstats
+import re
 import sys
 import tempfile
 import time
@@ -31,6 +33,8 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--db", default=None)
     parser.add_argument("--top", type=int, default=35)
     parser.add_argument("--no-profile", action="store_true", help="server CPU per sync, unprofiled")
+    parser.add_argument("--count-sql", action="store_true",
+                        help="SQLite: also count the statements (and COMMITs) the server runs per sync")
     args = parser.parse_args(argv)
     from convgraph import Config, Replica, SigningKey
     from convgraph.server.app import _nonce_log
@@ -95,6 +99,17 @@ def run(argv: Sequence[str]) -> int:
                             salts=lambda: os.urandom(8))
 
         sync_all()  # warm: every conversation exists
+        statements = {"all": 0, "COMMIT": 0}
+        shapes: collections.Counter[str] = collections.Counter()
+
+        def traced(text: str) -> None:
+            statements["all"] += 1
+            statements["COMMIT"] += text.strip().upper() == "COMMIT"
+            # the statement's shape: the literals SQLite's trace expands, taken out again
+            shapes[re.sub(r"X'[0-9A-Fa-f]*'|'[^']*'|\b\d+\b", "?", " ".join(text.split()))[:100]] += 1
+
+        if args.count_sql and not args.db:  # the clients are in memory: every statement is the server's
+            server.store._db.set_trace_callback(traced)  # type: ignore[attr-defined]
         profile.create_stats()
         profile = cProfile.Profile(time.process_time)  # CPU, not wall: an fsync wait is no cost here
         spent[0] = 0.0
@@ -102,6 +117,12 @@ def run(argv: Sequence[str]) -> int:
             sync_all()
         if args.no_profile:
             print(f"{spent[0] / (args.rounds * args.clients) * 1000:.2f} ms server CPU per sync (unprofiled)")
+            if args.count_sql and not args.db:
+                syncs = args.rounds * args.clients
+                print(f"{statements['all'] / syncs:.1f} SQL statements,"
+                      f" {statements['COMMIT'] / syncs:.2f} COMMITs per sync")
+                for shape, n in shapes.most_common(args.top):
+                    print(f"  {n / syncs:5.2f}  {shape}")
             server.close()
             return 0
         stats = pstats.Stats(profile)

@@ -381,3 +381,22 @@ def test_an_ingest_in_parts_reports_and_stores_what_one_ingest_does() -> None:
         assert parts.store.count() == whole.store.count() and parts.store.pending_stats() == whole.store.pending_stats()
     assert ghost.cid not in _where(expected)["accepted"]
     assert _where(expected)["rejected"] == {r.cid for r in bad[5:]}
+
+
+def test_a_push_onto_the_heads_reads_the_stored_metas_once() -> None:
+    # whether the pushed records are held already and their parents' headers: one look-up
+    key = SigningKey.generate()
+    records = chain(key, 4)
+    r = fresh()
+    r.ingest([x.data for x in records[:2]])
+    asked: list[set[CID]] = []
+    metas = r.store.metas
+
+    def counted(cids: object) -> object:
+        asked.append(set(cids))  # type: ignore[call-overload]
+        return metas(asked[-1])
+
+    r.store.metas = counted  # type: ignore[method-assign]
+    report = r.ingest([x.data for x in records[2:]])
+    assert report.accepted == [x.cid for x in records[2:]]
+    assert asked == [{records[1].cid, records[2].cid, records[3].cid}], asked

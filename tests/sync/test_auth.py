@@ -222,3 +222,15 @@ def test_the_memory_log_holds_as_many_nonces_as_the_spec_promises() -> None:
     # filling a million entries to see the refusal would cost seconds per mutant; the bound it
     # keeps is read instead (inspect.signature would see mutmut's wrapper, not the mutant)
     assert MemoryNonces()._max == int(promised.group(1).replace(",", ""))
+
+
+def test_a_key_s_actor_text_is_decoded_once_and_a_malformed_one_is_refused_every_time() -> None:
+    auth._actor.cache_clear()
+    verifier = Verifier(MemoryNonces())
+    for _ in range(3):  # the server's keys come back in every request: decoded (and checked) once
+        assert verifier.claimed(auth.sign(KEY, "GET", "/", b"", now_ms=NOW, nonce="n" * 16)) == KEY.public
+    assert auth._actor.cache_info().misses == 1
+    bad = {**auth.sign(KEY, "GET", "/", b"", now_ms=NOW, nonce="n" * 16), auth.ACTOR: actor_text(KEY.public).upper()}
+    for _ in range(2):  # not the canonical spelling: refused, and nothing cached lets it through
+        with pytest.raises(UnauthenticatedError, match="malformed signature headers"):
+            verifier.claimed(bad)

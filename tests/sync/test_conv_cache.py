@@ -3,6 +3,7 @@ full read of the store answers, and an unchanged conversation is not read again.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -19,13 +20,17 @@ from convgraph.sync.peer import ReplicaPeer
 CONVS = ("a", "b", "c")
 # (what, conversation, how many): write here, write a turn naming an artifact, write through
 # another connection, write with an older clock (keys land inside the set, not past its end),
-# read, forget
-steps = st.lists(st.tuples(st.sampled_from(["say", "art", "other", "late", "read", "forget"]),
+# read, forget, write and read inside a transaction that commits (n even) or rolls back (n odd)
+steps = st.lists(st.tuples(st.sampled_from(["say", "art", "other", "late", "read", "forget", "txn"]),
                            st.sampled_from(CONVS), st.integers(1, 3)), max_size=25)
 
 
 def _full(store: SqliteStore, conv: str) -> tuple[KeySet, list[object]]:
     return KeySet(store.sync_keys(conv)), list(store.heads(conv))
+
+
+class _Rollback(Exception):
+    pass
 
 
 def _same(cache: ConvCache, store: SqliteStore, conv: str) -> None:
@@ -57,6 +62,17 @@ def test_any_interleaving_of_writes_and_reads_answers_as_a_full_read(plan: list[
                     _same(cache, replica.store, conv)  # type: ignore[arg-type]
                     continue
                 if conv in forgotten:
+                    continue
+                if what == "txn":
+                    try:  # what a read inside saw is kept only if it committed
+                        with cache.landing(), replica.store.transaction():
+                            clock.advance(7)
+                            replica.say(conv, "user", f"in a transaction {conv}")
+                            _same(cache, replica.store, conv)  # type: ignore[arg-type]
+                            if n % 2:
+                                raise _Rollback
+                    except _Rollback:
+                        pass
                     continue
                 if what == "forget":
                     if replica.store.heads(conv):
@@ -116,8 +132,28 @@ def test_a_read_inside_a_transaction_keeps_nothing_that_may_roll_back(tmp_path: 
         with replica.store.transaction():
             replica.say("c", "user", "rolled back")
             assert len(cache.keys("c")) == 4  # this transaction's own view
+            assert cache.reads["full"] == 1  # grown from the cached set, not read whole
             raise RuntimeError("roll it back")
     except RuntimeError:
         pass
     assert list(cache.keys("c").keys) == replica.store.sync_keys("c") and len(cache.keys("c")) == 3
+    replica.close()
+
+
+def test_a_landing_keeps_what_was_read_inside_once_committed_and_nothing_rolled_back(tmp_path: Path) -> None:
+    replica = Replica.open(tmp_path / "r", clock=ManualClock())
+    replica.say("c", "user", "turn")
+    cache = ConvCache(replica.store)
+    cache.keys("c")
+    with contextlib.suppress(RuntimeError), cache.landing(), replica.store.transaction():
+        replica.say("c", "user", "rolled back")
+        assert len(cache.keys("c")) == 2
+        raise RuntimeError("roll it back")
+    assert len(cache.keys("c")) == 1
+    with cache.landing(), replica.store.transaction():
+        replica.say("c", "user", "committed")
+        inside = cache.state("c")
+    reads = dict(cache.reads)
+    assert cache.state("c") is inside and cache.reads["hit"] == reads["hit"] + 1  # no read after the commit
+    assert list(inside.keys.keys) == replica.store.sync_keys("c") and len(inside.keys) == 2
     replica.close()

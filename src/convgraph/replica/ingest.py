@@ -337,7 +337,10 @@ def plan_ingest(
             forgot = ForgottenConversationError(f"record of conversation {conv!r}, which this replica forgot",
                                                 conv=conv, cid=cid)
             plan.report.rejected.append(Rejection(cid, forgot))
-    stored = set(store.metas(fresh))
+    # one read for both: which records are stored already, and the metas of their parents
+    # (a tiny push's parents are a few heads: one statement, not two)
+    found = store.metas({*fresh, *(p for r in fresh.values() for p in r.parents if p not in fresh)})
+    stored = {c for c in fresh if c in found}
     queued = set(store.pending_get(c for c in fresh if c not in stored)) if plan.store_waits else set()
     for cid, rec in fresh.items():
         if (stored and cid in stored) or (queued and cid in queued):
@@ -346,7 +349,8 @@ def plan_ingest(
             plan.work.append(rec)
             plan.batch.add(cid)
     # a parent this batch brings is not stored (`batch` holds only CIDs found absent)
-    plan.known.update(store.metas({p for r in plan.work for p in r.parents if p not in plan.batch}))
+    plan.known.update({p: found[p] for r in plan.work for p in r.parents
+                       if p not in plan.batch and p in found})
     for entry in store.pending_due(now_ms + max_drift_ms) if plan.store_waits else ():
         plan.was_pending.add(entry.cid)
         plan.work.append(load_trusted(entry.data, entry.cid))

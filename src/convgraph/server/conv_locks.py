@@ -5,9 +5,12 @@ an adoption, blocks taken for it; it is held per part, never across a whole push
 serialises the readers of one conversation's folded access state among themselves (catching it
 up mutates it) and is never taken by a writer, so a reader waits for other readers only; what
 it reads is the last committed state (`Replica.reader`). The registry's own lock is held only
-to find or make an entry. Invariant: no thread ever holds the locks of two conversations at
-once, and an entry lives while a thread holds or waits for it (then it is dropped, so the
-registry holds only the conversations in use).
+to find or make an entry. A small sync message that pushes to several conversations holds
+their writer locks together, for its one transaction (server/sync_endpoint.py). Invariant: a
+thread that holds the locks of two conversations took them in name order, and took every
+writer lock before any reader lock or store transaction, so no two threads wait on each other;
+an entry lives while a thread holds or waits for it (then it is dropped, so the registry holds
+only the conversations in use).
 """
 
 from __future__ import annotations

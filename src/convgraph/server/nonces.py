@@ -8,6 +8,10 @@ queued so far, records them in one transaction (`first_use_many`), gives each ca
 answer, and goes again while more wait; the others wait for their answer. The checks are
 the log's own, in arrival order, so two requests with one nonce in one batch get one yes.
 
+A sync message that writes records can instead record its nonce inside the transaction that
+lands them (`JoinedNonceLog.first_use_in`): one commit for the message, and the nonce is
+committed exactly when what the request did is.
+
 Invariant: `first_use` answers True only once its nonce is committed; a batch that fails
 fails each of its callers, and none of its nonces counts as used by us.
 """
@@ -20,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from convgraph.errors import ConvgraphError, NonceLogFullError
+from convgraph.store.base import Store
 from convgraph.store.sqlite import SqliteNonces
 from convgraph.sync.auth import NonceLog
 
-__all__ = ["BatchNonceLog", "GroupedNonces", "SqliteBatchNonces", "grouped"]
+__all__ = ["BatchNonceLog", "GroupedNonces", "JoinedNonceLog", "SqliteBatchNonces", "grouped", "joinable"]
 
 Use = tuple[bytes, str, int, int]  # actor, nonce, expires_ms, now_ms: `NonceLog.first_use`'s arguments
 
@@ -35,6 +40,20 @@ class BatchNonceLog(Protocol):
     def first_use_many(self, uses: Sequence[Use]) -> list[bool | ConvgraphError]:
         """`first_use` of each, in order, committed together: its answer, or the error that
         refused that one alone (the log is full). Raises when the transaction fails."""
+        ...
+
+
+@runtime_checkable
+class JoinedNonceLog(Protocol):
+    """A nonce log that can record a nonce inside a store's open write transaction."""
+
+    def joins(self, store: Store) -> bool:
+        """Whether `first_use_in` can run inside `store`'s transactions (the log lives in it)."""
+        ...
+
+    def first_use_in(self, store: Store, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
+        """`first_use`, inside the transaction this thread holds open on `store`: committed
+        with it, or rolled back with it."""
         ...
 
 
@@ -50,6 +69,14 @@ class SqliteBatchNonces(SqliteNonces):
                 except NonceLogFullError as exc:  # raised before its insert: the rest go on
                     out.append(exc)
         return out
+
+    def joins(self, store: Store) -> bool:
+        return store is self._store
+
+    def first_use_in(self, store: Store, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
+        assert store is self._store
+        assert store.in_transaction()
+        return self.first_use(actor, nonce, expires_ms, now_ms)  # joins the open transaction
 
 
 @dataclass(eq=False)
@@ -112,6 +139,12 @@ class GroupedNonces:
             nxt = self._queue[0]
             nxt.leads = True
         nxt.wake.set()
+
+
+def joinable(log: NonceLog, store: Store) -> JoinedNonceLog | None:
+    """The log under `log` (and its group commit) when it can record inside `store`'s transactions."""
+    inner = log.log if isinstance(log, GroupedNonces) else log
+    return inner if isinstance(inner, JoinedNonceLog) and inner.joins(store) else None
 
 
 def grouped(log: NonceLog) -> NonceLog:

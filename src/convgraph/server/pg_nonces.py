@@ -4,7 +4,8 @@ A replayed request may reach another instance than the first one did; a per-proc
 `MemoryNonces` would accept it there. This log keeps nonces in a table of the store's
 schema, and lets the primary key decide: the first insert wins, and every later one
 finds the row. Expired rows are swept now and then. `first_use_many` records a batch in one
-transaction, for the server's group commit (`server/nonces.py`). Invariant: within its window, a
+transaction, for the server's group commit (`server/nonces.py`); `first_use_in` records one
+inside the store's own transaction, when the store is in the same schema. Invariant: within its window, a
 nonce is accepted once across all instances.
 """
 
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Sequence
 
 from convgraph.errors import ConvgraphError, MissingExtraError, StoreError
+from convgraph.store.base import Store
 from convgraph.store.sql.postgres import PostgresStore
 
 try:  # the [postgres] extra: without it, a typed error that says what to install
@@ -28,7 +30,7 @@ class PostgresNonces:
     """A `NonceLog` in table `<schema>.http_nonces`."""
 
     def __init__(self, dsn: str, schema: str, *, sweep_every: int = 1000) -> None:
-        self._table = sql.Identifier(schema, "http_nonces")
+        self._schema, self._table = schema, sql.Identifier(schema, "http_nonces")
         self._pool = ConnectionPool(dsn, min_size=1, max_size=4, kwargs={"autocommit": True}, open=True)
         self._sweep_every, self._count, self._lock = sweep_every, 0, threading.Lock()
         with self._pool.connection() as conn:
@@ -77,6 +79,25 @@ class PostgresNonces:
         except psycopg.Error as exc:
             raise StoreError(f"nonce log unavailable: {exc}") from exc
         return out
+
+    def joins(self, store: Store) -> bool:
+        return isinstance(store, PostgresStore) and store.schema == self._schema
+
+    def first_use_in(self, store: Store, actor: bytes, nonce: str, expires_ms: int, now_ms: int) -> bool:
+        """`first_use` on the connection of `store`'s open transaction: committed with it."""
+        assert isinstance(store, PostgresStore)
+        assert store.in_transaction()
+        with self._lock:
+            self._count += 1
+            sweep = self._count >= self._sweep_every
+            if sweep:
+                self._count = 0
+        if sweep:
+            store._x("DELETE FROM {s}.http_nonces WHERE expires < %s", now_ms)
+        return bool(store._x(
+            "INSERT INTO {s}.http_nonces AS n VALUES (%s, %s, %s) ON CONFLICT (actor, nonce)"
+            " DO UPDATE SET expires = excluded.expires WHERE n.expires < %s",
+            actor, nonce, expires_ms, now_ms).rowcount == 1)
 
     def close(self) -> None:
         self._pool.close()

@@ -80,7 +80,8 @@ class Shell:
     async def _signed(self, request: Request) -> tuple[Signed, bytes]:
         """The checked signature and the body, cheapest refusal first (docs/sync.md, order of
         checks); the nonce is left for the handler to record."""
-        headers = {k.lower(): v for k, v in request.headers.items()}
+        # ASGI hands header names lower-cased; decoded as Starlette's `Headers` decodes them
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
         # before the body: a key named nowhere costs nothing (the claim is unverified, but a
         # refusal reveals no secret, and a forger of an admitted key still meets the signature);
         # only a key the configuration and the member index both miss makes the index look at

@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterator, Sequence
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
 from convgraph.core.keys import actor_text
-from convgraph.errors import MissingExtraError, ServerBusyError
+from convgraph.errors import MissingExtraError, ServerBusyError, UnauthenticatedError
 from convgraph.replica import Replica
 from convgraph.replica.ingest import IngestReport, prepared
 from convgraph.server.gate import Gate
+from convgraph.server.nonces import joinable
 from convgraph.sync import fates, wire
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.auth import Signed, Verifier
@@ -63,11 +64,15 @@ class _Peer(ReplicaPeer):
 
     def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None], *,
                  part: int, landed: PartHook | None = None,
-                 others: Callable[[], bool] = lambda: False) -> None:
+                 others: Callable[[], bool] = lambda: False,
+                 held: dict[str, str | None] | None = None) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
             signer == actor and gate.push_refusal(actor, conv) is None))
         self.gate, self.actor, self.ring, self.part, self.landed = gate, actor, ring, part, landed
         self.others = others
+        # a message landed in one transaction: the writer locks of these conversations are held
+        # for all of it, and their push checks were answered under them before it began
+        self.held, self.rung = held, set[str]()
 
     def adopt(self, conv: str, base: Base) -> Outcome:
         with self.gate.locks.writing(conv):
@@ -88,6 +93,8 @@ class _Peer(ReplicaPeer):
         return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
+        if self.held is not None:
+            return self._ingest_held(conv, records, report=report)
         parts: list[IngestReport] = []  # merged once at the end: each part costs only itself
         refused: set[CID] = set()
         limits = self.replica.config.limits
@@ -113,6 +120,19 @@ class _Peer(ReplicaPeer):
                 time.sleep(time.monotonic() - began)
         assert parts  # one part at least, even of no records
         return self.outcome(conv, records, IngestReport.merged(parts), report=report)
+
+    def _ingest_held(self, conv: str, records: Sequence[bytes], *, report: bool) -> Outcome:
+        """One part, inside the message's transaction, under the writer lock taken for it."""
+        assert self.held is not None
+        assert conv in self.held
+        why = self.held[conv]
+        if why is not None:
+            return self._refused(conv, records, None, 0, why, report=report)
+        items = prepared(records, self.replica.config.limits)
+        taken = self.take(conv, items)
+        if taken.accepted:
+            self.rung.add(conv)  # rung once the message's transaction commits
+        return self.outcome(conv, records, taken, report=report)
 
     def _refused(self, conv: str, records: Sequence[bytes], merged: IngestReport | None, start: int,
                  why: str, *, report: bool) -> Outcome:
@@ -166,6 +186,7 @@ class SyncEndpoint:
         self.budget, self.inline_bytes, self.part, self.landed = budget, inline_bytes, part, landed
         self.keys, self.witness = ReplicaPeer(replica), witness_of(replica)
         self.decoders, self.in_flight = asyncio.Semaphore(decoders), _InFlight(per_key)
+        self.joined = joinable(verifier.nonces, replica.store)  # None: the nonce goes first, alone
 
     async def sync(self, _: Request, signed: Signed, body: bytes) -> Response:
         if len(body) <= self.inline_bytes:
@@ -179,10 +200,56 @@ class SyncEndpoint:
         return Response(reply, media_type=SYNC_TYPE)
 
     def _answer_whole(self, signed: Signed, body: bytes) -> bytes:
-        """A small message from nonce to reply in one worker thread, checks in the same order."""
-        actor = self.verifier.record(signed)
-        with self.in_flight.hold(actor):
-            return self._answer(actor, wire.decode(body, admit=self._admit(actor)))
+        """A small message from nonce to reply in one worker thread. One that pushes records
+        (each section's in one part) is landed with its nonce in one transaction; any other
+        records its nonce first. Either way a request that fails has its nonce recorded, and
+        a replay is refused (401) before any other error, as in docs/sync.md's order of checks."""
+        if self.joined is None:
+            actor = self.verifier.record(signed)
+            with self.in_flight.hold(actor):
+                return self._answer(actor, wire.decode(body, admit=self._admit(actor)))
+        recorded = False
+        try:
+            with self.in_flight.hold(signed.actor):  # held while decoding too, as on the path above
+                message = wire.decode(body, admit=self._admit(signed.actor))
+                pushed = _pushed(message, self.part)
+                if pushed is None:
+                    actor = self.verifier.record(signed)
+                    recorded = True
+                    return self._answer(actor, message)
+                reply = self._answer_landing(signed, message, pushed)
+                recorded = True
+                return reply
+        except UnauthenticatedError:
+            raise
+        except BaseException:
+            if not recorded:  # rolled back, or never begun: the nonce is recorded on its own
+                self.verifier.record(signed)  # a replay: its 401 replaces the error
+            raise
+
+    def _answer_landing(self, signed: Signed, message: Message, pushed: list[str]) -> bytes:
+        """`_answer`, with the writer locks of the pushed conversations held in name order and
+        one transaction from the nonce to the reply: one commit a message."""
+        assert self.joined is not None
+        actor = signed.actor
+        with contextlib.ExitStack() as held:
+            for conv in pushed:  # in name order: every holder of two or more takes them so
+                held.enter_context(self.gate.locks.writing(conv))
+            refusals = {conv: self.gate.push_refusal(actor, conv) for conv in pushed}
+            peer = self._peer(actor, held=refusals)
+            # the states the reply reads after landing are the next request's, once committed
+            with self.keys.cache.landing(), self.replica.transaction(*pushed):
+                if not self.joined.first_use_in(self.replica.store, actor, signed.nonce, signed.expires_ms,
+                                                signed.now_ms):
+                    raise UnauthenticatedError("replayed request", reason="this nonce was already used")
+                reply = self._respond(peer, actor, message)
+        for conv in sorted(peer.rung):
+            self.hub.ring(conv)
+        if self.landed is not None:
+            for section in message.sections:
+                if section.records:
+                    self.landed(section.conv, len(section.records))
+        return reply
 
     def _admit(self, actor: bytes) -> Callable[[str], None]:
         def admit(conv: str) -> None:  # each section's name, before its body is decoded
@@ -191,10 +258,27 @@ class SyncEndpoint:
         return admit
 
     def _answer(self, actor: bytes, message: Message) -> bytes:
+        return self._respond(self._peer(actor), actor, message)
+
+    def _peer(self, actor: bytes, *, held: dict[str, str | None] | None = None) -> _Peer:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed,
-                     others=lambda: self.in_flight.total > 1)
+                     others=lambda: self.in_flight.total > 1, held=held)
         peer.share_cache(self.keys)
+        return peer
+
+    def _respond(self, peer: _Peer, actor: bytes, message: Message) -> bytes:
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
                               budget=self.budget)
         return responder.answer(message, initiator=actor)
 
+
+def _pushed(message: Message, part: int) -> list[str] | None:
+    """The conversations whose records `message` pushes, in name order, when it pushes some, each
+    section's in one part, and no base or block (those land on their own); None otherwise."""
+    convs: set[str] = set()
+    for section in message.sections:
+        if section.base is not None or section.blocks or len(section.records) > part:
+            return None
+        if section.records:
+            convs.add(section.conv)
+    return sorted(convs) or None

@@ -10,6 +10,7 @@ accepted before.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import re
@@ -98,6 +99,11 @@ class Signed:
     now_ms: int
 
 
+# a server sees the same few keys in every request: each text is decoded (and checked to be the
+# canonical spelling) once; a bad one raises, and exceptions are not cached
+_actor: Final = functools.lru_cache(maxsize=4096)(keys.parse_actor)
+
+
 @dataclass(frozen=True)
 class Verifier:
     """Checks request signatures against a clock and a nonce log.
@@ -117,7 +123,7 @@ class Verifier:
                 "request is not signed", reason=f"missing header(s): {', '.join(missing)}"
             )
         try:
-            return keys.parse_actor(headers[ACTOR])
+            return _actor(headers[ACTOR])
         except ConvgraphError as exc:
             raise UnauthenticatedError("malformed signature headers", reason=str(exc)) from exc
 

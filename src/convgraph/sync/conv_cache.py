@@ -8,6 +8,9 @@ serves every session over one store object (`of(store)`): every request of a ser
 process, every `ReplicaPeer` a bench or a client makes. A conversation whose heads vanish
 was forgotten (`Store.forget` drops all of it): its entry starts over.
 
+A state read inside a transaction is kept only when the caller says the transaction committed
+(`landing`), as the sync route does for a message it lands in one.
+
 Invariant: a state handed out for token `t` holds every key, head and artifact name the
 store held when `t` was read, and nothing the store did not hold then or since: the token
 is read before the data, and the set only grows until the conversation is forgotten.
@@ -15,9 +18,11 @@ is read before the data, and the set only grows until the conversation is forgot
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from convgraph.core.cid import CID
@@ -49,6 +54,7 @@ class ConvCache:
         self._held = 0  # keys across `_states`
         self._lock = threading.Lock()
         self._refreshing: dict[str, threading.Lock] = {}
+        self._local = threading.local()  # `landing`'s states, per thread
         self.reads = {"hit": 0, "grown": 0, "full": 0}  # how states were made: for tests and benches
 
     def state(self, conv: str) -> ConvState:
@@ -57,10 +63,16 @@ class ConvCache:
         token = store.conv_token(conv)
         # asked after the token: on SQLite, whose one connection serialises threads, the read
         # waited for another thread's transaction to end; one still open is this thread's,
-        # whose writes may yet roll back: read through, keep nothing
-        if store.in_transaction():
-            return self._read(conv, token, None)
+        # whose writes may yet roll back: grow a copy from what is cached, keep nothing
         hit = self._get(conv)
+        if store.in_transaction():
+            if hit is not None and hit.token == token:
+                return hit
+            state = self._read(conv, token, hit)
+            landing = getattr(self._local, "landing", None)
+            if landing is not None:  # kept if the transaction commits (`landing`)
+                landing[conv] = state
+            return state
         if hit is not None and hit.token == token:
             self.reads["hit"] += 1
             return hit
@@ -71,6 +83,18 @@ class ConvCache:
             state = self._read(conv, token, hit)  # `token` was read before: the data is no older
             self._put(conv, state)
         return state
+
+    @contextlib.contextmanager
+    def landing(self) -> Iterator[None]:
+        """Around a transaction of this thread: the states read inside it are kept once it
+        has committed (the block ended without raising), dropped if it rolled back."""
+        self._local.landing = kept = dict[str, ConvState]()
+        try:
+            yield
+        finally:
+            self._local.landing = None
+        for conv, state in kept.items():  # committed: each is the store's state as of its token
+            self._put(conv, state)
 
     def keys(self, conv: str) -> KeySet:
         return self.state(conv).keys

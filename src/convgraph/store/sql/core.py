@@ -85,11 +85,6 @@ class SqlCore:
     def in_transaction(self) -> bool:
         raise NotImplementedError
 
-    def _held(self) -> set[str] | None:
-        """The conversations whose rows the open transaction locked (None: the dialect has one
-        writer at a time and keeps no such locks apart)."""
-        return None
-
     def _q(self, text: str, *args: object, binary: bool = False) -> list[Any]:
         """The rows of one query: inside a transaction on its connection, else on any."""
         raise NotImplementedError
@@ -123,44 +118,51 @@ class SqlCore:
         for text, rows in batches:
             self._xm(text, rows)
 
+    def _held_rows(self) -> dict[str, ConvRow] | None:
+        """The `convs` rows the open transaction holds already (None outside one)."""
+        return None
+
     def _hold(self, convs: Iterable[str]) -> dict[str, ConvRow]:
         """The `convs` rows of `convs` (made if missing), locked until the transaction ends: what
-        serialises the writers of one conversation, and only them. Each row is locked once per
-        transaction (`_lock_rows`); one it holds already is only read again."""
+        serialises the writers of one conversation, and only them. A row is locked and read once
+        a transaction (`_lock_rows`): every write of it goes through the `ConvRow` held
+        (`UPDATE_CONV` with its params), so that one read stays the row's value until the end."""
         wanted = sorted(set(convs))
-        held = self._held()
-        again = [c for c in wanted if held is not None and c in held]
-        select = "SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv {in}"
-        rows = {r[0]: ConvRow(*r) for r in self._any(select, again, text=True)}
+        kept = self._held_rows()
+        rows = {c: kept[c] for c in wanted if kept is not None and c in kept}
         rows.update(self._lock_rows([c for c in wanted if c not in rows]))
         return {c: rows[c] for c in wanted}
 
     def _lock_rows(self, convs: Iterable[str]) -> dict[str, ConvRow]:
         """Lock the rows of `convs` that this transaction does not hold yet, in sorted order;
-        their rows. One that sorts before a row held already is taken only if free at once
-        (`LockOrderError` else): a writer waits only for locks above every lock it holds, so
-        no two writers ever wait for each other."""
-        held, wanted = self._held(), sorted(set(convs))
+        their rows. Where rows are locked apart (`_NOWAIT`), one that sorts before a row held
+        already is taken only if free at once (`LockOrderError` else): a writer waits only for
+        locks above every lock it holds, so no two writers ever wait for each other."""
+        kept, wanted = self._held_rows(), sorted(set(convs))
         out: dict[str, ConvRow] = {}
         for conv in wanted:
-            if held is not None and conv in held:
+            if kept is not None and conv in kept:
+                out[conv] = kept[conv]
                 continue
-            late = bool(held) and conv < max(held or ())
-            self._x("INSERT INTO {s}.convs VALUES (%s, 0, 0, %s, 0) ON CONFLICT DO NOTHING", conv, bytes(32))
-            lock = "SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv = %s"
-            lock += self._FOR_UPDATE + (self._NOWAIT if late else "")
+            late = bool(self._NOWAIT) and bool(kept) and conv < max(kept or ())
             try:
-                row = self._x(lock, conv).fetchone()
+                row = self._lock_row(conv, late=late)
             except StoreBusyError as exc:
                 if not late:
                     raise
-                needed = tuple(sorted({*(held or ()), *wanted}))
+                needed = tuple(sorted({*(kept or ()), *wanted}))
                 raise LockOrderError(f"the lock of conversation {conv!r} was needed out of order and "
                                      "another writer held it", convs=needed) from exc
-            out[conv] = ConvRow(*row)
-            if held is not None:
-                held.add(conv)
+            out[conv] = row
+            if kept is not None:
+                kept[conv] = row
         return out
+
+    def _lock_row(self, conv: str, *, late: bool) -> ConvRow:
+        """Make `conv`'s row if missing and lock it; `late`: fail at once if another holds it."""
+        self._x("INSERT INTO {s}.convs VALUES (%s, 0, 0, %s, 0) ON CONFLICT DO NOTHING", conv, bytes(32))
+        lock = "SELECT conv, arrivals, token, key_sum, key_count FROM {s}.convs WHERE conv = %s"
+        return ConvRow(*self._x(lock + self._FOR_UPDATE + (self._NOWAIT if late else ""), conv).fetchone())
 
     def _bump(self, *convs: str) -> None:
         """Move the change tokens of `convs` (locking their rows)."""

@@ -32,7 +32,7 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.store.sql import v5
-from convgraph.store.sql.core import Batch
+from convgraph.store.sql.core import Batch, ConvRow
 from convgraph.store.sql.forget import SqlStore
 from convgraph.store.sql.migrate import copy_v5
 from convgraph.store.sql.schema import CONV_TABLES, KEYED_TABLES, SCHEMA_VERSION, conv_ddl
@@ -344,13 +344,13 @@ class PostgresStore(SqlStore):
             shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
-            local.conn, local.depth, local.held = conn, 1, set()
+            local.conn, local.depth, local.rows = conn, 1, {}
             try:
                 if convs:
                     self._lock_rows(convs)
                 yield
             finally:
-                local.conn, local.depth, local.held = None, 0, None
+                local.conn, local.depth, local.rows = None, 0, None
             with self._translated():
                 if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
                     raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
@@ -358,10 +358,6 @@ class PostgresStore(SqlStore):
         finally:  # after a raise, or a failed COMMIT: roll back
             self._release(conn)
         self._keep_statistics(0)  # what the transaction's commits counted is committed now
-
-    def _held(self) -> set[str] | None:
-        held: set[str] | None = getattr(self._local, "held", None)
-        return held
 
     def _release(self, conn: _Conn) -> None:
         """End whatever is left of a transaction and give the connection back."""
@@ -394,6 +390,9 @@ class PostgresStore(SqlStore):
 
     def in_transaction(self) -> bool:
         return getattr(self._local, "depth", 0) > 0
+
+    def _held_rows(self) -> dict[str, ConvRow] | None:
+        return getattr(self._local, "rows", None)
 
     def change_token(self) -> object:
         # every commit moves its conversations' random tokens: their sum moves with them

@@ -31,7 +31,7 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.store.sql import v5
-from convgraph.store.sql.core import Batch
+from convgraph.store.sql.core import Batch, ConvRow
 from convgraph.store.sql.forget import SqlStore
 from convgraph.store.sql.migrate import copy_v5
 from convgraph.store.sql.schema import CONV_TABLES, SCHEMA_VERSION, V5_INDEXES, conv_ddl
@@ -103,6 +103,7 @@ class SqliteStore(SqlStore):
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._rows: dict[str, ConvRow] | None = None  # the open transaction's (`_hold`)
         self._commits = 0  # ours; `PRAGMA data_version` moves only for other connections'
         self._texts: dict[str, str] = {}
         with _translated():
@@ -246,16 +247,16 @@ class SqliteStore(SqlStore):
                 return
             with _translated():
                 self._db.execute("BEGIN IMMEDIATE")
-            self._depth = 1
+            self._depth, self._rows = 1, {}
             try:
                 yield
             except BaseException:
-                self._depth = 0
+                self._depth, self._rows = 0, None
                 self._commits += 1  # a token read after a commit inside must not match what is left
                 with _translated():
                     self._db.execute("ROLLBACK")
                 raise
-            self._depth = 0
+            self._depth, self._rows = 0, None
             try:
                 with _translated():
                     self._db.execute("COMMIT")
@@ -280,6 +281,9 @@ class SqliteStore(SqlStore):
 
     def in_transaction(self) -> bool:
         return self._depth > 0
+
+    def _held_rows(self) -> dict[str, ConvRow] | None:
+        return self._rows
 
     @property
     def synchronous(self) -> str:
