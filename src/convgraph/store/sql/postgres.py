@@ -32,7 +32,7 @@ from convgraph.errors import (
     StoreSchemaError,
 )
 from convgraph.store.sql import v5
-from convgraph.store.sql.core import Batch
+from convgraph.store.sql.core import UPDATE_CONV, Batch, ConvRow
 from convgraph.store.sql.forget import SqlStore
 from convgraph.store.sql.migrate import copy_v5
 from convgraph.store.sql.schema import CONV_TABLES, KEYED_TABLES, SCHEMA_VERSION, conv_ddl
@@ -71,6 +71,10 @@ _DDL_V6: Final = (
       for t in CONV_TABLES for i in range(PARTITIONS)),
     "ALTER TABLE {s}.records ALTER COLUMN id SET DEFAULT nextval('{s}.records_id')",
 )
+# a writer's hold on a conversation in one statement: made if missing, else locked by the no-op
+# update (as FOR UPDATE would), and read back; on Citus one routed statement instead of two
+_HOLD: Final = ("INSERT INTO {s}.convs AS c VALUES (%s, 0, 0, %s, 0) ON CONFLICT (conv)"
+                " DO UPDATE SET token = c.token RETURNING conv, arrivals, token, key_sum, key_count")
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
 _ANALYZE: Final = "ANALYZE {s}.records, {s}.heads, {s}.turn_line, {s}.turn_targets, {s}.turn_branches"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -228,7 +232,8 @@ class PostgresStore(SqlStore):
         """Bring a schema of `version` to version 6: the v5 tables it lacks first (filled from
         the records), then the conversation tables moved to a side schema, made again
         partitioned, and copied back."""
-        self._local.conn, self._local.depth = conn, 1  # the backfills and the copy run on `conn`
+        # the backfills and the copy run on `conn`
+        self._local.conn, self._local.depth, self._local.held = conn, 1, {}
         try:
             if version < 5:
                 added = v5.PG_DDL_V2 + v5.PG_DDL_V3 + v5.PG_DDL_V4 + v5.PG_DDL_V5
@@ -247,7 +252,7 @@ class PostgresStore(SqlStore):
                 conn.execute(self._sql(statement))
             copy_v5(self, lambda table: f"{old}.{table}")
         finally:
-            self._local.conn, self._local.depth = None, 0
+            self._local.conn, self._local.depth, self._local.held = None, 0, {}
         self._run(conn, "SELECT setval('{s}.records_id', coalesce(max(id), 0) + 1, false) FROM {s}.records")
         conn.execute(f"DROP SCHEMA {old} CASCADE")
         self._run(conn, "DELETE FROM {s}.meta WHERE key = 'version'")
@@ -280,11 +285,15 @@ class PostgresStore(SqlStore):
             return conn.execute(self._sql(text), args, binary=binary).fetchall()
 
     def _x(self, text: str, *args: object) -> psycopg.Cursor[TupleRow]:
+        if text is UPDATE_CONV:
+            self._wrote([args])
         with self._translated():
             return self._local.conn.execute(self._sql(text), args)  # type: ignore[no-any-return]
 
     def _xm(self, text: str, rows: list[tuple[Any, ...]]) -> None:
         if rows:
+            if text is UPDATE_CONV:
+                self._wrote(rows)
             with self._translated(), self._local.conn.cursor() as cur:
                 cur.executemany(self._sql(text), rows)
 
@@ -293,7 +302,31 @@ class PostgresStore(SqlStore):
         with self._translated(), conn.pipeline(), conn.cursor() as cur:  # every write, without waiting
             for text, rows in batches:
                 if rows:
+                    if text is UPDATE_CONV:
+                        self._wrote(rows)
                     cur.executemany(self._sql(text), rows)
+
+    def _hold(self, convs: Iterable[str]) -> dict[str, ConvRow]:
+        """The `convs` rows of `convs`, locked in sorted order until the transaction ends; each
+        locked once per transaction (one statement), then handed out again from `_local.held`,
+        which every `UPDATE_CONV` of the transaction writes through. Each caller gets copies: a
+        row it changes but never writes leaves the held one as the database has it."""
+        held: dict[str, ConvRow] = self._local.held
+        out: dict[str, ConvRow] = {}
+        for conv in sorted(set(convs)):
+            row = held.get(conv)
+            if row is None:
+                found = self._x(_HOLD, conv, bytes(32)).fetchone()
+                assert found is not None  # INSERT … ON CONFLICT DO UPDATE returns its row
+                row = held[conv] = ConvRow(*found)
+            out[conv] = _copy(row)
+        return out
+
+    def _wrote(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """`UPDATE_CONV` is being sent with `rows`: the held rows become what it writes."""
+        held: dict[str, ConvRow] = self._local.held
+        for arrivals, token, key_sum, key_count, conv in rows:
+            held[conv] = ConvRow(conv, arrivals, token, key_sum, key_count)
 
     def _any(self, select: str, keys: Iterable[object], *head: object, text: bool = False) -> list[Any]:
         wanted = list(keys)
@@ -343,13 +376,13 @@ class PostgresStore(SqlStore):
             shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
-            local.conn, local.depth = conn, 1
+            local.conn, local.depth, local.held = conn, 1, {}
             try:
                 if convs:
                     self._hold(convs)
                 yield
             finally:
-                local.conn, local.depth = None, 0
+                local.conn, local.depth, local.held = None, 0, {}
             with self._translated():
                 if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
                     raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
@@ -406,6 +439,11 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         with self._translated():
             self._pool.close()
+
+
+def _copy(row: ConvRow) -> ConvRow:
+    arrivals, token, key_sum, key_count, conv = row.params()
+    return ConvRow(conv, arrivals, token, key_sum, key_count)
 
 
 async def listen(dsn: str, schema: str) -> AsyncIterator[str]:
