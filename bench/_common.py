@@ -1,5 +1,6 @@
 """What every benchmark here shares: CPU accounting, memory readings, the environment
-record and the snapshot of src/ a long run imports from.
+record, the snapshot of src/ a long run imports from, and a `convgraph serve` process
+(`Server`) with the PostgreSQL schema it may leave behind (`drop_schema`).
 
 Imported by the scripts in this directory (`python bench/<script>.py` puts it on the path).
 """
@@ -7,18 +8,21 @@ Imported by the scripts in this directory (`python bench/<script>.py` puts it on
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import resource
+import select
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+from types import TracebackType
 
 HZ = os.sysconf("SC_CLK_TCK")
 SNAPSHOT_ENV = "CONVGRAPH_BENCH_SNAPSHOT"
@@ -46,6 +50,13 @@ def own_cpu_s() -> float:
     """CPU seconds of this process and of its waited-for descendants."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / HZ
 
 
 def status_kib(field: str = "VmRSS") -> int:
@@ -122,3 +133,84 @@ def on_snapshot(script: str, run: Callable[[Sequence[str]], int], argv: Sequence
 def ok_mark(flag: bool) -> str:
     """A target's verdict, in rich markup."""
     return "[green]met[/]" if flag else "[red]MISSED[/]"
+
+
+class ServerStartError(RuntimeError):
+    """A `convgraph serve` process exited, or printed no URL in time; the message holds its log."""
+
+
+class Server:
+    """One `convgraph serve --port 0 --json` process on `home` (made by `init` first if it has
+    no key), its stderr in `log`; `url` once it answers requests. Closing stops it: terminate,
+    then kill after `stop_timeout_s`. Invariant: a `Server` that raised or closed left no process."""
+
+    def __init__(self, home: Path, serve_args: Sequence[str], *, log: Path,
+                 env: Mapping[str, str] | None = None, start_timeout_s: float = 60.0,
+                 stop_timeout_s: float = 30.0) -> None:
+        self._stop_timeout = stop_timeout_s
+        if not (home / "actor.key").exists():  # only `init` makes a replica and the key it signs with
+            subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"],
+                           cwd=ROOT, check=True, capture_output=True, env=env)
+        cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home), "serve", "--port", "0", "--json",
+               *serve_args]
+        self._log = log.open("w+")  # a file: a pipe nobody reads would fill and stall the server
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                     env=env)
+        try:
+            self.url = self._wait_up(start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait_up(self, timeout_s: float) -> str:
+        """The URL from the JSON line `serve --json` prints once it answers requests (a loaded
+        machine may take many seconds to start it)."""
+        assert self.proc.stdout is not None
+        said, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline() if said else ""  # the line, or end of file if it exits first
+        try:
+            return str(json.loads(line)["url"])
+        except (ValueError, KeyError, TypeError):
+            self.proc.kill()
+            self.proc.wait()
+            self._log.seek(0)
+            raise ServerStartError(f"the server did not start (exit {self.proc.returncode}): "
+                                    f"{line}{self._log.read()}") from None
+
+    def close(self) -> None:
+        """Stop the process (politely first) and close its pipe and log; again is a no-op."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(self._stop_timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def drop_schema(db: str, schema: str) -> str | None:
+    """Drop a run's PostgreSQL schema; None, or why it could not (said by the caller, never
+    raised: it must not hide why the run ended)."""
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    except psycopg.Error as exc:
+        return f"could not drop schema {schema}: {exc}"
+    return None

@@ -18,32 +18,20 @@ waits on the workers). The lead wires them into load.py:
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import subprocess
 import sys
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
-from _common import ROOT
-
-_TICKS = os.sysconf("SC_CLK_TCK")
+from _common import ROOT, Server, process_cpu_s
 
 
 def url_for(client: int, urls: Sequence[str]) -> str:
     """The instance client number `client` talks to: round-robin, so N instances get equal shares."""
     return urls[client % len(urls)]
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def prepare(db: str, schema: str) -> list[str]:
@@ -77,48 +65,32 @@ class Instances:
                  start_timeout_s: float = 60.0) -> None:
         if n < 1:
             raise ValueError("at least one instance")
-        if not (home / "actor.key").exists():  # only `init` makes a replica and the key they sign with
-            subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"],
-                           cwd=ROOT, check=True, capture_output=True)
-        self._procs: list[subprocess.Popen[str]] = []
-        self._logs: list[IO[str]] = []
-        self.urls: list[str] = []
+        self._servers: list[Server] = []
         try:
             for i in range(n):  # one after the other: the first creates the schema, the others find it
-                cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home), "serve", "--port", "0",
-                       "--json", *serve_args, "--db", db, "--schema", schema]
-                log = (home.parent / f"{home.name}.instance{i}.log").open("w+")
-                self._logs.append(log)
-                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-                self._procs.append(proc)
-                self.urls.append(_wait_up(self._procs[-1], log, start_timeout_s))
+                self._servers.append(Server(home, [*serve_args, "--db", db, "--schema", schema],
+                                            log=home.parent / f"{home.name}.instance{i}.log",
+                                            start_timeout_s=start_timeout_s))
         except BaseException:
             self.close()
             raise
+        self.urls: list[str] = [s.url for s in self._servers]
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self._procs]
+        return [s.pid for s in self._servers]
 
     def cpu_s(self) -> list[float]:
         """Each instance's CPU seconds so far, in instance order."""
         return [process_cpu_s(pid) for pid in self.pids]
 
     def close(self) -> None:
-        for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self._procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-        for log in self._logs:
-            log.close()
-        self._procs, self._logs = [], []
+        for server in self._servers:  # all told first, so they stop side by side
+            if server.proc.poll() is None:
+                server.proc.terminate()
+        for server in self._servers:
+            server.close()
+        self._servers = []
 
     def __enter__(self) -> Instances:
         return self
@@ -126,21 +98,6 @@ class Instances:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-
-def _wait_up(server: subprocess.Popen[str], log: IO[str], timeout_s: float) -> str:
-    """The URL from the JSON line `serve --json` prints once it answers requests."""
-    assert server.stdout is not None
-    said, _, _ = select.select([server.stdout], [], [], timeout_s)
-    line = server.stdout.readline() if said else ""
-    try:
-        return str(json.loads(line)["url"])
-    except (ValueError, KeyError, TypeError):
-        server.kill()
-        server.wait()
-        log.seek(0)
-        text = f"{line}{log.read()}"
-        raise RuntimeError(f"a server instance did not start (exit {server.returncode}): {text}") from None
 
 
 class LockWaits:

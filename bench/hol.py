@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,9 +32,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from _common import ROOT, SNAPSHOT_ENV, environment, ok_mark, on_snapshot
+from _common import ROOT, SNAPSHOT_ENV, Server, drop_schema, environment, ok_mark, on_snapshot
 from rich.console import Console
 from rich.table import Table
 
@@ -52,19 +50,6 @@ def _pct(xs: list[float], p: float) -> float | None:
 def _stats(xs: list[float]) -> dict[str, float | int | None]:
     return {"n": len(xs), "p50_ms": _pct(xs, 0.5), "p99_ms": _pct(xs, 0.99),
             "max_ms": round(max(xs) * 1000, 1) if xs else None}
-
-
-def _wait_up(server: subprocess.Popen[str], log: IO[str]) -> str:
-    assert server.stdout is not None
-    said, _, _ = select.select([server.stdout], [], [], 120)
-    line = server.stdout.readline() if said else ""
-    try:
-        return str(json.loads(line)["url"])
-    except (ValueError, KeyError, TypeError):
-        server.kill()
-        server.wait()
-        log.seek(0)
-        raise SystemExit(f"the server did not start (exit {server.returncode}): {line}{log.read()}") from None
 
 
 class _Loop:
@@ -144,25 +129,19 @@ def scenario(src: Path, label: str, args: argparse.Namespace, seeds: dict[str, b
         owner.say(attacked, "user", f"history {i}")
     orphans, size = _orphans(seeds["attacker"], attacked, owner.records(attacked)[0].cid, args.records)
     schema = "hol_" + uuid.uuid4().hex[:10]
+    serve_args = ["--allow", f"{actor_text(keys['owner'].public)}={attacked}",
+                  "--allow", f"{actor_text(keys['honest'].public)}=other"]
+    serve_args += ["--db", args.db, "--schema", schema] if args.db else []
     with tempfile.TemporaryDirectory(prefix="convgraph-hol-") as tmp:
-        home = Path(tmp) / "server"
         env = {**os.environ, "PYTHONPATH": str(src)}
-        subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home), "init"],
-                       cwd=ROOT, check=True, capture_output=True, env=env)
-        cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home), "serve", "--port", "0", "--json",
-               "--allow", f"{actor_text(keys['owner'].public)}={attacked}",
-               "--allow", f"{actor_text(keys['honest'].public)}=other"]
-        if args.db:
-            cmd += ["--db", args.db, "--schema", schema]
-        with (Path(tmp) / "server.log").open("w+") as log:
-            server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-            try:
-                url = _wait_up(server, log)
-                with HttpRemote(url, keys["owner"], timeout_s=TIMEOUT_S) as remote:
+        try:
+            with Server(Path(tmp) / "server", serve_args, log=Path(tmp) / "server.log", env=env,
+                        start_timeout_s=120, stop_timeout_s=60) as server:
+                with HttpRemote(server.url, keys["owner"], timeout_s=TIMEOUT_S) as remote:
                     assert synchronize(ReplicaPeer(owner), remote.exchange, [attacked],
                                        salts=lambda: os.urandom(8)).converged
-                honest = _Loop(url, seeds["honest"], "other", 2)
-                reader = _Loop(url, seeds["reader"], attacked, 0)
+                honest = _Loop(server.url, seeds["honest"], "other", 2)
+                reader = _Loop(server.url, seeds["reader"], attacked, 0)
                 for loop in (honest, reader):
                     loop.thread.start()
                 time.sleep(args.warm_s)  # unmeasured: the first syncs of a process pay for its warm-up
@@ -173,7 +152,7 @@ def scenario(src: Path, label: str, args: argparse.Namespace, seeds: dict[str, b
                 reply: dict[str, Any] = {}
                 t0 = time.perf_counter()
                 try:
-                    with HttpRemote(url, keys["attacker"], timeout_s=TIMEOUT_S * 2) as remote:
+                    with HttpRemote(server.url, keys["attacker"], timeout_s=TIMEOUT_S * 2) as remote:
                         section = wire.Section(attacked, records=tuple(orphans))
                         answer = wire.decode(remote.exchange(wire.encode(
                             wire.Message(wire.Kind.CONTINUE, os.urandom(8), (section,)))))
@@ -189,32 +168,17 @@ def scenario(src: Path, label: str, args: argparse.Namespace, seeds: dict[str, b
                     loop.stop.set()
                 for loop in (honest, reader):
                     loop.thread.join(TIMEOUT_S)
-                server.terminate()
-                server.wait(60)
-            finally:
-                if server.poll() is None:
-                    server.kill()
-                server.wait()
-                if server.stdout is not None:
-                    server.stdout.close()
-                if args.db:
-                    _drop(args.db, schema)
+        finally:
+            if args.db:
+                why = drop_schema(args.db, schema)
+                if why:
+                    console.print(f"[red]{why}[/]")
     figures: dict[str, Any] = {"code": label, "src": str(src), "records": args.records,
                                "message_bytes": size, "attack_s": round(attack_s, 1), "attack_reply": reply}
     for phase, got in (("quiet", quiet), ("attack", attack)):
         for who, (times, failures) in got.items():
             figures[f"{phase}_{who}"] = {**_stats(times), "failed": failures}
     return figures
-
-
-def _drop(db: str, schema: str) -> None:
-    import psycopg
-
-    try:
-        with psycopg.connect(db, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    except psycopg.Error as exc:
-        console.print(f"[red]could not drop schema {schema}[/]: {exc}")
 
 
 def run(argv: Sequence[str]) -> int:

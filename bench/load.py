@@ -30,9 +30,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,9 +38,8 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
-from _common import HZ, ROOT, environment, machine_busy_s, on_snapshot
+from _common import Server, drop_schema, environment, machine_busy_s, on_snapshot, process_cpu_s
 from rich.console import Console
 from rich.table import Table
 
@@ -104,13 +101,6 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000 if xs else float("nan")
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used so far, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime: fields 14 and 15 of the line
-
-
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--clients", default="50", help="client counts, comma separated: one run each")
@@ -170,43 +160,29 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
 
     seeds = [os.urandom(32) for _ in range(clients)]
     schema = "load_" + uuid.uuid4().hex[:10]
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    serve_args = [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
+    serve_args += ["--db", db, "--schema", schema] if db else []
     with tempfile.TemporaryDirectory(prefix="convgraph-load-") as tmp:  # the server's home goes with it
-        home = Path(tmp)
-        # only `init` makes a replica (and the key the server signs with)
-        subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"],
-                       cwd=ROOT, check=True, capture_output=True, env=env)
-        cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve", "--port", "0",
-               "--json"]
-        cmd += [a for s in seeds for a in ("--allow", f"{actor_text(SigningKey(s).public)}=*")]
-        if db:
-            cmd += ["--db", db, "--schema", schema]
-        with (home / "server.log").open("w+") as log:  # a file: a pipe nobody reads would fill and stall it
-            server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-            try:
-                url = _wait_up(server, log)
-                busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), _cpu_s(server.pid)
-                results = _drive([(url, s) for s in seeds], args.processes, args.seconds)
-                wall, busy, cpu = time.monotonic() - t0, machine_busy_s() - busy0, _cpu_s(server.pid) - cpu0
-                server.terminate()
-                server.wait(30)
-                if db:
-                    from convgraph.store.postgres import PostgresStore
+        home = Path(tmp) / "server"
+        try:
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            with Server(home, serve_args, log=Path(tmp) / "server.log", env=env) as server:
+                busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), process_cpu_s(server.pid)
+                results = _drive([(server.url, s) for s in seeds], args.processes, args.seconds)
+                wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+                cpu = process_cpu_s(server.pid) - cpu0
+            if db:  # the server stopped: read what it holds
+                from convgraph.store.postgres import PostgresStore
 
-                    replica = Replica(PostgresStore(db, schema=schema), SigningKey.generate())
-                else:
-                    replica = Replica.open(home / "server")
-                with replica:
-                    held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
-                    verified = replica.verify().ok
-            finally:
-                if server.poll() is None:
-                    server.kill()
-                server.wait()
-                if server.stdout is not None:
-                    server.stdout.close()
-                if db:  # whatever happened, the schema goes too
-                    _drop(db, schema)
+                replica = Replica(PostgresStore(db, schema=schema), SigningKey.generate())
+            else:
+                replica = Replica.open(home)
+            with replica:
+                held = {str(r.cid) for conv in replica.conversations() for r in replica.records(conv)}
+                verified = replica.verify().ok
+        finally:
+            if db:  # whatever happened, the schema goes too
+                _drop(db, schema)
     store = "postgres" if db else "sqlite"
     return _figures(results, clients, args.seconds, wall, cpu, busy, held, verified, store)
 
@@ -315,28 +291,9 @@ def _many(args: argparse.Namespace, clients: int, store: str, db: str, n: int) -
 
 def _drop(db: str, schema: str) -> None:
     """Drop the run's schema; a failure is said, not raised (it must not hide why the run ended)."""
-    import psycopg
-
-    try:
-        with psycopg.connect(db, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    except psycopg.Error as exc:
-        console.print(f"[red]could not drop schema {schema}[/]: {exc}")
-
-
-def _wait_up(server: subprocess.Popen[str], log: IO[str]) -> str:
-    """The server's URL, from the JSON line `serve --json` prints once it answers requests (a
-    minute at most: a loaded machine may take many seconds to start it)."""
-    assert server.stdout is not None
-    said, _, _ = select.select([server.stdout], [], [], 60)
-    line = server.stdout.readline() if said else ""  # the line, or end of file if it exits first
-    try:
-        return str(json.loads(line)["url"])
-    except (ValueError, KeyError, TypeError):
-        server.kill()
-        server.wait()
-        log.seek(0)
-        raise SystemExit(f"the server did not start (exit {server.returncode}): {line}{log.read()}") from None
+    why = drop_schema(db, schema)
+    if why:
+        console.print(f"[red]{why}[/]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

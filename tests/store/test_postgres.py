@@ -493,6 +493,53 @@ def test_a_commit_of_many_records_is_batched(
     assert for_many == for_ten, statements
 
 
+def test_a_writer_locks_its_conversation_row_once_per_transaction(
+    opened: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each statement on `convs` is a round trip to the conversation's shard on Citus: one
+    append holds its row with one statement and writes it with one, however many commits of
+    that conversation a transaction makes (they read the row as the last one wrote it)."""
+    store = opened()
+    a, b, c, d = chain(4)
+    commit(store, a)
+    sent: list[str] = []
+    for name in ("execute", "executemany"):  # Connection.execute goes through Cursor.execute
+        original = getattr(psycopg.Cursor, name)
+
+        def counted(self: psycopg.Cursor[Any], query: Any, *args: Any, _original: Any = original,
+                    **kwargs: Any) -> Any:
+            sent.append(query if isinstance(query, str) else repr(query))
+            return _original(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, name, counted)
+    commit(store, b)
+    on_convs = [q for q in sent if ".convs" in q or '"convs"' in q]
+    assert len(on_convs) == 2, on_convs  # the hold (made if missing, locked, read), the update
+    sent.clear()
+    with store.transaction("c1"):
+        commit(store, c)
+        commit(store, d)
+    on_convs = [q for q in sent if ".convs" in q or '"convs"' in q]
+    assert len(on_convs) == 3, on_convs  # one hold, two updates
+    assert store.since(0, "c1")[1] == 4 and store.heads("c1") == [d.cid]
+
+
+def test_a_commit_refused_inside_a_transaction_leaves_the_next_its_arrival(
+    opened: Callable[..., PostgresStore],
+) -> None:
+    """A commit that counted its records on the held row and then refused (before writing it)
+    must not leave the count behind: the next commit of the transaction takes arrival 2."""
+    store = opened()
+    a, b, c = chain(3)
+    commit(store, a)
+    with store.transaction("c1"):
+        with pytest.raises(StoreError, match="equivocation"):
+            commit(store, b, equivocations=[(a.cid, c.cid)])  # c is not stored: refused
+        commit(store, b)
+    assert store.since(0, "c1") == ([(a.cid, a.data), (b.cid, b.data)], 2)
+    assert store.cursor("c1") == 2
+
+
 # ---------------------------------------------------------------- errors
 
 

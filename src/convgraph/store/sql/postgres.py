@@ -71,6 +71,10 @@ _DDL_V6: Final = (
       for t in CONV_TABLES for i in range(PARTITIONS)),
     "ALTER TABLE {s}.records ALTER COLUMN id SET DEFAULT nextval('{s}.records_id')",
 )
+# a writer's hold on a conversation in one statement: made if missing, else locked by the no-op
+# update (as FOR UPDATE would), and read back; on Citus one routed statement instead of two
+_HOLD: Final = ("INSERT INTO {s}.convs AS c VALUES (%s, 0, 0, %s, 0) ON CONFLICT (conv)"
+                " DO UPDATE SET token = c.token RETURNING conv, arrivals, token, key_sum, key_count")
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
 _ANALYZE: Final = "ANALYZE {s}.records, {s}.heads, {s}.turn_line, {s}.turn_targets, {s}.turn_branches"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -229,7 +233,8 @@ class PostgresStore(SqlStore):
         """Bring a schema of `version` to version 6: the v5 tables it lacks first (filled from
         the records), then the conversation tables moved to a side schema, made again
         partitioned, and copied back."""
-        self._local.conn, self._local.depth = conn, 1  # the backfills and the copy run on `conn`
+        # the backfills and the copy run on `conn`
+        self._local.conn, self._local.depth, self._local.rows = conn, 1, {}
         try:
             if version < 5:
                 added = v5.PG_DDL_V2 + v5.PG_DDL_V3 + v5.PG_DDL_V4 + v5.PG_DDL_V5
@@ -248,7 +253,7 @@ class PostgresStore(SqlStore):
                 conn.execute(self._sql(statement))
             copy_v5(self, lambda table: f"{old}.{table}")
         finally:
-            self._local.conn, self._local.depth = None, 0
+            self._local.conn, self._local.depth, self._local.rows = None, 0, None
         self._run(conn, "SELECT setval('{s}.records_id', coalesce(max(id), 0) + 1, false) FROM {s}.records")
         conn.execute(f"DROP SCHEMA {old} CASCADE")
         self._run(conn, "DELETE FROM {s}.meta WHERE key = 'version'")
@@ -295,6 +300,13 @@ class PostgresStore(SqlStore):
             for text, rows in batches:
                 if rows:
                     cur.executemany(self._sql(text), rows)
+
+    def _lock_row(self, conv: str, *, late: bool) -> ConvRow:
+        if late:  # NOWAIT needs the lock apart from the insert
+            return super()._lock_row(conv, late=late)
+        found = self._x(_HOLD, conv, bytes(32)).fetchone()
+        assert found is not None  # INSERT … ON CONFLICT DO UPDATE returns its row
+        return ConvRow(*found)
 
     def _any(self, select: str, keys: Iterable[object], *head: object, text: bool = False) -> list[Any]:
         wanted = list(keys)
