@@ -49,6 +49,11 @@ class ConvRow:
         self.conv, self.arrivals, self.token = conv, int(arrivals), int(token)
         self.key_sum, self.key_count = int.from_bytes(bytes(key_sum), "little"), int(key_count)
 
+    def copy(self) -> ConvRow:
+        row = ConvRow(self.conv, self.arrivals, self.token, b"", self.key_count)
+        row.key_sum = self.key_sum
+        return row
+
     def params(self) -> tuple[int, int, bytes, int, str]:
         """`UPDATE_CONV`'s parameters."""
         return (self.arrivals, self.token, (self.key_sum % (1 << 256)).to_bytes(32, "little"),
@@ -126,12 +131,23 @@ class SqlCore:
         """The `convs` rows of `convs` (made if missing), locked until the transaction ends: what
         serialises the writers of one conversation, and only them. A row is locked and read once
         a transaction (`_lock_rows`): every write of it goes through the `ConvRow` held
-        (`UPDATE_CONV` with its params), so that one read stays the row's value until the end."""
+        (`_written`), so that one read stays the row's value until the end. Each caller gets
+        copies: a row it changes but never writes (a commit refused half-way) leaves no trace."""
         wanted = sorted(set(convs))
         kept = self._held_rows()
         rows = {c: kept[c] for c in wanted if kept is not None and c in kept}
         rows.update(self._lock_rows([c for c in wanted if c not in rows]))
-        return {c: rows[c] for c in wanted}
+        return {c: rows[c].copy() for c in wanted}
+
+    def _written(self, rows: Iterable[ConvRow]) -> list[tuple[int, int, bytes, int, str]]:
+        """`UPDATE_CONV`'s parameters for `rows`, about to be written: the rows the transaction
+        holds become these."""
+        kept, out = self._held_rows(), []
+        for row in rows:
+            if kept is not None:
+                kept[row.conv] = row.copy()
+            out.append(row.params())
+        return out
 
     def _lock_rows(self, convs: Iterable[str]) -> dict[str, ConvRow]:
         """Lock the rows of `convs` that this transaction does not hold yet, in sorted order;
@@ -169,7 +185,7 @@ class SqlCore:
         rows = self._hold(convs)
         for row in rows.values():
             row.token = secrets.randbits(TOKEN_BITS)
-        self._xm(UPDATE_CONV, [r.params() for r in rows.values()])
+        self._xm(UPDATE_CONV, self._written(rows.values()))
         self._moved()
 
     def _after_commit(self, added: int) -> None:

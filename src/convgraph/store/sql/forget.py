@@ -35,7 +35,7 @@ class SqlStore(Blocks):
             # the row stays, with its arrivals: `since` cursors handed out stay valid too
             row.key_sum = row.key_count = 0
             row.token = secrets.randbits(TOKEN_BITS)
-            self._x(UPDATE_CONV, *row.params())
+            self._xm(UPDATE_CONV, self._written([row]))
             self._moved()
 
     def forgotten(self, convs: Iterable[str]) -> set[str]:

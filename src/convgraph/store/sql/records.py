@@ -96,7 +96,7 @@ class Records(Index):
             lines, targets, branches = record_params(fresh.values(), blob)
             self._batch([
                 *(self._insert_records(rows) if rows else []),
-                (UPDATE_CONV, [row.params() for row in grown]),
+                (UPDATE_CONV, self._written(grown)),
                 (INDEX_INSERTS[0], lines),
                 (INDEX_INSERTS[1], targets),
                 (INDEX_INSERTS[2], branches),
