@@ -144,12 +144,12 @@ def create_app(
 
 
 class _App(Starlette):
-    """The app, with `POST /v1/sync` answered before Starlette's middleware and router: that
-    stack cost ~0.4 ms of CPU a request, a tenth of a tiny sync's exchange (bench/README.md).
-    Invariant: the answers are the route's own (the handler returns every refusal as a
-    response); any other method or path goes through the stack as before (a 405 names
-    `Allow: POST`), and an unexpected error is a plain 500 then re-raised, as
-    `ServerErrorMiddleware` does it."""
+    """The app, with `POST /v1/sync` answered before Starlette's middleware and router, which
+    cost about a tenth of a tiny sync's HTTP exchange (bench/README.md, issue 31 §2).
+    Invariant: the answers are the route's own (its handler returns every refusal as a
+    response); any other method or path, and every request once a middleware is added
+    (`add_middleware`), goes through the stack as before (a 405 names `Allow: POST`); an
+    unexpected error is a plain 500 then re-raised, as `ServerErrorMiddleware` does it."""
 
     def __init__(self, sync: Callable[[Request], Awaitable[Response]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -157,7 +157,7 @@ class _App(Starlette):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] != "http" or scope["path"] != "/v1/sync" or scope["method"] != "POST"
-                or scope.get("root_path")):
+                or scope.get("root_path") or self.user_middleware):  # a middleware added sees every request
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
