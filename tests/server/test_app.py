@@ -23,6 +23,7 @@ from convgraph.core.hlc import Hlc
 from convgraph.core.keys import actor_text
 from convgraph.core.record import sign_record
 from convgraph.errors import ForbiddenError, ProtocolError, UnauthenticatedError
+from convgraph.server import sync_endpoint as app_module
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
 from convgraph.sync import auth, wire
@@ -363,3 +364,52 @@ def test_the_client_surfaces_the_servers_refusal_reason(served: tuple[Replica, s
     with HttpRemote(url, WRITER) as remote, pytest.raises(ProtocolError, match="400") as caught:
         remote.exchange(b"\x01\x01" + b"s" * 8 + b"\x00")
     assert caught.value.reason == "version"
+
+
+def test_a_sync_post_skips_starlette_s_stack_and_keeps_the_route_s_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`POST /v1/sync` is answered before Starlette's middleware and router (server/app.py,
+    `_App`), with every answer the route gave: the reply's type, typed refusals as JSON, a
+    plain 500 for an unexpected error; anything else about `/v1/sync` still meets the stack."""
+    replica = Replica.open(tmp_path / "server")
+    config = ServerConfig(access=Access.from_rules([f"{actor_text(WRITER.public)}=c"]), max_body=1 << 16)
+    app = create_app(replica, config)
+    stacked: list[tuple[str, str]] = []
+    stack = app.build_middleware_stack()
+
+    async def spied(scope: dict[str, object], receive: object, send: object) -> None:
+        if scope["type"] == "http":
+            stacked.append((str(scope["method"]), str(scope["path"])))
+        await stack(scope, receive, send)  # type: ignore[arg-type]
+
+    app.middleware_stack = spied  # type: ignore[assignment]
+    message = wire.encode(wire.Message(wire.Kind.INITIATE, b"s" * 8, ()))
+    with LiveServer(app) as live:
+        answer = _signed_post(live.url, WRITER, message)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "application/vnd.convgraph.sync"
+        assert wire.decode(answer.content).kind is wire.Kind.REPLY
+        typed = httpx.post(live.url + "/v1/sync", content=message, headers={"Content-Type": "text/plain"})
+        assert typed.status_code == 401 and typed.json()["error"] == "unauthenticated"
+        assert typed.headers["www-authenticate"].startswith("Convgraph-Signature")
+        headers = auth.sign(WRITER, "POST", "/v1/sync", b"", now_ms=int(time.time() * 1000), nonce="o" * 16)
+        big = httpx.post(live.url + "/v1/sync", content=b"\x01" * ((1 << 16) + 1), headers=headers)
+        assert big.status_code == 413 and big.json() == {
+            "error": "size", "detail": f"request body over {1 << 16} bytes", "reason": f"request body over {1 << 16} bytes"}
+        assert _signed_post(live.url, STRANGER, message).status_code == 403
+        assert stacked == []  # none of those went through the stack
+        wrong = httpx.get(live.url + "/v1/sync")
+        assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+        assert httpx.post(live.url + "/v1/sync/", content=message).status_code == 307  # Starlette's redirect
+        assert httpx.get(live.url + "/v1/health").json()["ok"] is True
+        assert stacked == [("GET", "/v1/sync"), ("POST", "/v1/sync/"), ("GET", "/v1/health")]
+
+        def broken(*_: object) -> bytes:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(app_module.SyncEndpoint, "_answer_whole", broken)
+        failed = _signed_post(live.url, WRITER, message)
+        assert (failed.status_code, failed.text) == (500, "Internal Server Error")
+        assert failed.headers["content-type"].startswith("text/plain")
+    replica.close()

@@ -30,6 +30,7 @@ from convgraph.core.keys import actor_text
 from convgraph.server import shell, sync_endpoint
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
+from convgraph.server.hop import Hop
 from convgraph.sync import auth, wire
 from convgraph.sync.varint import uvarint
 from server.live import LiveServer
@@ -239,8 +240,15 @@ def test_a_small_sync_message_takes_one_hop_to_a_worker_thread(
         hops.append(getattr(func, "__name__", repr(func)))
         return await run_in_threadpool(func, *args, **kwargs)
 
+    hop = Hop.__call__
+
+    async def counted_hop(self: Hop, func: Callable[..., object], *args: object) -> object:
+        hops.append(getattr(func, "__name__", repr(func)))
+        return await hop(self, func, *args)
+
     for module in (shell, sync_endpoint):  # the signature check hops in one, the sync route in the other
         monkeypatch.setattr(module, "run_in_threadpool", counted)
+    monkeypatch.setattr(Hop, "__call__", counted_hop)  # the small message's own hop (server/hop.py)
     replica = Replica.open(tmp_path / "server")
     with LiveServer(create_app(replica, ServerConfig(access=_access()))) as live:
         small, big = skips(["w"], ranges=3), skips(["w"])  # 21 bytes; 128 KiB, past `inline_bytes`

@@ -55,6 +55,9 @@ class _App:
     async def health(self, _: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
+    async def echo(self, request: Request) -> PlainTextResponse:
+        return PlainTextResponse(str(len(await request.body())))
+
     async def slow(self, _: Request) -> PlainTextResponse:
         self.inside += 1
         while not self.release.is_set():
@@ -62,15 +65,22 @@ class _App:
         return PlainTextResponse("done")
 
     def starlette(self) -> Starlette:
-        return Starlette(routes=[Route("/health", self.health), Route("/slow", self.slow)])
+        return Starlette(routes=[Route("/health", self.health), Route("/slow", self.slow),
+                                 Route("/echo", self.echo, methods=["POST"])])
+
+
+@pytest.fixture(params=listener.PARSERS)
+def parser(request: pytest.FixtureRequest) -> str:
+    """Each HTTP parser installed here: the guards hold on every one."""
+    return str(request.param)
 
 
 @contextlib.contextmanager
-def _guarded(app: _App, **limits: float) -> Iterator[tuple[str, int]]:
+def _guarded(app: _App, parser: str, **limits: float) -> Iterator[tuple[str, int]]:
     """`listener.server` in a thread of this process, on a free port of 127.0.0.1."""
     sock = listener.bind("127.0.0.1", 0)
     ready = threading.Event()
-    served = listener.server(app.starlette(), listener.ConnectionLimits(**limits), ready.set)  # type: ignore[arg-type]
+    served = listener.server(app.starlette(), listener.ConnectionLimits(**limits), ready.set, parser)  # type: ignore[arg-type]
     thread = threading.Thread(target=served.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     assert ready.wait(DEADLINE_S), "the server did not start"
@@ -148,8 +158,8 @@ def _wait_closed(sock: socket.socket, within_s: float) -> bool:
     return True
 
 
-def test_a_head_must_arrive_in_time_on_a_new_connection_and_between_requests() -> None:
-    with _guarded(_App(), header_timeout_s=0.5) as address:
+def test_a_head_must_arrive_in_time_on_a_new_connection_and_between_requests(parser: str) -> None:
+    with _guarded(_App(), parser, header_timeout_s=0.5) as address:
         with socket.create_connection(address) as silent:
             start = time.monotonic()
             assert _wait_closed(silent, 10.0)
@@ -168,8 +178,8 @@ def test_a_head_must_arrive_in_time_on_a_new_connection_and_between_requests() -
             assert closed or _wait_closed(kept, 0.1), "a keep-alive connection trickled its next head for 20 s"
 
 
-def test_at_the_cap_the_connection_waiting_longest_for_a_head_makes_room() -> None:
-    with _guarded(_App(), header_timeout_s=60, max_connections=3) as address:
+def test_at_the_cap_the_connection_waiting_longest_for_a_head_makes_room(parser: str) -> None:
+    with _guarded(_App(), parser, header_timeout_s=60, max_connections=3) as address:
         waiting = [socket.create_connection(address) for _ in range(3)]
         time.sleep(0.2)  # accepted, in this order
         try:
@@ -182,9 +192,9 @@ def test_at_the_cap_the_connection_waiting_longest_for_a_head_makes_room() -> No
                 sock.close()
 
 
-def test_when_every_connection_is_in_a_request_a_newcomer_gets_503() -> None:
+def test_when_every_connection_is_in_a_request_a_newcomer_gets_503(parser: str) -> None:
     app = _App()
-    with _guarded(app, header_timeout_s=60, max_connections=2) as address:
+    with _guarded(app, parser, header_timeout_s=60, max_connections=2) as address:
         url = f"http://{address[0]}:{address[1]}"
         answers: list[int] = []
         slow = [threading.Thread(target=lambda: answers.append(httpx.get(url + "/slow", timeout=30).status_code))
@@ -202,6 +212,52 @@ def test_when_every_connection_is_in_a_request_a_newcomer_gets_503() -> None:
             thread.join(10)
         assert answers == [200, 200]
         assert httpx.get(url + "/health", timeout=10).status_code == 200
+
+
+def _trickle_head(sock: socket.socket, head: bytes, piece: int) -> bool:
+    """Sends `head` in pieces of `piece` bytes, each its own read; whether the server closed first."""
+    for start in range(0, len(head), piece):
+        try:
+            sock.sendall(head[start:start + piece])
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_head_over_max_head_is_refused_however_it_arrives(parser: str) -> None:
+    """A header line that never ends is not gathered past the bound; a body is not a head."""
+    with _guarded(_App(), parser, header_timeout_s=60, max_head=4096) as address:
+        with socket.create_connection(address, timeout=10) as flood:
+            head = b"GET /health HTTP/1.1\r\nhost: x\r\nx-flood: " + b"f" * (1 << 20)
+            closed = _trickle_head(flood, head, 1024)
+            assert closed or flood.recv(4096).startswith(b"HTTP/1.1 400 "), "a 1 MB header line was taken"
+            assert closed or _wait_closed(flood, 5.0)
+        with socket.create_connection(address, timeout=10) as kept:  # then a request between requests
+            kept.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            assert kept.recv(4096).startswith(b"HTTP/1.1 200 ")
+            closed = _trickle_head(kept, b"GET /health HTTP/1.1\r\nhost: x\r\n" + b"x-many: y\r\n" * 100_000, 1024)
+            assert closed or _wait_closed(kept, 5.0), "100,000 header lines were taken"
+        url = f"http://{address[0]}:{address[1]}"
+        body = b"b" * (1 << 20)  # well over max_head, and so is each read of it
+        answer = httpx.post(url + "/echo", content=body, headers={"x-near": "n" * 3000}, timeout=10)
+        assert (answer.status_code, answer.text) == (200, str(len(body)))
+
+
+def test_a_complete_head_over_max_head_is_refused_with_httptools() -> None:
+    """llhttp takes a whole head in one read before any callback: it is measured before it runs."""
+    if "httptools" not in listener.PARSERS:
+        pytest.skip("httptools is not installed")
+    with _guarded(_App(), "httptools", header_timeout_s=60, max_head=4096) as address, \
+            socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-big: " + b"b" * 8000 + b"\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 400 ")
+        assert _wait_closed(sock, 5.0)
+
+
+def test_an_unknown_parser_is_refused() -> None:
+    with pytest.raises(ValueError, match="no HTTP parser"):
+        listener.guarded_protocol(listener.ConnectionLimits(), "zttp")
 
 
 def _raise_own_limit(wanted: int) -> None:

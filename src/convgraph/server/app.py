@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from convgraph.core.hlc import Clock, system_clock
 from convgraph.errors import MissingExtraError
@@ -54,8 +55,9 @@ try:  # the [server] extra: without it, a typed error that says what to install
     from starlette.applications import Starlette
     from starlette.convertors import Convertor, register_url_convertor
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
 except ModuleNotFoundError as exc:
     raise MissingExtraError("server", "the sync server", module=exc.name) from exc
 
@@ -119,12 +121,13 @@ def create_app(
             await asyncio.gather(*tasks, return_exceptions=True)
 
     guarded = shell.guarded
+    sync_route = shell.signed(sync.sync)
     routes = [
         Route("/v1/health", about.health, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
         Route("/.well-known/convgraph", about.identity, methods=["GET"]),
         Route("/v1/findings", guarded(reads.findings), methods=["GET"]),
-        Route("/v1/sync", shell.signed(sync.sync), methods=["POST"]),
+        Route("/v1/sync", sync_route, methods=["POST"]),  # a POST is answered by `_App` before routing
         Route("/v1/records/{cid}", guarded(reads.record), methods=["GET"]),
         Route("/v1/artifacts/{cid}", guarded(reads.artifact), methods=["GET"]),
         Route("/v1/conversations/{conv:conv}/heads", guarded(reads.heads), methods=["GET"]),
@@ -137,7 +140,33 @@ def create_app(
         viewer_app.mount(viewer_app.Viewer(replica.reader(), sessions, lambda session: _GateReader(
             gate, session.actor), hub, threading.Lock(), cfg.heartbeat_s)),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return _App(sync_route, routes=routes, lifespan=lifespan)
+
+
+class _App(Starlette):
+    """The app, with `POST /v1/sync` answered before Starlette's middleware and router, which
+    cost about a tenth of a tiny sync's HTTP exchange (bench/README.md, issue 31 §2).
+    Invariant: the answers are the route's own (its handler returns every refusal as a
+    response); any other method or path, and every request once a middleware is added
+    (`add_middleware`), goes through the stack as before (a 405 names `Allow: POST`); an
+    unexpected error is a plain 500 then re-raised, as `ServerErrorMiddleware` does it."""
+
+    def __init__(self, sync: Callable[[Request], Awaitable[Response]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._sync = sync
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or scope["path"] != "/v1/sync" or scope["method"] != "POST"
+                or scope.get("root_path") or self.user_middleware):  # a middleware added sees every request
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        try:
+            response = await self._sync(Request(scope, receive, send))
+        except Exception:
+            await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, send)
+            raise
+        await response(scope, receive, send)
 
 
 def _nonce_log(replica: Replica) -> NonceLog:

@@ -1,17 +1,21 @@
 """The sync server's HTTP listener: a socket bound before anything is announced, and
 connections that cannot pile up until the process runs out of descriptors.
 
-uvicorn closes idle keep-alive connections (`timeout_keep_alive`) and h11 bounds a request
-head (`h11_max_incomplete_event_size`); both are used. Neither closes a connection that
-never finishes its head, and each accepted connection holds a descriptor: a crowd of silent
-or trickling ones reaches the process's limit, accepting fails with EMFILE, and nobody is
-served. uvicorn's `limit_concurrency` does not help: it answers 503 to new requests but
-keeps every socket open. `_GuardedH11` adds the two missing bounds: each request head must
-arrive within `header_timeout_s` of the moment the server began to wait for it, and at
-`max_connections` the connection that has waited longest for its head is closed to make
-room (a newcomer is answered 503 when every connection is busy with a request). Invariant:
-the server holds at most `max_connections` client sockets, and none of them waits for a
-head longer than `header_timeout_s`.
+Requests are parsed by httptools (llhttp, in C) where it is installed, else by h11 (pure
+Python, about 0.35 ms more CPU a request: bench/README.md); both are guarded alike. uvicorn
+closes idle keep-alive connections (`timeout_keep_alive`); h11 bounds a request head
+(`h11_max_incomplete_event_size`) and `_GuardedHttpTools` bounds it the same way
+(`max_head`). Neither parser closes a connection that never finishes its head, and each
+accepted connection holds a descriptor: a crowd of silent or trickling ones reaches the
+process's limit, accepting fails with EMFILE, and nobody is served. uvicorn's
+`limit_concurrency` does not help: it answers 503 to new requests but keeps every socket
+open. `_Guard` adds the two missing bounds: each request head must arrive within
+`header_timeout_s` of the moment the server began to wait for it, and at `max_connections`
+the connection that has waited longest for its head is closed to make room (a newcomer is
+answered 503 when every connection is busy with a request). Invariant: the server holds at
+most `max_connections` client sockets, none of them waits for a head longer than
+`header_timeout_s`, and none buffers a head of more than `max_head` bytes (plus at most one
+read of data pipelined behind a request).
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ try:  # the [server] extra: without it, a typed error that says what to install
     from uvicorn.protocols.http.h11_impl import H11Protocol
 except ModuleNotFoundError as exc:
     raise MissingExtraError("server", "the sync server", module=exc.name) from exc
+try:  # in the [server] extra; where it cannot be installed, the server still runs, on h11
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ModuleNotFoundError:  # pragma: no cover - the pinned environments all have it
+    PARSERS: tuple[str, ...] = ("h11",)
+else:
+    PARSERS = ("httptools", "h11")  # the first is the default
 
 _RESERVE: Final = 128  # descriptors kept for the store, the loop, the log and connections being accepted
 _ACCEPT_BATCH: Final = 16  # connections asyncio accepts per wake-up (see `_Server`)
@@ -89,21 +99,22 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(app: ASGIApp, sock: socket.socket, limits: ConnectionLimits = ConnectionLimits(),
-          on_ready: Callable[[], None] | None = None) -> None:
+          on_ready: Callable[[], None] | None = None, parser: str | None = None) -> None:
     """Serve `app` on `sock` with uvicorn until interrupted; `on_ready` runs once it accepts."""
     # a thread that waits on I/O (a sync of a small conversation) takes the GIL back from one
     # busy judging a large push after this long at most, each time: 5 ms by default, which
     # a request with a hundred round trips to SQLite paid a hundred times (bench/hol.py)
     sys.setswitchinterval(0.001)
-    server(app, limits, on_ready).run(sockets=[sock])
+    server(app, limits, on_ready, parser).run(sockets=[sock])
 
 
 def server(app: ASGIApp, limits: ConnectionLimits = ConnectionLimits(),
-           on_ready: Callable[[], None] | None = None) -> uvicorn.Server:
+           on_ready: Callable[[], None] | None = None, parser: str | None = None) -> uvicorn.Server:
     """The uvicorn server `serve` runs; `run(sockets=[sock])` it, set `should_exit` to stop it.
-    `on_ready` runs once the app has started and connections are being accepted, not before."""
+    `on_ready` runs once the app has started and connections are being accepted, not before;
+    `parser` is one of `PARSERS` (default: the first)."""
     config = uvicorn.Config(
-        app, http=guarded_protocol(limits), loop="asyncio", lifespan="on", log_level="warning",
+        app, http=guarded_protocol(limits, parser), loop="asyncio", lifespan="on", log_level="warning",
         timeout_keep_alive=limits.keep_alive_s, h11_max_incomplete_event_size=limits.max_head,
         backlog=_ACCEPT_BATCH,
     )
@@ -136,47 +147,54 @@ class _Server(uvicorn.Server):
             self._on_ready()
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
-    """A protocol class for one server: its connections share one queue of waiting heads."""
+def guarded_protocol(limits: ConnectionLimits, parser: str | None = None) -> type[asyncio.Protocol]:
+    """A protocol class for one server, parsing with `parser` (default: the first of `PARSERS`):
+    its connections share one queue of waiting heads."""
+    parser = parser or PARSERS[0]
+    if parser not in PARSERS:
+        raise ValueError(f"no HTTP parser {parser!r} here: one of {', '.join(PARSERS)}")
     attrs = {
         "header_timeout_s": limits.header_timeout_s,
         "max_connections": limits.max_connections or default_max_connections(),
+        "max_head": limits.max_head,
         "waiting": {},
     }
-    return type("GuardedH11", (_GuardedH11,), attrs)
+    base = _GuardedH11 if parser == "h11" else _GuardedHttpTools
+    return type(f"Guarded{parser.capitalize()}", (base,), attrs)
 
 
-class _GuardedH11(H11Protocol):
+class _Guard(asyncio.Protocol):
+    """The bounds both parsers' protocols share; `_idle` says whether the connection waits for a head."""
+
     header_timeout_s: ClassVar[float]
     max_connections: ClassVar[int]
-    waiting: ClassVar[dict[_GuardedH11, None]]  # connections waiting for a head, longest first
+    max_head: ClassVar[int]
+    waiting: ClassVar[dict[_Guard, None]]  # connections waiting for a head, longest first
+    connections: set[Any]
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def _idle(self) -> bool:
+        raise NotImplementedError
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
             longest = next(iter(self.waiting), None)
             if longest is None:  # every other connection is in a request: this one must wait its turn
-                transport.write(_BUSY)
-                transport.close()
+                self.transport.write(_BUSY)
+                self.transport.close()
                 return
             longest._expire()
         self._await_head()
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._track()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._track()
-
     def _track(self) -> None:
-        """Wait for a head exactly while h11 waits for one: a new connection, or between requests."""
-        idle = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        """Wait for a head exactly while the parser waits for one: a new connection, or between requests."""
+        idle = self._idle() and not self.transport.is_closing()
         if idle and self not in self.waiting:
             self._await_head()  # the next head has its own deadline, counted from now
         elif not idle:
@@ -200,3 +218,68 @@ class _GuardedH11(H11Protocol):
     def _expire(self) -> None:
         self._stop_waiting()
         self.transport.close()
+
+
+class _GuardedH11(_Guard, H11Protocol):
+    def _idle(self) -> bool:
+        return self.conn.their_state is h11.IDLE
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._track()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._track()
+
+
+class _HeadTooLargeError(Exception):
+    """Raised in a parser callback: llhttp stops, uvicorn answers 400 and closes (as with h11)."""
+
+
+if "httptools" in PARSERS:
+
+    class _GuardedHttpTools(_Guard, HttpToolsProtocol):
+        """llhttp keeps no bound on a head: a header line is gathered in Python until it ends.
+        So the bytes of a head still open after each read are counted, and a complete head is
+        measured before its request starts."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._heads = 0  # heads completed on this connection
+            self._head_open = True  # between a request's end (or the connection's start) and the next head
+            self._head_bytes = 0  # bytes of the open head received so far
+
+        def _idle(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def data_received(self, data: bytes) -> None:
+            began, heads = self._head_open, self._heads
+            super().data_received(data)
+            if self.transport.is_closing():
+                self._stop_waiting()
+                return
+            if self._head_open:
+                # a head that began within this read counts from the next one: it is at most one read
+                self._head_bytes = self._head_bytes + len(data) if began and heads == self._heads else 0
+                if self._head_bytes > self.max_head:
+                    self.send_400_response("Invalid HTTP request received.")
+                    self._stop_waiting()
+                    return
+            self._track()
+
+        def on_headers_complete(self) -> None:
+            self._head_open, self._head_bytes = False, 0
+            self._heads += 1
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > self.max_head:
+                raise _HeadTooLargeError(size)
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._head_open = True
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._track()
