@@ -21,7 +21,8 @@ Reported:
 
 With `--clients 50,500` each count is one case; `--both` runs each on SQLite and on
 PostgreSQL; `--baseline-src` runs each case's server again on another checkout's src/ (the
-clients always run this code).
+clients run this code, unless `--baseline-clients`: then the baseline case's clients run the
+baseline's code too, for a change on the client's side such as how many sessions a sync runs).
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ from rich.table import Table
 console = Console(highlight=False)
 
 
-def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    """One client process: a thread per (server URL, seed), each looping write + sync until the deadline."""
+def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue,  # type: ignore[type-arg]
+             src: Path | None = None) -> None:
+    """One client process: a thread per (server URL, seed), each looping write + sync until the
+    deadline; with `src` (a spawned process, which imported no convgraph yet), that src's code."""
+    if src is not None:
+        sys.path.insert(0, str(src))
     from convgraph import Config, Replica, SigningKey
     from convgraph.sync.http import HttpRemote
     from convgraph.sync.initiator import synchronize
@@ -64,7 +69,7 @@ def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue) -> N
         exchanges: list[float] = []
         syncs: list[float] = []
         written: list[str] = []
-        failures = 0
+        failures = converged = 0
         with HttpRemote(url, key, timeout_s=120) as remote:
 
             def timed(message: bytes) -> bytes:
@@ -79,14 +84,17 @@ def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue) -> N
                 written.append(str(replica.say("shared", "assistant", f"{own} turn {n}").cid))
                 t = time.perf_counter()
                 try:
-                    synchronize(ReplicaPeer(replica), timed, [own, "shared"], salts=lambda: os.urandom(8))
+                    report = synchronize(ReplicaPeer(replica), timed, [own, "shared"],
+                                         salts=lambda: os.urandom(8))
+                    converged += report.converged
                 except Exception:  # counted, not fatal: the bench reports failures
                     failures += 1
                 syncs.append(time.perf_counter() - t)
                 n += 1
             synchronize(ReplicaPeer(replica), remote.exchange, [own, "shared"], salts=lambda: os.urandom(8))
         with lock:
-            results.append({"exchanges": exchanges, "syncs": syncs, "written": written, "failures": failures})
+            results.append({"exchanges": exchanges, "syncs": syncs, "written": written, "failures": failures,
+                            "converged": converged})
 
     threads = [threading.Thread(target=client, args=pair) for pair in pairs]
     for t in threads:
@@ -94,6 +102,13 @@ def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue) -> N
     for t in threads:
         t.join()
     out.put(results)
+
+
+def ours_src() -> Path:
+    """The src/ this process imported convgraph from."""
+    import convgraph
+
+    return Path(convgraph.__file__).resolve().parent.parent
 
 
 def _pct(xs: list[float], p: float) -> float:
@@ -110,6 +125,8 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--both", action="store_true", help="SQLite and then PostgreSQL (--db) in one run")
     parser.add_argument("--baseline-src", type=Path, default=None,
                         help="another checkout's src/: its server runs each case too, in the same run")
+    parser.add_argument("--baseline-clients", action="store_true",
+                        help="with --baseline-src: the baseline case's clients run that src too")
     parser.add_argument("--instances", default=None,
                         help="instance counts (1,2,4): that many servers over one --db schema")
     parser.add_argument("--citus", default=None,
@@ -140,7 +157,8 @@ def run(argv: Sequence[str]) -> int:
                               f"{args.seconds:.0f} s, store {'PostgreSQL' if db else 'SQLite'}, server code "
                               f"{code} ({env['cpu']}, {env['cores']} cores, code {env['convgraph']})")
                 rows.append({"code": code, "src": str(src), **_one(args, clients, db, src)})
-    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "sync_p50_ms", "sync_p99_ms", "exchange_p99_ms",
+    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "exchanges_per_sync", "server_cpu_ms_per_exchange",
+            "converged_share", "sync_p50_ms", "sync_p99_ms", "exchange_p99_ms",
             "records_per_s", "failed_syncs", "lost", "server_verify_ok", "machine_cores_busy")
     table = Table("figure", *(f"{r['store']} {r['clients']} {r['code']}" for r in rows))
     for k in keys:
@@ -168,7 +186,8 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
             env = {**os.environ, "PYTHONPATH": str(src)}
             with Server(home, serve_args, log=Path(tmp) / "server.log", env=env) as server:
                 busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), process_cpu_s(server.pid)
-                results = _drive([(server.url, s) for s in seeds], args.processes, args.seconds)
+                client_src = src if getattr(args, "baseline_clients", False) and src != ours_src() else None
+                results = _drive([(server.url, s) for s in seeds], args.processes, args.seconds, client_src)
                 wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
                 cpu = process_cpu_s(server.pid) - cpu0
             if db:  # the server stopped: read what it holds
@@ -187,11 +206,13 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
     return _figures(results, clients, args.seconds, wall, cpu, busy, held, verified, store)
 
 
-def _drive(pairs: list[tuple[str, bytes]], processes: int, seconds: float) -> list[dict[str, object]]:
-    """Run the clients, (server URL, seed) each, in `processes` processes; their results."""
-    queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_clients, args=(pairs[i::processes], seconds, queue))
+def _drive(pairs: list[tuple[str, bytes]], processes: int, seconds: float,
+           src: Path | None = None) -> list[dict[str, object]]:
+    """Run the clients, (server URL, seed) each, in `processes` processes; their results. With
+    `src`, spawned processes that import convgraph from there, not forks of this one."""
+    ctx: mp.context.DefaultContext = mp.get_context("fork" if src is None else "spawn")  # type: ignore[assignment]
+    queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+    procs = [ctx.Process(target=_clients, args=(pairs[i::processes], seconds, queue, src))
              for i in range(processes)]
     for p in procs:
         p.start()
@@ -218,6 +239,10 @@ def _figures(results: list[dict[str, object]], clients: int, seconds: float, wal
         "server_cpu_s": round(cpu, 2), "server_cpu_ms_per_sync": round(cpu / served * 1000, 2),
         "server_cpu_ms_per_exchange": round(cpu / max(1, len(exchanges)) * 1000, 2),
         "exchanges": len(exchanges), "exchanges_per_s": round(len(exchanges) / seconds, 1),
+        "exchanges_per_sync": round(len(exchanges) / max(1, len(syncs)), 2),
+        # syncs that ended converged; the others ended behind what others wrote meanwhile (or failed)
+        "converged_share": round(sum(int(r.get("converged", 0)) for r in results)  # type: ignore[call-overload]
+                                 / max(1, len(syncs)), 2),
         "records_written": len(written), "records_per_s": round(len(written) / seconds, 1),
         "exchange_p50_ms": round(_pct(exchanges, 0.5), 2), "exchange_p99_ms": round(_pct(exchanges, 0.99), 2),
         "sync_p50_ms": round(_pct(syncs, 0.5), 2), "sync_p99_ms": round(_pct(syncs, 0.99), 2),
@@ -237,7 +262,8 @@ def _instances_run(args: argparse.Namespace, env: dict[str, str]) -> int:
                               f"{args.seconds:.0f} s, {n} instance(s) over one {store} schema "
                               f"({env['cpu']}, {env['cores']} cores, code {env['convgraph']})")
                 rows.append(_many(args, clients, store, db, n))
-    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "sync_p50_ms", "sync_p99_ms", "failed_syncs", "lost",
+    keys = ("syncs_per_s", "server_cpu_ms_per_sync", "exchanges_per_sync", "sync_p50_ms", "sync_p99_ms",
+            "failed_syncs", "lost",
             "lock_wait_share", "lock_waiters_mean", "lock_waiters_max", "citus_lock_waits_mean",
             "machine_cores_busy")
     table = Table("figure", *(f"{r['store']} {r['clients']}c x{r['instances']}" for r in rows))

@@ -7,6 +7,7 @@ The clock is a fake one that each round trip moves on, so the deadline is exact 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Callable
@@ -14,10 +15,12 @@ from collections.abc import Callable
 import pytest
 
 from convgraph.errors import ProtocolError, RoundTripLimitError, SyncTimeoutError, TransportError
+from convgraph.integrity.statement import decode_statement, sign_statement
+from convgraph.sync import wire
 from convgraph.sync.deadline import Deadline
 from convgraph.sync.initiator import ConvReport, synchronize
 from convgraph.sync.wire import Fate, Reported
-from sync.fakes import FakePeer, population, responder, stubborn
+from sync.fakes import KEY, T0, FakePeer, population, record, responder, stubborn
 
 _salts = itertools.count()
 
@@ -112,3 +115,74 @@ def test_a_report_naming_a_record_by_index_is_read_against_what_was_pushed() -> 
     assert not conv.waiting_there and conv.released_there == 1
     with pytest.raises(ProtocolError, match="names record 3 of 3"):
         conv.take([Reported(Fate.REJECTED_AT, index=3, rule="size")], pushed)
+
+
+class _Busy:
+    """A responder that a third party writes into just before it answers the `at`-th message:
+    a hook in the exchange, so where the write lands in the session is exact."""
+
+    def __init__(self, server: FakePeer, written: bytes, *, at: int = 2, receipt: bool = True) -> None:
+        self.server, self.written, self.at, self.receipt = server, written, at, receipt
+        self.honest, self.calls = responder(server), 0
+
+    def __call__(self, message: bytes) -> bytes:
+        self.calls += 1
+        if self.calls == self.at:
+            self.server.ingest("c", [self.written])  # another client's push, between two messages
+        reply = self.honest.receive(message)
+        if self.receipt or self.calls != self.at:
+            return reply
+        # this reply's statements name nothing as stored: the records it reports stored are unconfirmed
+        decoded = wire.decode(reply)
+        sections = tuple(dataclasses.replace(s, statement=_no_receipt(s.statement)) for s in decoded.sections)
+        return wire.encode(wire.Message(decoded.kind, decoded.salt, sections))
+
+
+def _no_receipt(data: bytes | None) -> bytes | None:
+    if data is None:
+        return None
+    st = decode_statement(data)
+    return sign_statement(KEY, st.conv, st.count, st.heads, st.time_ms).data
+
+
+def _busy_scene() -> tuple[list[bytes], list[bytes], list[bytes], bytes]:
+    shared = population(random.Random(7), 40)
+    mine = [record(T0 + 100 + i, b"mine %d" % i) for i in range(2)]
+    theirs = [record(T0 + 100 + i, b"theirs %d" % i) for i in range(2)]
+    return shared, mine, theirs, record(T0 + 50, b"a third party's, in the middle of the set")
+
+
+def test_a_run_does_not_chase_records_others_land_during_its_session() -> None:
+    shared, mine, theirs, third = _busy_scene()
+    a, b = FakePeer(shared + mine), FakePeer(shared + theirs)
+    busy = _Busy(b, third)
+    report = synchronize(a, busy, ["c"], salts=salts)
+    conv = report.convs["c"]
+    # one session: it pushed what the client held and took what the server held at its first answer
+    assert report.sessions == 1 and busy.calls == report.round_trips == 2
+    assert a.set() == FakePeer(shared + mine + theirs).set()
+    assert b.set() == FakePeer(shared + mine + theirs + [third]).set()
+    assert conv.sent == 2 and conv.accepted_here == 2 and conv.accepted_there == 2
+    # and it says so: not converged, behind by the one record the third party landed
+    assert not report.converged and not conv.converged and conv.behind == 1
+    assert conv.statement() == ("not converged: 1 record stored by the peer from others during "
+                                "the session (the next sync takes them)")
+    assert conv.caught_up()
+    again = synchronize(a, responder(b).receive, ["c"], salts=salts)  # the next sync takes it
+    assert again.converged and again.sessions == 1 and again.convs["c"].accepted_here == 1
+    assert a.set() == b.set()
+
+
+def test_a_session_that_could_not_finish_its_work_is_followed_by_another_though_the_peer_moved() -> None:
+    shared, mine, theirs, third = _busy_scene()
+    a, b = FakePeer(shared + mine), FakePeer(shared + theirs)
+    busy = _Busy(b, third, receipt=False)  # the push's reply confirms none of it
+    report = synchronize(a, busy, ["c"], salts=salts)
+    assert report.sessions == 2 and report.converged and a.set() == b.set()
+
+
+def test_a_quiet_peer_still_converges_in_one_session() -> None:
+    shared, mine, theirs, _ = _busy_scene()
+    a, b = FakePeer(shared + mine), FakePeer(shared + theirs)
+    report = synchronize(a, responder(b).receive, ["c"], salts=salts)
+    assert report.converged and report.sessions == 1 and report.convs["c"].behind == 0

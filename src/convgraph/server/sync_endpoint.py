@@ -30,8 +30,8 @@ from convgraph.errors import MissingExtraError, ServerBusyError, Unauthenticated
 from convgraph.replica import Replica
 from convgraph.replica.ingest import IngestReport, prepared
 from convgraph.server.gate import Gate
-from convgraph.server.nonces import joinable
 from convgraph.server.hop import Hop
+from convgraph.server.nonces import joinable
 from convgraph.sync import fates, wire
 from convgraph.sync.artifact_exchange import BlockOutcome
 from convgraph.sync.auth import Signed, Verifier

@@ -1,8 +1,10 @@
-"""The client side of sync: the loop that runs sessions until both sides agree.
+"""The client side of sync: the loop that runs sessions until both sides agree or are caught up.
 
 `synchronize` repeats sessions (`Initiator`, in `sync.initiator_session`), each with a fresh
-salt, until they agree or a session moves nothing, within one deadline and one round-trip
-budget for the whole run. After each session it hands the peer's statements and gossip to
+salt, until they agree, a session moves nothing, or a session has done its work and differs
+from the peer only by records others landed there meanwhile (those wait for the next run: a
+run never chases a peer that keeps moving), within one deadline and one round-trip budget
+for the whole run. After each session it hands the peer's statements and gossip to
 the replica's memory (docs/integrity.md §4, §5; `sync.witness_hooks`). Invariant: a run
 never makes more than `max_round_trips` round trips, failed sessions included, and every
 statement of the run is signed by one key.
@@ -46,7 +48,9 @@ def synchronize(
     monotonic: Monotonic = time.monotonic, witness: Witness | None = None, peer_key: bytes | None = None,
     clock: Clock = system_clock,
 ) -> SyncReport:
-    """Run sessions until both sides agree, a session moves nothing, or `max_sessions` ran.
+    """Run sessions until both sides agree, a session moves nothing, every conversation is
+    caught up (`ConvReport.caught_up`: behind only by what others landed at the peer during the
+    session), or `max_sessions` ran.
 
     The whole run has one deadline, `timeout_s` from the start on `monotonic`
     (`SyncTimeoutError`), and one budget of `max_round_trips` (`RoundTripLimitError`), failed
@@ -101,7 +105,7 @@ def synchronize(
         report._add(session)
         moved = any(r.accepted_here or r.accepted_there or r.released_there or r.adopted
                     or r.blocks_received or r.blocks_sent for r in session.reports.values())
-        if session.converged() or not moved:
-            break
+        if not moved or all(r.caught_up() for r in session.reports.values()):
+            break  # converged, or a next session would only chase records others write meanwhile
     report.converged = all(r.converged for r in report.convs.values())
     return report

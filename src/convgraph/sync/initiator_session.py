@@ -56,7 +56,10 @@ class _Conv:
     last_sent: list[bytes] = field(default_factory=list)  # digests of the last message's records
     accepted: list[bytes] = field(default_factory=list)
     base_sent: bool = False  # a session offers a conversation's base at most once
+    base_offered: bool = False  # and did: the keys the peer adopts from it are in no report
     theirs: tuple[int, bytes] | None = None  # the peer's last (count, strong fingerprint)
+    first_count: int | None = None  # the peer's count in its first reply
+    brought: set[bytes] = field(default_factory=set)  # ACCEPTED or RELEASED there after the first reply
     matched: bool = False  # the strong fingerprints agreed at the end of the session
     report: ConvReport = field(default_factory=ConvReport)
     statements: list[Statement] = field(default_factory=list)  # the peer's, in the order received
@@ -135,6 +138,7 @@ class Initiator:
             for name, conv in self._convs.items():
                 conv.matched = self._agrees(conv)
                 conv.report.converged = conv.matched and not conv.report.unconfirmed
+                conv.report.behind = self._behind(conv)
                 if self.artifacts is not None:
                     conv.report.missing_here = self.artifacts.missing_artifacts(name)
                     conv.report.missing_there = list(conv.artifacts.theirs)
@@ -177,6 +181,10 @@ class Initiator:
             conv.report.rejected_here += outcome.rejected
         if s.count is not None:
             conv.theirs = (s.count, s.strong)
+            if first:
+                conv.first_count = s.count
+        if s.report is not None and not first:  # the first count is taken after its own report
+            conv.brought.update(e.digest for e in s.report if e.fate in (Fate.ACCEPTED, Fate.RELEASED))
         statement = section_statement(s, self.peer_key)
         if self.peer_key is None:  # the first statement sets the session's key
             self.peer_key = statement.key
@@ -213,6 +221,7 @@ class Initiator:
                     if base is not None and base.size() > left[0] and left[0] < self.budget:
                         return records, None  # sent first in a message of its own
                     conv.base_sent = True
+                    conv.base_offered = base is not None
                     left[0] -= base.size() if base is not None else 0
                 if data is not None and len(data) > left[0] and left[0] < self.budget:
                     return records, base
@@ -237,6 +246,15 @@ class Initiator:
 
     def _agrees(self, conv: _Conv) -> bool:
         return conv.theirs is not None and reconcile.summary(conv.keys, conv.accepted) == conv.theirs
+
+    def _behind(self, conv: _Conv) -> int:
+        """How many records the peer holds past ours at the end, when its set grew by at least
+        that many during the session that the session did not bring (docs/sync.md, step 7)."""
+        if conv.theirs is None or conv.first_count is None or conv.base_offered:
+            return 0  # a base the peer adopted adds keys no report counts
+        grew = conv.theirs[0] - conv.first_count - len(conv.brought)  # records others landed there
+        gap = conv.theirs[0] - (len(conv.keys) + len(conv.accepted))
+        return gap if 0 < gap <= grew else 0
 
     def _out(self, message: Message) -> bytes:
         data = encode(message)

@@ -63,6 +63,9 @@ class ConvReport:
     pending: list[str] = field(default_factory=list)  # failures no bundle can prove yet (§4)
     signed: list[str] = field(default_factory=list)  # why the peer's statements deny convergence (§4)
     converged: bool = False
+    # records the peer held past ours when the session ended, all landed there by others during it
+    # (docs/sync.md, step 7): left for the next sync, 0 when the peer's set did not grow so
+    behind: int = 0
     # artifacts (docs/sync.md, Artifacts): never part of `converged`, which is about records
     blocks_sent: int = 0
     blocks_sent_bytes: int = 0
@@ -121,10 +124,21 @@ class ConvReport:
             (self.quarantined_here, "waiting here for parents or for our clock"),
             (len(self.gone), "compacted at the peer, which can no longer serve them"),
             (len(self.unconfirmed), "reported stored by the peer but named by no receipt (offered again)"),
+            (self.behind, "stored by the peer from others during the session (the next sync takes them)"),
         ]
         reasons = [f"{n} record{'s' * (n != 1)} {what}" for n, what in found if n]
         reasons += [f"statement: {why}" for why in self.signed]
         return reasons or ["the two sets still differ when the sessions ended"]
+
+    def caught_up(self) -> bool:
+        """Whether a further session of the run would only chase the peer: the session converged,
+        or it is behind only by records others landed there meanwhile, with nothing of ours left
+        to confirm or offer again and nothing waiting for parents on either side."""
+        if self.converged:
+            return True
+        unfinished = (self.unconfirmed or self.evicted_there or self.quarantined_here or self.signed
+                      or any(e.fate is Fate.QUARANTINED for e in self.waiting_there.values()))
+        return self.behind > 0 and not unfinished
 
     def statement(self) -> str:
         """`converged`, or `not converged: ` and every reason known."""
@@ -183,6 +197,7 @@ class SyncReport:
             total.pending = list(r.pending)
             total.signed = list(r.signed)
             total.converged = r.converged
+            total.behind = r.behind
             total.blocks_refused_here += r.blocks_refused_here
             # the last session's view: what is still missing after it
             total.missing_here, total.missing_there = list(r.missing_here), list(r.missing_there)
