@@ -89,7 +89,7 @@ def test_an_ingest_locks_its_conversation_row_once(store: PostgresStore, monkeyp
     run = store._x
 
     def counting(text: str, *args: object) -> object:
-        if "FOR UPDATE" in text:
+        if "FOR UPDATE" in text or "ON CONFLICT (conv) DO UPDATE" in text:  # a lock, or the upsert hold
             locks.append(str(args[0]))
         return run(text, *args)
 
