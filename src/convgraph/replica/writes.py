@@ -86,7 +86,9 @@ class Writer:
     def _stamp(self, seen: Iterable[Hlc], now_ms: int) -> Hlc:
         """The next stamp of a record written after `seen`; the clock moves to it."""
         with self._clock:
-            self.hlc = stamp = hlc_.after_all(self.hlc, seen, now_ms)
+            stamp = hlc_.after_all(self.hlc, seen, now_ms)
+            if stamp.wall_ms <= hlc_.MAX_WALL_MS:  # one past the last stamp is refused when signed:
+                self.hlc = stamp                   # the clock stays, and the next write fails the same way
         return stamp
 
     def _tip_from_store(self, actor: bytes, conv: str) -> tuple[set[CID], int, list[Hlc]]:
