@@ -11,12 +11,17 @@ first record of each conversation is written untimed. Targets, all in one run:
 * `citus-local`: the same coordinator with every table left plain on it, the baseline that
   separates the cost of distribution from the cost of going through Citus at all.
 
-Reported: p50 / p99 / mean ms per write, writes/s, and each target's p50 ÷ plain PostgreSQL's
-and ÷ `citus-local`'s (the same server: the cost of distribution alone). Issue 31 §4's goal:
-Citus at most 1.5 times plain PostgreSQL once the store-wide lock is gone.
+The targets take turns, `--rounds` times (pg, citus, citus-local, pg, …; each turn a fresh
+schema), and each target's latencies are pooled over its turns: the machine's load, which moves
+over minutes here, weighs on every target alike. Reported: p50 / p99 / mean ms per write,
+writes/s, each target's p50 ÷ plain PostgreSQL's and ÷ `citus-local`'s (the same server: the
+cost of distribution alone), and on Citus the statements one append sends to the workers
+(`citus.log_remote_commands` on one more append, counted). Issue 31 §4's goal: Citus at most
+1.5 times plain PostgreSQL.
 
     .venv/bin/python bench/write_latency.py --citus postgresql://postgres@127.0.0.1:9700/test
     .venv/bin/python bench/write_latency.py --quick --writers 4      # plain PostgreSQL alone
+    .venv/bin/python bench/write_latency.py --citus DSN --rounds 5   # five turns each
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ def _records(conversations: int, per_conv: int) -> list[list[Any]]:
 
 
 def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dict[str, Any]:
-    """Write `chains` into a fresh schema on `dsn`; the per-write latencies, or why it failed."""
+    """Write `chains` into a fresh schema on `dsn`: the per-write latencies (`times`, s), the
+    wall time, the statements one more append sent to the workers (on Citus), or why it failed.
+    The last chain is the probe's, not timed."""
     import psycopg
 
     import citus
@@ -73,6 +80,7 @@ def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dic
     finally:
         PostgresStore.on_create = None
     out: dict[str, Any] = {"refused": citus.report()}
+    timed, probe = chains[:-1], chains[-1]
     times: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -95,13 +103,15 @@ def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dic
                 errors.append(str(exc))
 
     try:
-        threads = [threading.Thread(target=writer, args=(chains[i::writers],)) for i in range(writers)]
+        threads = [threading.Thread(target=writer, args=(timed[i::writers],)) for i in range(writers)]
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        if place == "distribute" and not errors:
+            out["remote_commands"] = _remote_commands(dsn, schema, probe)
     finally:
         store.close()
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -109,12 +119,46 @@ def _measure(dsn: str, place: str, chains: list[list[Any]], writers: int) -> dic
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     if errors:
         return out | {"failed": errors[0]}
-    times.sort()
+    return out | {"times": times, "wall_s": wall}
+
+
+def _remote_commands(dsn: str, schema: str, probe: list[Any]) -> list[str]:
+    """What Citus sends to the workers for one append (`probe[1]`, after `probe[0]` untimed):
+    `citus.log_remote_commands` on the one connection of a store of its own."""
+    from convgraph.store.postgres import PostgresStore
+    from convgraph.store.rows import WriteSet
+
+    store = PostgresStore(dsn, schema=schema, pool_size=1)
+    notes: list[str] = []
+    try:
+        store.commit(WriteSet(records=[probe[0]]))
+        with store._pool.connection() as conn:  # the pool's only connection: the next commit's
+            conn.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+            conn.execute("SET citus.log_remote_commands = on; SET client_min_messages = log")
+        store.commit(WriteSet(records=[probe[1]]))
+        with store._pool.connection() as conn:
+            conn.execute("RESET citus.log_remote_commands; RESET client_min_messages")
+    finally:
+        store.close()
+    return [n.removeprefix("issuing ")[:120] for n in notes if n.startswith("issuing ")]
+
+
+def _figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One target's figures, its latencies pooled over its turns."""
+    failed = [r["failed"] for r in rounds if "failed" in r]
+    out: dict[str, Any] = {"refused": rounds[0]["refused"], "rounds": len(rounds)}
+    if "remote_commands" in rounds[0]:
+        out["remote_commands"] = rounds[0]["remote_commands"]
+    if failed:
+        return out | {"failed": failed[0]}
+    times = sorted(t for r in rounds for t in r["times"])
+    wall = sum(r["wall_s"] for r in rounds)
     return out | {
         "writes": len(times), "wall_s": round(wall, 2), "writes_per_s": round(len(times) / wall, 1),
         "p50_ms": round(times[len(times) // 2] * 1000, 2),
         "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 2),
         "mean_ms": round(statistics.fmean(times) * 1000, 2),
+        "p50_ms_by_round": [round(sorted(r["times"])[len(r["times"]) // 2] * 1000, 2) for r in rounds],
     }
 
 
@@ -127,41 +171,53 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument("--per-conv", type=int, default=6,
                         help="records per conversation (the first untimed)")
     parser.add_argument("--writers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="turns each target takes, alternating")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-snapshot", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.conversations, args.per_conv = 20, 4
+        args.conversations, args.per_conv, args.rounds = 20, 4, 1
     env = environment(["psycopg"])
     console.print(f"[bold]bench/write_latency.py[/]  {args.conversations} conversations x "
-                  f"{args.per_conv - 1} timed appends, {args.writers} writer(s)  "
+                  f"{args.per_conv - 1} timed appends, {args.writers} writer(s), {args.rounds} round(s) "
                   f"({env['cpu']}, {env['cores']} cores, "
                   f"code {env['convgraph']})")
-    chains = _records(args.conversations, args.per_conv)
+    chains = _records(args.conversations + 1, max(2, args.per_conv))  # the last: the probe's
     targets = {"pg": (args.pg, "none")}
     if args.citus:
         targets |= {"citus": (args.citus, "distribute"), "citus-local": (args.citus, "none")}
-    results = {name: _measure(dsn, place, chains, args.writers) for name, (dsn, place) in targets.items()}
+    turns: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+    for _ in range(max(1, args.rounds)):
+        for name, (dsn, place) in targets.items():
+            turns[name].append(_measure(dsn, place, chains, args.writers))
+    results = {name: _figures(rounds) for name, rounds in turns.items()}
+    env["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     # two baselines: plain PostgreSQL (another server, maybe busier), and the coordinator's own
     # plain tables (same server, same settings and load: the cost of distribution alone)
     base = results["pg"].get("p50_ms")
     local = results.get("citus-local", {}).get("p50_ms")
-    table = Table("target", "p50 ms", "p99 ms", "mean ms", "writes/s", "p50 ÷ pg", "p50 ÷ citus-local")
+    table = Table("target", "p50 ms", "p99 ms", "mean ms", "writes/s", "p50 ÷ pg", "p50 ÷ citus-local",
+                  "p50 ms by round")
     for name, r in results.items():
         if "failed" in r:
-            table.add_row(name, "failed", "", "", "", "", "")
+            table.add_row(name, "failed", "", "", "", "", "", "")
             continue
         ratio = f"{r['p50_ms'] / base:.2f}" if base else ""
         to_local = f"{r['p50_ms'] / local:.2f}" if local and name != "pg" else ""
         cells = (r["p50_ms"], r["p99_ms"], r["mean_ms"], r["writes_per_s"])
-        table.add_row(name, *map(str, cells), ratio, to_local)
+        table.add_row(name, *map(str, cells), ratio, to_local, " ".join(map(str, r["p50_ms_by_round"])))
     console.print(table)
+    console.print(f"load average {env['loadavg_start']} at the start, {env['loadavg_end']} at the end")
     for name, r in results.items():
         if "failed" in r:
             console.print(f"[red]{name} failed[/]: {r['failed']}")
         for line in r["refused"]:
             console.print(f"  {name}: Citus refused {line}")
+        if "remote_commands" in r:
+            console.print(f"  {name}: one append sends {len(r['remote_commands'])} commands to the workers:")
+            for line in r["remote_commands"]:
+                console.print(f"    {line}")
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results,
                                          "env": env}, indent=2, default=str) + "\n")

@@ -189,6 +189,20 @@ def placement(conn: psycopg.Connection[Any], schema: str) -> list[tuple[str, str
     return [(str(r[0]), str(r[1]), r[2] or "", int(r[3] or 0)) for r in rows]
 
 
+def reltuples(conn: psycopg.Connection[Any], table: str) -> float:
+    """The planner's row count of `table` (schema-qualified), where its statistics live: on the
+    coordinator for a plain table, summed over the shards on the workers for a distributed one
+    (its coordinator table is an empty shell; ANALYZE on it runs on the shards)."""
+    one = "SELECT reltuples FROM pg_class WHERE oid = %s::regclass"
+    if dsn() and conn.execute("SELECT 1 FROM pg_dist_partition WHERE logicalrelid = %s::regclass"
+                              " AND partmethod = 'h'", [table]).fetchone():
+        rows = conn.execute("SELECT result FROM run_command_on_shards(%s, %s)",
+                            [table, one.replace("%s", "'%s'")]).fetchall()
+        return sum(float(r[0]) for r in rows)
+    row = conn.execute(one, [table]).fetchone()
+    return float(row[0]) if row else 0.0
+
+
 def report() -> list[str]:
     """One line per table Citus refused in this process, for the end of the test run."""
     return [str(r) for _, r in sorted(refused.items())]
