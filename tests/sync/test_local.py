@@ -16,6 +16,7 @@ from convgraph.sync.local import sync_replicas
 from convgraph.sync.peer import ReplicaPeer
 from convgraph.sync.reconcile import Outcome
 from convgraph.sync.responder import Responder
+from convgraph.sync.witness_hooks import witness_of
 
 _salt = itertools.count()
 
@@ -133,3 +134,36 @@ def test_the_peer_key_cache_grows_with_its_ingests_and_sees_other_writers() -> N
     peer.ingest("c", [r.data for r in a.records("c")])  # nothing new
     chat(b, "c", 2, "b")  # a write that bypasses the peer
     assert list(peer.keys("c").keys) == b.store.sync_keys("c") and len(peer.keys("c")) == 7
+
+
+def test_a_third_partys_turn_landing_mid_session_waits_for_the_next_run() -> None:
+    clock = ManualClock()
+    a, hub, c = Replica.in_memory(clock=clock), Replica.in_memory(clock=clock), Replica.in_memory(clock=clock)
+    chat(a, "c", 20, "a")
+    sync_replicas(c, hub, salts=salts)
+    sync_replicas(a, hub, salts=salts)
+    sync_replicas(c, hub, salts=salts)
+    chat(a, "c", 2, "a")
+    chat(c, "c", 2, "c")
+    sync_replicas(c, hub, salts=salts)  # the hub holds c's turns before a's session starts
+    chat(c, "c", 3, "c late")  # ...and these land between a's two messages
+    responder = Responder(ReplicaPeer(hub), key=hub.key, clock=hub.clock, witness=witness_of(hub))
+    calls = [0]
+
+    def busy(message: bytes) -> bytes:
+        calls[0] += 1
+        if calls[0] == 2:
+            assert sync_replicas(c, hub, salts=salts).converged
+        return responder.receive(message, initiator=a.actor)
+
+    report = synchronize(ReplicaPeer(a), busy, ["c"], salts=salts, witness=witness_of(a),
+                         peer_key=hub.actor, clock=a.clock)
+    conv = report.convs["c"]
+    assert report.sessions == 1 and calls[0] == report.round_trips
+    assert conv.accepted_here == 2 and conv.accepted_there == 2  # c's first turns in, a's two out
+    assert {r.cid for r in a.records("c")} <= {r.cid for r in hub.records("c")}  # all of a's pushed
+    assert len(hub.records("c")) - len(a.records("c")) == 3 == conv.behind
+    assert not report.converged and not report.findings
+    assert "3 records stored by the peer from others" in conv.statement()
+    again = sync_replicas(a, hub, salts=salts)  # the next run takes them
+    assert again.converged and again.convs["c"].accepted_here == 3 and a.verify().ok
