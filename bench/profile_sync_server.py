@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def run(argv: Sequence[str]) -> int:
@@ -110,6 +111,18 @@ def run(argv: Sequence[str]) -> int:
 
         if args.count_sql and not args.db:  # the clients are in memory: every statement is the server's
             server.store._db.set_trace_callback(traced)  # type: ignore[attr-defined]
+        elif args.count_sql:  # PostgreSQL: each statement the server's cursors send (a batch counts once)
+            import psycopg
+
+            def counting(method: Any) -> Any:
+                def run(cursor: Any, query: Any, *rest: Any, **named: Any) -> Any:
+                    traced(query if isinstance(query, str) else query.as_string(cursor.connection))
+                    return method(cursor, query, *rest, **named)
+
+                return run
+
+            psycopg.Cursor.execute = counting(psycopg.Cursor.execute)  # type: ignore[method-assign]
+            psycopg.Cursor.executemany = counting(psycopg.Cursor.executemany)  # type: ignore[method-assign]
         profile.create_stats()
         profile = cProfile.Profile(time.process_time)  # CPU, not wall: an fsync wait is no cost here
         spent[0] = 0.0
@@ -117,7 +130,7 @@ def run(argv: Sequence[str]) -> int:
             sync_all()
         if args.no_profile:
             print(f"{spent[0] / (args.rounds * args.clients) * 1000:.2f} ms server CPU per sync (unprofiled)")
-            if args.count_sql and not args.db:
+            if args.count_sql:
                 syncs = args.rounds * args.clients
                 print(f"{statements['all'] / syncs:.1f} SQL statements,"
                       f" {statements['COMMIT'] / syncs:.2f} COMMITs per sync")

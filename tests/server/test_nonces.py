@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import pg
@@ -106,3 +107,18 @@ def test_a_failed_batch_fails_each_of_its_requests() -> None:
 def test_only_logs_that_take_batches_are_grouped() -> None:
     memory = MemoryNonces()
     assert grouped(memory) is memory
+
+
+def test_a_batch_of_one_on_postgresql_is_one_autocommit_statement(monkeypatch: pytest.MonkeyPatch) -> None:
+    dsn = pg.dsn()
+    log = PostgresNonces(dsn, pg.fresh_schema(dsn))
+    try:
+        def no_transaction(*_: object, **__: object) -> None:
+            raise AssertionError("a batch of one began a transaction")
+
+        monkeypatch.setattr(psycopg.Connection, "transaction", no_transaction)
+        use = (ACTORS[0], "n" * 16, NOW + 60_000, NOW)
+        assert log.first_use_many([use]) == [True]
+        assert log.first_use_many([use]) == [False]  # committed: refused from now on
+    finally:
+        log.close()

@@ -69,3 +69,24 @@ def test_a_rolled_back_transaction_leaves_no_row_for_the_next(store: SqlStore) -
     assert store.count("a") == 1
     commit(store, a[1])
     assert store.count("a") == 2 and store.keys_since("a", 0)[1] == 2
+
+
+def test_a_transaction_answers_the_token_of_a_row_it_holds_without_a_read(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a = chain(2, "a")
+    commit(store, a[0])
+    before = store.conv_token("a")
+    reads: list[str] = []
+    run = store._q
+
+    def counted(text: str, *args: Any, **named: Any) -> Any:
+        reads.append(text)
+        return run(text, *args, **named)
+
+    monkeypatch.setattr(store, "_q", counted)
+    with store.transaction("a"):
+        commit(store, a[1])
+        inside = store.conv_token("a")
+        assert not [t for t in reads if "SELECT token" in t]
+    assert inside != before and store.conv_token("a") == inside  # what committed

@@ -60,6 +60,8 @@ class PostgresNonces:
     def first_use_many(self, uses: Sequence[tuple[bytes, str, int, int]]) -> list[bool | ConvgraphError]:
         """`first_use` of each, in order, in one transaction: one commit for the batch
         (`server/nonces.py` groups concurrent requests into it)."""
+        if len(uses) == 1:  # one statement in autocommit commits it alone: no BEGIN, no COMMIT to send
+            return [self.first_use(*uses[0])]
         out: list[bool | ConvgraphError] = []
         try:
             with self._pool.connection() as conn, conn.transaction():

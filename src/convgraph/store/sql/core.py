@@ -127,6 +127,12 @@ class SqlCore:
         """The `convs` rows the open transaction holds already (None outside one)."""
         return None
 
+    def _held_row(self, conv: str) -> ConvRow | None:
+        """`conv`'s row if this thread's open transaction holds it (the dialect makes sure no
+        other thread's transaction answers)."""
+        kept = self._held_rows()
+        return None if kept is None else kept.get(conv)
+
     def _hold(self, convs: Iterable[str]) -> dict[str, ConvRow]:
         """The `convs` rows of `convs` (made if missing), locked until the transaction ends: what
         serialises the writers of one conversation, and only them. A row is locked and read once

@@ -232,6 +232,9 @@ class Records(Index):
         raise NotImplementedError
 
     def conv_token(self, conv: str) -> object:
+        held = self._held_row(conv)
+        if held is not None:  # this thread's transaction holds the row: its token is the one held
+            return held.token
         rows = self._q("SELECT token FROM {s}.convs WHERE conv = %s", conv)
         return int(rows[0][0]) if rows else 0
 

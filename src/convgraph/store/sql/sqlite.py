@@ -285,6 +285,10 @@ class SqliteStore(SqlStore):
     def _held_rows(self) -> dict[str, ConvRow] | None:
         return self._rows
 
+    def _held_row(self, conv: str) -> ConvRow | None:
+        with self._lock:  # a transaction holds the lock to its end: another thread's waits for it
+            return None if self._rows is None else self._rows.get(conv)
+
     @property
     def synchronous(self) -> str:
         """The durability this connection commits with, as SQLite reports it (`FULL`, `NORMAL`, ...)."""
