@@ -34,7 +34,7 @@ BOOTSTRAP = ROOT / "requirements-bootstrap.lock"
 # what a build reads from a checkout: the metadata, the long description it names, the packages
 BUILD_INPUTS = ("pyproject.toml", "README.md", "src")
 CORE = {"cbrrr", "pynacl", "click", "rich", "httpx"}
-EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "jinja2"}}
+EXTRAS = {"postgres": {"psycopg", "psycopg-pool"}, "server": {"starlette", "uvicorn", "h11", "httptools", "jinja2"}}
 # loaded only by `sync URL` and witness cosigning, never by a local command
 HTTP_CLIENT = {"httpx", "httpcore", "h11", "anyio"}
 # `import` hooks: every module outside the core install is refused, as if not installed
