@@ -723,6 +723,23 @@ def test_evict_pending_drops_the_oldest_first_by_bytes(store: Store) -> None:
     assert store.evict_pending(QuarantineBounds(max_bytes=sizes[3] - 1)) == [recs[3].cid]
 
 
+def test_evict_pending_held_evicts_inside_the_transaction_only_what_it_holds(store: Store) -> None:
+    mine, theirs = chain(3, "c1"), chain(2, "c2")
+    for r in [theirs[0], *mine, theirs[1]]:  # the oldest entry is of the other conversation
+        commit(store, pending_put=[pend(r, missing=(GHOSTS[0],))])
+    with store.transaction("c1"):
+        got = store.evict_pending_held(QuarantineBounds(max_count=4))
+    if got is None:  # a store whose writers of c2 this transaction does not hold off: nothing done
+        assert store.pending_stats()[0] == 5
+        assert store.evict_pending(QuarantineBounds(max_count=4)) == [theirs[0].cid]
+    else:
+        assert got == [theirs[0].cid]
+    with store.transaction("c1"):
+        assert store.evict_pending_held(QuarantineBounds(max_count=2)) == [mine[0].cid, mine[1].cid]
+        assert store.evict_pending_held(QuarantineBounds(max_count=2)) == []
+    assert set(store.pending_get([r.cid for r in mine + theirs])) == {mine[2].cid, theirs[1].cid}
+
+
 def test_a_replaced_entry_arrives_anew(store: Store) -> None:
     e1, e2, e3 = (pend(r) for r in chain(3))
     for e in (e1, e2, e3):

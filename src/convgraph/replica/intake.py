@@ -101,8 +101,13 @@ class Intake:
             if judged:  # what this commit stored of them was added to their states while planning
                 for conv in judged:
                     self.folds.caught_up_to([conv], self.store.cursor(conv))
+            # in the same transaction when what goes is of conversations it holds: one commit
+            evicted = self.store.evict_pending_held(config.quarantine) if writes.pending_put else []
         self.folds.confirmed(states)
-        self._evict(writes, report, config)
+        if evicted is None:
+            self._evict(writes, report, config)
+        elif evicted:
+            report.evict(evicted)
         self.writer.received(report.accepted_hlcs, now)
         return report
 
@@ -155,10 +160,12 @@ class Intake:
 
     def _evict(self, writes: WriteSet, report: IngestReport, config: Config) -> None:
         """Hold the quarantine to its bounds after a landing that grew it. The bounds are
-        store-wide, so this is a transaction of its own naming no conversation: inside the
-        landing's, which holds off only its conversations' writers, two evictions could lock
-        each other's conversation rows. Between the two commits the quarantine may be over
-        its bounds by one landing; nothing it holds is acknowledged, so nothing is lost."""
+        store-wide: an ingest evicts inside its own transaction only entries of the
+        conversations it holds (`evict_pending_held`); if older entries of others must go,
+        this is a transaction of its own naming no conversation (inside the landing's, two
+        evictions could lock each other's conversation rows). Between the two commits the
+        quarantine may be over its bounds by one landing; nothing it holds is acknowledged,
+        so nothing is lost."""
         if writes.pending_put:  # only a growing quarantine can exceed its bounds
             report.evict(self.store.evict_pending(config.quarantine))
 

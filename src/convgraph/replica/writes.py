@@ -68,6 +68,7 @@ class Writer:
                     authority_.apply(authority, record)
                     self.folds.added(conv, [record.cid])
                 out.append(record)
+                self._signed(stamp)
                 seen, parents, seq = [], {record.cid}, seq + 1
             self.store.commit(WriteSet(records=out, fresh=True))
             turn_index.keep_hidden(self.store, [(conv, authority)])
@@ -84,12 +85,14 @@ class Writer:
             self.hlc = hlc_.receive_all(self.hlc, hlcs, now_ms)
 
     def _stamp(self, seen: Iterable[Hlc], now_ms: int) -> Hlc:
-        """The next stamp of a record written after `seen`; the clock moves to it."""
+        """The next stamp of a record written after `seen` (the clock moves once it is signed)."""
         with self._clock:
-            stamp = hlc_.after_all(self.hlc, seen, now_ms)
-            if stamp.wall_ms <= hlc_.MAX_WALL_MS:  # one past the last stamp is refused when signed:
-                self.hlc = stamp                   # the clock stays, and the next write fails the same way
-        return stamp
+            return hlc_.after_all(self.hlc, seen, now_ms)
+
+    def _signed(self, stamp: Hlc) -> None:
+        """A record stamped `stamp` was signed: the clock is never behind it."""
+        with self._clock:
+            self.hlc = max(self.hlc, stamp)
 
     def _tip_from_store(self, actor: bytes, conv: str) -> tuple[set[CID], int, list[Hlc]]:
         """What the next record in `conv` builds on: the heads plus our previous record."""

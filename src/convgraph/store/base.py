@@ -113,6 +113,12 @@ class Store(Protocol):
         """Drop the oldest quarantined entries until within `bounds`; return what went."""
         ...
 
+    def evict_pending_held(self, bounds: QuarantineBounds) -> list[CID] | None:
+        """`evict_pending` inside the open transaction, if every entry that goes is of a
+        conversation whose writers it holds off (None, and nothing done, if not: then
+        `evict_pending` after it). Saves a landing that grew the quarantine a transaction."""
+        ...
+
     def has(self, cid: CID) -> bool: ...
 
     def cids_like(self, head: bytes, tail: bytes, limit: int) -> list[CID]:

@@ -132,6 +132,9 @@ class MemoryStore(MemoryIndex, MemoryWitness, MemoryBlocks):
                 evicted.append(cid)
             return evicted
 
+    def evict_pending_held(self, bounds: QuarantineBounds) -> list[CID] | None:
+        return self.evict_pending(bounds)  # one lock for every writer: all are held off
+
     def since(self, cursor: int, conv: str) -> tuple[list[tuple[CID, bytes]], int]:
         with self._lock:
             fresh = self._arrival[cursor:]  # a forgotten record's place stays: cursors stay valid

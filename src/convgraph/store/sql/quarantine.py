@@ -19,30 +19,41 @@ class Quarantine(Records):
     """The `pending` and `pending_missing` tables."""
 
     def evict_pending(self, bounds: QuarantineBounds) -> list[CID]:
-        # what dropping the oldest, one at a time, until within both bounds leaves: the totals
-        # are one aggregate pass (no sort, no window over every entry), then only the entries
-        # that go are read, oldest first, so a part's eviction costs what it evicts
         with self.transaction():
-            count, size = self.pending_stats()
-            gone: list[tuple[str, bytes, bytes]] = []
-            step, seen = max(count - bounds.max_count, 64), 0
-            while count > bounds.max_count or size > bounds.max_bytes:
-                rows = self._x("SELECT conv, cid, missing, length(data) FROM {s}.pending"
-                               " ORDER BY added, conv, cid LIMIT %s OFFSET %s", step, seen).fetchall()
-                if not rows:
+            gone = self._evict(bounds, held=None)
+        assert gone is not None  # naming no conversation, the transaction holds off every writer
+        return gone
+
+    def evict_pending_held(self, bounds: QuarantineBounds) -> list[CID] | None:
+        return self._evict(bounds, held=self._held())
+
+    def _evict(self, bounds: QuarantineBounds, held: set[str] | None) -> list[CID] | None:
+        """What dropping the oldest, one at a time, until within both bounds leaves: the totals
+        are one aggregate pass (no sort, no window over every entry), then only the entries
+        that go are read, oldest first, so a part's eviction costs what it evicts. With `held`,
+        only if every entry that goes is of those conversations (None: nothing done)."""
+        count, size = self.pending_stats()
+        gone: list[tuple[str, bytes, bytes]] = []
+        step, seen = max(count - bounds.max_count, 64), 0
+        while count > bounds.max_count or size > bounds.max_bytes:
+            rows = self._x("SELECT conv, cid, missing, length(data) FROM {s}.pending"
+                           " ORDER BY added, conv, cid LIMIT %s OFFSET %s", step, seen).fetchall()
+            if not rows:
+                break
+            for conv, cid, missing, n in rows:
+                if count <= bounds.max_count and size <= bounds.max_bytes:
                     break
-                for conv, cid, missing, n in rows:
-                    if count <= bounds.max_count and size <= bounds.max_bytes:
-                        break
-                    gone.append((conv, bytes(cid), bytes(missing)))
-                    count, size = count - 1, size - int(n)
-                seen, step = seen + len(rows), step * 2
-            if gone:  # nothing evicted, nothing changed: the change tokens stay put
-                self._bump(*sorted({conv for conv, _, _ in gone}))
-                self._xm("DELETE FROM {s}.pending WHERE conv = %s AND cid = %s",
-                         [(conv, c) for conv, c, _ in gone])
-                self._xm("DELETE FROM {s}.pending_missing WHERE conv = %s AND missing = %s AND cid = %s",
-                         [(conv, m, c) for conv, c, missing in gone for m in split_cids(missing)])
+                if held is not None and conv not in held:
+                    return None
+                gone.append((conv, bytes(cid), bytes(missing)))
+                count, size = count - 1, size - int(n)
+            seen, step = seen + len(rows), step * 2
+        if gone:  # nothing evicted, nothing changed: the change tokens stay put
+            self._bump(*sorted({conv for conv, _, _ in gone}))
+            self._xm("DELETE FROM {s}.pending WHERE conv = %s AND cid = %s",
+                     [(conv, c) for conv, c, _ in gone])
+            self._xm("DELETE FROM {s}.pending_missing WHERE conv = %s AND missing = %s AND cid = %s",
+                     [(conv, m, c) for conv, c, missing in gone for m in split_cids(missing)])
         return [CID(c) for _, c, _ in gone]
 
     def pending_any(self) -> bool:
