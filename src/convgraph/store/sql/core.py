@@ -127,6 +127,12 @@ class SqlCore:
         """The `convs` rows the open transaction holds already (None outside one)."""
         return None
 
+    def _held(self) -> set[str] | None:
+        """The conversations whose rows the open transaction locked (None: the dialect has one
+        writer at a time and keeps no such locks apart, so it holds every conversation)."""
+        rows = self._held_rows()
+        return set(rows) if self._NOWAIT and rows is not None else None
+
     def _held_row(self, conv: str) -> ConvRow | None:
         """`conv`'s row if this thread's open transaction holds it (the dialect makes sure no
         other thread's transaction answers)."""
