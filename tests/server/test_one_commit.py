@@ -23,7 +23,7 @@ import pytest
 import pg
 from convgraph import Replica, SigningKey
 from convgraph.core.keys import actor_text
-from convgraph.errors import StoreError
+from convgraph.errors import LockOrderError, StoreError
 from convgraph.server import sync_endpoint
 from convgraph.server.access import Access
 from convgraph.server.app import ServerConfig, create_app
@@ -177,3 +177,28 @@ def test_a_push_that_fails_inside_its_transaction_still_records_its_nonce(
         again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
         assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
         assert replica.store.count("a") == 0
+
+
+def test_a_push_whose_release_needs_a_lock_out_of_order_lands_in_parts_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The message's transaction is rolled back on `LockOrderError` (docs: a release into a
+    conversation sorting before the held ones, whose lock another writer holds): the request
+    is answered the way a large push is, its nonce recorded once, the records landed once."""
+    tried: list[str] = []
+    held = sync_endpoint._Peer._ingest_held
+
+    def out_of_order(self: Any, conv: str, records: Any, *, report: bool) -> Any:
+        tried.append(conv)
+        held(self, conv, records, report=report)  # lands, then the transaction is rolled back
+        raise LockOrderError("injected: a lock needed out of order", convs=("0", conv))
+
+    monkeypatch.setattr(sync_endpoint._Peer, "_ingest_held", out_of_order)
+    with Replica.open(tmp_path / "server") as replica, \
+            LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
+        body, headers, answer = _pushing(live.url, "a", "lands in parts")
+        assert answer.status_code == 200 and tried == ["a"], answer.text
+        assert replica.store.count("a") == 1
+        again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
+        assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+        assert replica.store.count("a") == 1

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from convgraph.core.cid import CID
 from convgraph.core.hlc import Clock
 from convgraph.core.keys import actor_text
-from convgraph.errors import MissingExtraError, ServerBusyError, UnauthenticatedError
+from convgraph.errors import LockOrderError, MissingExtraError, ServerBusyError, UnauthenticatedError
 from convgraph.replica import Replica
 from convgraph.replica.ingest import IngestReport, prepared
 from convgraph.server.gate import Gate
@@ -219,7 +219,15 @@ class SyncEndpoint:
                     actor = self.verifier.record(signed)
                     recorded = True
                     return self._answer(actor, message)
-                reply = self._answer_landing(signed, message, pushed)
+                try:
+                    reply = self._answer_landing(signed, message, pushed)
+                except LockOrderError:
+                    # a release needed another conversation's lock out of order and another writer
+                    # held it: rolled back whole, so land it as a large push lands, in parts whose
+                    # ingest runs again holding every lock it needs in order
+                    actor = self.verifier.record(signed)
+                    recorded = True
+                    return self._answer(actor, message)
                 recorded = True
                 return reply
         except UnauthenticatedError:
