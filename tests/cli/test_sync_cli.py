@@ -286,7 +286,7 @@ def test_serve_announces_the_key_it_signs_statements_with(tmp_path: Path) -> Non
     with Replica.open(home) as replica:
         expected = f"server key {replica.actor.hex()} (fingerprint {fingerprint(replica.actor)})"
     serving = f"serving {home / 'replica.sqlite'} on {server.url} as {actor_text(replica.actor)}"
-    assert said.startswith(f"{serving} {expected}"), said
+    assert said.endswith(f"{serving} {expected}"), said  # the announcement comes last (warnings before it)
     assert (announced["key"], announced["fingerprint"]) == (replica.actor.hex(), fingerprint(replica.actor))
 
 
