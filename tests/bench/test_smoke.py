@@ -27,6 +27,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "compaction.py": ("--quick", "--out", "{json}"),
     "deletion.py": ("--quick", "--out", "{json}"),
     "hol.py": ("--smoke", "--json", "{json}"),
+    "hol_alone.py": ("--records", "150", "--part", "50"),
     "http_path.py": ("-n", "50", "--repeat", "1"),
     "import_thread.py": ("--quick", "--json", "{json}"),
     "instructions.py": ("--smoke",),  # without valgrind: under it, each child takes minutes
