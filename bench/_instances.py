@@ -18,6 +18,7 @@ waits on the workers). The lead wires them into load.py:
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections import Counter
@@ -119,6 +120,7 @@ class LockWaits:
         self.ungranted = 0  # pg_locks rows not granted, summed over samples
         self.worker_waits = 0  # citus_lock_waits rows, summed over samples (Citus only)
         self.by_event: Counter[str] = Counter()
+        self.by_query: Counter[str] = Counter()  # what the waiters were running, schema left out
         self._thread = threading.Thread(target=self._run, name="lock-waits", daemon=True)
 
     def __enter__(self) -> LockWaits:
@@ -142,10 +144,12 @@ class LockWaits:
 
     def sample(self) -> None:
         """One look at who waits; public so a test or a bench can take one by hand."""
-        events = [str(r[0]) for r in self._conn.execute(
-            "SELECT wait_event FROM pg_stat_activity"
+        rows = self._conn.execute(
+            "SELECT wait_event, query FROM pg_stat_activity"
             " WHERE wait_event_type = 'Lock' AND application_name = %s",
-            [self._app])]
+            [self._app]).fetchall()
+        events = [str(r[0]) for r in rows]
+        self.by_query.update(_shape(str(r[1])) for r in rows)
         ungranted = self._conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
         worker = None
         if self._citus:
@@ -167,7 +171,12 @@ class LockWaits:
             "lock_waiters_mean": round(self.waiters / n, 3),
             "lock_waiters_max": self.most,
             "lock_waits_by_event": dict(self.by_event.most_common()),
+            "lock_waits_by_query": dict(self.by_query.most_common(5)),
             "pg_locks_ungranted_mean": round(self.ungranted / n, 3),
             **({"citus_lock_waits_mean": round(self.worker_waits / n, 3)} if self._citus else {}),
         }
 
+
+def _shape(query: str) -> str:
+    """A waiting statement, short and without its schema: what kind of lock it waited for."""
+    return re.sub(r'"?[a-z0-9_]+"?\.', "", " ".join(query.split()))[:70]

@@ -48,9 +48,11 @@ console = Console(highlight=False)
 
 
 def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue,  # type: ignore[type-arg]
-             src: Path | None = None) -> None:
+             src: Path | None = None, shared: str | None = "shared") -> None:
     """One client process: a thread per (server URL, seed), each looping write + sync until the
-    deadline; with `src` (a spawned process, which imported no convgraph yet), that src's code."""
+    deadline. Each sync carries 2 records: one in the client's own conversation and one in
+    `shared` (every client's), or both in its own when `shared` is None. With `src` (a spawned
+    process, which imported no convgraph yet), that src's code."""
     if src is not None:
         sys.path.insert(0, str(src))
     from convgraph import Config, Replica, SigningKey
@@ -66,6 +68,7 @@ def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue,  # t
         key = SigningKey(seed)
         replica = Replica.in_memory(key, config=Config(legacy_writes=True))  # legacy names, as measured
         own = f"own-{seed.hex()[:8]}"
+        convs = [own, shared] if shared else [own]
         exchanges: list[float] = []
         syncs: list[float] = []
         written: list[str] = []
@@ -81,17 +84,16 @@ def _clients(pairs: list[tuple[str, bytes]], seconds: float, out: mp.Queue,  # t
             n = 0
             while time.monotonic() < deadline:
                 written.append(str(replica.say(own, "user", f"turn {n} of {own}").cid))
-                written.append(str(replica.say("shared", "assistant", f"{own} turn {n}").cid))
+                written.append(str(replica.say(shared or own, "assistant", f"{own} turn {n}").cid))
                 t = time.perf_counter()
                 try:
-                    report = synchronize(ReplicaPeer(replica), timed, [own, "shared"],
-                                         salts=lambda: os.urandom(8))
+                    report = synchronize(ReplicaPeer(replica), timed, convs, salts=lambda: os.urandom(8))
                     converged += report.converged
                 except Exception:  # counted, not fatal: the bench reports failures
                     failures += 1
                 syncs.append(time.perf_counter() - t)
                 n += 1
-            synchronize(ReplicaPeer(replica), remote.exchange, [own, "shared"], salts=lambda: os.urandom(8))
+            synchronize(ReplicaPeer(replica), remote.exchange, convs, salts=lambda: os.urandom(8))
         with lock:
             results.append({"exchanges": exchanges, "syncs": syncs, "written": written, "failures": failures,
                             "converged": converged})
@@ -131,6 +133,8 @@ def run(argv: Sequence[str]) -> int:
                         help="instance counts (1,2,4): that many servers over one --db schema")
     parser.add_argument("--citus", default=None,
                         help="with --instances: a Citus coordinator, each count run there too")
+    parser.add_argument("--no-shared", action="store_true",
+                        help="with --instances: no conversation every client writes (2 records in its own)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-snapshot", action="store_true")
@@ -207,12 +211,12 @@ def _one(args: argparse.Namespace, clients: int, db: str | None, src: Path) -> d
 
 
 def _drive(pairs: list[tuple[str, bytes]], processes: int, seconds: float,
-           src: Path | None = None) -> list[dict[str, object]]:
+           src: Path | None = None, shared: str | None = "shared") -> list[dict[str, object]]:
     """Run the clients, (server URL, seed) each, in `processes` processes; their results. With
     `src`, spawned processes that import convgraph from there, not forks of this one."""
     ctx: mp.context.DefaultContext = mp.get_context("fork" if src is None else "spawn")  # type: ignore[assignment]
     queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
-    procs = [ctx.Process(target=_clients, args=(pairs[i::processes], seconds, queue, src))
+    procs = [ctx.Process(target=_clients, args=(pairs[i::processes], seconds, queue, src, shared))
              for i in range(processes)]
     for p in procs:
         p.start()
@@ -273,6 +277,8 @@ def _instances_run(args: argparse.Namespace, env: dict[str, str]) -> int:
     for r in rows:
         if r["lock_waits_by_event"]:
             console.print(f"  {r['store']} x{r['instances']} lock waits by event: {r['lock_waits_by_event']}")
+            for query, n in r["lock_waits_by_query"].items():  # type: ignore[attr-defined]
+                console.print(f"    {n} waiting in: {query}")
         for line in r["refused"]:  # type: ignore[attr-defined]
             console.print(f"  {r['store']}: Citus refused {line}")
     lost = sum(int(r["lost"]) for r in rows)  # type: ignore[call-overload]
@@ -301,7 +307,7 @@ def _many(args: argparse.Namespace, clients: int, store: str, db: str, n: int) -
               LockWaits(db, schema) as waits):
             busy0, t0, cpu0 = machine_busy_s(), time.monotonic(), sum(servers.cpu_s())
             results = _drive([(url_for(i, servers.urls), s) for i, s in enumerate(seeds)],
-                             args.processes, args.seconds)
+                             args.processes, args.seconds, shared=None if args.no_shared else "shared")
             wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
             cpu = sum(servers.cpu_s()) - cpu0
             waits.close()
@@ -312,7 +318,8 @@ def _many(args: argparse.Namespace, clients: int, store: str, db: str, n: int) -
     finally:
         _drop(db, schema)
     figures = _figures(results, clients, args.seconds, wall, cpu, busy, held, verified, store)
-    return figures | {"instances": n, "code": "ours", **locks, "refused": refused}
+    return figures | {"instances": n, "code": "ours", "shared_conversation": not args.no_shared, **locks,
+                      "refused": refused}
 
 
 def _drop(db: str, schema: str) -> None:
