@@ -177,3 +177,22 @@ def test_a_push_that_fails_inside_its_transaction_still_records_its_nonce(
         again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
         assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
         assert replica.store.count("a") == 0
+
+
+def test_a_small_push_has_its_signatures_checked_before_its_transaction_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inside: list[bool] = []
+    with Replica.open(tmp_path / "server") as replica:
+        decode = sync_endpoint.prepared
+
+        def watched(records: Any, limits: Any) -> Any:
+            inside.append(replica.store.in_transaction())
+            return decode(records, limits)
+
+        monkeypatch.setattr(sync_endpoint, "prepared", watched)
+        with LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
+            _, _, answer = _pushing(live.url, "a", "decoded first")
+            assert answer.status_code == 200, answer.text
+        assert replica.store.count("a") == 1
+    assert inside == [False], inside  # once, holding no store lock

@@ -28,7 +28,7 @@ from convgraph.core.hlc import Clock
 from convgraph.core.keys import actor_text
 from convgraph.errors import MissingExtraError, ServerBusyError, UnauthenticatedError
 from convgraph.replica import Replica
-from convgraph.replica.ingest import IngestReport, prepared
+from convgraph.replica.ingest import IngestReport, Item, prepared
 from convgraph.server.gate import Gate
 from convgraph.server.nonces import joinable
 from convgraph.sync import fates, wire
@@ -73,6 +73,8 @@ class _Peer(ReplicaPeer):
         # a message landed in one transaction: the writer locks of these conversations are held
         # for all of it, and their push checks were answered under them before it began
         self.held, self.rung = held, set[str]()
+        # each pushed section's records and what they decoded to, before the transaction
+        self.decoded: dict[str, tuple[Sequence[bytes], list[Item]]] = {}
 
     def adopt(self, conv: str, base: Base) -> Outcome:
         with self.gate.locks.writing(conv):
@@ -130,7 +132,10 @@ class _Peer(ReplicaPeer):
         why = self.held[conv]
         if why is not None:
             return self._refused(conv, records, None, 0, why, report=report)
-        items = prepared(records, self.replica.config.limits)
+        before = self.decoded.get(conv)
+        # the very records decoded before the transaction began, or decoded now
+        items = before[1] if before is not None and before[0] is records else prepared(
+            records, self.replica.config.limits)
         taken = self.take(conv, items)
         if taken.accepted:
             self.rung.add(conv)  # rung once the message's transaction commits
@@ -239,6 +244,10 @@ class SyncEndpoint:
                 held.enter_context(self.gate.locks.writing(conv))
             refusals = {conv: self.gate.push_refusal(actor, conv) for conv in pushed}
             peer = self._peer(actor, held=refusals)
+            limits = self.replica.config.limits
+            for section in message.sections:  # signatures checked before the transaction begins
+                if section.records and refusals[section.conv] is None:
+                    peer.decoded[section.conv] = (section.records, prepared(section.records, limits))
             # the states the reply reads after landing are the next request's, once committed
             with self.keys.cache.landing(), self.replica.transaction(*pushed):
                 if not self.joined.first_use_in(self.replica.store, actor, signed.nonce, signed.expires_ms,
