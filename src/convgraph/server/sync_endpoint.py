@@ -65,16 +65,12 @@ class _Peer(ReplicaPeer):
     def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None], *,
                  part: int, landed: PartHook | None = None,
                  others: Callable[[], bool] = lambda: False,
-                 held: dict[str, str | None] | None = None) -> None:
+                 landing: _Landing | None = None) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
             signer == actor and gate.push_refusal(actor, conv) is None))
         self.gate, self.actor, self.ring, self.part, self.landed = gate, actor, ring, part, landed
         self.others = others
-        # a message landed in one transaction: the writer locks of these conversations are held
-        # for all of it, and their push checks were answered under them before it began
-        self.held, self.rung = held, set[str]()
-        # each pushed section's records and what they decoded to, before the transaction
-        self.decoded: dict[str, tuple[Sequence[bytes], list[Item]]] = {}
+        self.landing = landing  # a small push: its sections land in one transaction with the nonce
 
     def adopt(self, conv: str, base: Base) -> Outcome:
         with self.gate.locks.writing(conv):
@@ -95,8 +91,8 @@ class _Peer(ReplicaPeer):
         return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
-        if self.held is not None:
-            return self._ingest_held(conv, records, report=report)
+        if self.landing is not None:
+            return self._ingest_landing(self.landing, conv, records, report=report)
         merged: IngestReport | None = None
         refused: set[CID] = set()
         limits = self.replica.config.limits
@@ -125,20 +121,20 @@ class _Peer(ReplicaPeer):
         assert merged is not None  # one part at least, even of no records
         return self.outcome(conv, records, merged, report=report)
 
-    def _ingest_held(self, conv: str, records: Sequence[bytes], *, report: bool) -> Outcome:
-        """One part, inside the message's transaction, under the writer lock taken for it."""
-        assert self.held is not None
-        assert conv in self.held
-        why = self.held[conv]
+    def _ingest_landing(self, landing: _Landing, conv: str, records: Sequence[bytes], *,
+                        report: bool) -> Outcome:
+        """One section in the message's transaction (begun by the first section, committed
+        after the last), under the writer locks taken for it."""
+        why = landing.begin()[conv]
         if why is not None:
+            landing.done(conv, accepted=False)
             return self._refused(conv, records, None, 0, why, report=report)
-        before = self.decoded.get(conv)
+        before = landing.decoded.get(conv)
         # the very records decoded before the transaction began, or decoded now
         items = before[1] if before is not None and before[0] is records else prepared(
             records, self.replica.config.limits)
         taken = self.take(conv, items)
-        if taken.accepted:
-            self.rung.add(conv)  # rung once the message's transaction commits
+        landing.done(conv, accepted=bool(taken.accepted))  # after the last section: committed
         return self.outcome(conv, records, taken, report=report)
 
     def _refused(self, conv: str, records: Sequence[bytes], merged: IngestReport | None, start: int,
@@ -224,8 +220,10 @@ class SyncEndpoint:
                     actor = self.verifier.record(signed)
                     recorded = True
                     return self._answer(actor, message)
-                reply = self._answer_landing(signed, message, pushed)
-                recorded = True
+                reply, recorded = self._answer_landing(signed, message, pushed)
+                if not recorded:  # no section was landed after all: the nonce goes alone
+                    self.verifier.record(signed)
+                    recorded = True
                 return reply
         except UnauthenticatedError:
             raise
@@ -234,33 +232,18 @@ class SyncEndpoint:
                 self.verifier.record(signed)  # a replay: its 401 replaces the error
             raise
 
-    def _answer_landing(self, signed: Signed, message: Message, pushed: list[str]) -> bytes:
-        """`_answer`, with the writer locks of the pushed conversations held in name order and
-        one transaction from the nonce to the reply: one commit a message."""
-        assert self.joined is not None
-        actor = signed.actor
-        with contextlib.ExitStack() as held:
-            for conv in pushed:  # in name order: every holder of two or more takes them so
-                held.enter_context(self.gate.locks.writing(conv))
-            refusals = {conv: self.gate.push_refusal(actor, conv) for conv in pushed}
-            peer = self._peer(actor, held=refusals)
-            limits = self.replica.config.limits
-            for section in message.sections:  # signatures checked before the transaction begins
-                if section.records and refusals[section.conv] is None:
-                    peer.decoded[section.conv] = (section.records, prepared(section.records, limits))
-            # the states the reply reads after landing are the next request's, once committed
-            with self.keys.cache.landing(), self.replica.transaction(*pushed):
-                if not self.joined.first_use_in(self.replica.store, actor, signed.nonce, signed.expires_ms,
-                                                signed.now_ms):
-                    raise UnauthenticatedError("replayed request", reason="this nonce was already used")
-                reply = self._respond(peer, actor, message)
-        for conv in sorted(peer.rung):
-            self.hub.ring(conv)
-        if self.landed is not None:
-            for section in message.sections:
-                if section.records:
-                    self.landed(section.conv, len(section.records))
-        return reply
+    def _answer_landing(self, signed: Signed, message: Message, pushed: list[str]) -> tuple[bytes, bool]:
+        """`_answer` for a small push, its sections landed in one transaction with the nonce
+        (`_Landing`); and whether that transaction committed (else the nonce is not recorded)."""
+        limits = self.replica.config.limits
+        decoded: dict[str, tuple[Sequence[bytes], list[Item]]] = {
+            s.conv: (s.records, prepared(s.records, limits))  # signatures checked holding no lock
+            for s in message.sections if s.records}
+        with contextlib.ExitStack() as stack:
+            landing = _Landing(self, signed, pushed, decoded, stack)
+            reply = self._respond(self._peer(signed.actor, landing=landing), signed.actor, message)
+            landing.finish()
+        return reply, landing.committed
 
     def _admit(self, actor: bytes) -> Callable[[str], None]:
         def admit(conv: str) -> None:  # each section's name, before its body is decoded
@@ -271,9 +254,9 @@ class SyncEndpoint:
     def _answer(self, actor: bytes, message: Message) -> bytes:
         return self._respond(self._peer(actor), actor, message)
 
-    def _peer(self, actor: bytes, *, held: dict[str, str | None] | None = None) -> _Peer:
+    def _peer(self, actor: bytes, *, landing: _Landing | None = None) -> _Peer:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed,
-                     others=lambda: self.in_flight.total > 1, held=held)
+                     others=lambda: self.in_flight.total > 1, landing=landing)
         peer.share_cache(self.keys)
         return peer
 
@@ -281,6 +264,61 @@ class SyncEndpoint:
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
                               budget=self.budget)
         return responder.answer(message, initiator=actor)
+
+
+class _Landing:
+    """The one transaction of a small push: begun at its first section's ingest (the writer
+    locks of every pushed conversation in name order, their push checks, `BEGIN`, the nonce)
+    and committed after its last, so the locks and the file are held for judging and landing
+    only, not while the reply is built. What the transaction read is kept once it commits
+    (`ConvCache.landing`); the hub is rung and `landed` called after the commit."""
+
+    def __init__(self, endpoint: SyncEndpoint, signed: Signed, pushed: list[str],
+                 decoded: dict[str, tuple[Sequence[bytes], list[Item]]], stack: contextlib.ExitStack) -> None:
+        self.endpoint, self.signed, self.pushed = endpoint, signed, pushed
+        self.decoded, self.stack = decoded, stack
+        self.left, self.rung = set(pushed), set[str]()
+        self.refusals: dict[str, str | None] | None = None  # None: not begun
+        self.committed = False
+
+    def begin(self) -> dict[str, str | None]:
+        """The push checks, the transaction begun at the first call."""
+        if self.refusals is not None:
+            return self.refusals
+        assert not self.committed
+        end, stack, actor = self.endpoint, self.stack, self.signed.actor
+        for conv in self.pushed:  # in name order: every holder of two or more takes them so
+            stack.enter_context(end.gate.locks.writing(conv))
+        refusals = {conv: end.gate.push_refusal(actor, conv) for conv in self.pushed}
+        stack.enter_context(end.keys.cache.landing())
+        stack.enter_context(end.replica.transaction(*self.pushed))
+        assert end.joined is not None
+        if not end.joined.first_use_in(end.replica.store, actor, self.signed.nonce, self.signed.expires_ms,
+                                       self.signed.now_ms):
+            raise UnauthenticatedError("replayed request", reason="this nonce was already used")
+        self.refusals = refusals
+        return refusals
+
+    def done(self, conv: str, *, accepted: bool) -> None:
+        """`conv`'s section is landed; after the last one, commit."""
+        if accepted:
+            self.rung.add(conv)
+        self.left.discard(conv)
+        if not self.left:
+            self.finish()
+
+    def finish(self) -> None:
+        """Commit what is open (a section the responder left alone leaves it open); then
+        ring the hub and call the part hook, holding no lock."""
+        if self.refusals is None or self.committed:
+            return
+        self.stack.close()  # the commit, the cache's states kept, the writer locks let go
+        self.committed = True
+        for conv in sorted(self.rung):
+            self.endpoint.hub.ring(conv)
+        if self.endpoint.landed is not None:
+            for conv, (records, _) in sorted(self.decoded.items()):
+                self.endpoint.landed(conv, len(records))
 
 
 def _pushed(message: Message, part: int) -> list[str] | None:
