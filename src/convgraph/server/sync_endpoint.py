@@ -9,7 +9,9 @@ is let go between parts, so work on other conversations never waits for a push, 
 the same one see each part once it commits; while other sync requests are in flight, a push
 of many parts pauses after each as long as the part took, so they get at least half the
 interpreter and the store. The parts' reports are merged into one, as one ingest would have
-made it. Invariant: each section's conversation is admitted
+made it. A small message that pushes records in one part a section lands them all in one
+transaction with its nonce (`_Landing`): one commit a message. Invariant: each section's
+conversation is admitted
 (`Gate.check_read`) before its body is decoded, and each part is judged and stored in one hold
 of its conversation's writer lock with the push check, so a revocation that lands first refuses
 that part and every later one.
