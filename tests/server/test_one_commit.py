@@ -163,11 +163,12 @@ def test_a_push_that_fails_inside_its_transaction_still_records_its_nonce(
 ) -> None:
     failed: list[str] = []
 
-    def failing(self: Any, conv: str, records: Any, *, report: bool) -> Any:
+    def failing(self: Any, conv: str, records: Any, **_: Any) -> Any:
+        assert self.replica.store.in_transaction()
         failed.append(conv)
         raise StoreError("injected failure inside the message's transaction")
 
-    monkeypatch.setattr(sync_endpoint._Peer, "_ingest_held", failing)
+    monkeypatch.setattr(sync_endpoint._Peer, "take", failing)
     with Replica.open(tmp_path / "server") as replica, \
             LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
         body, headers, answer = _pushing(live.url, "a", "fails once")
@@ -179,6 +180,48 @@ def test_a_push_that_fails_inside_its_transaction_still_records_its_nonce(
         assert replica.store.count("a") == 0
 
 
+def test_a_small_push_has_its_signatures_checked_before_its_transaction_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inside: list[bool] = []
+    with Replica.open(tmp_path / "server") as replica:
+        decode = sync_endpoint.prepared
+
+        def watched(records: Any, limits: Any) -> Any:
+            inside.append(replica.store.in_transaction())
+            return decode(records, limits)
+
+        monkeypatch.setattr(sync_endpoint, "prepared", watched)
+        with LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
+            _, _, answer = _pushing(live.url, "a", "decoded first")
+            assert answer.status_code == 200, answer.text
+        assert replica.store.count("a") == 1
+    assert inside == [False], inside  # once, holding no store lock
+
+
+def test_the_transaction_ends_with_the_last_pushed_section_before_the_reply_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[str, bool]] = []
+    with Replica.open(tmp_path / "server") as replica:
+        outcome = sync_endpoint._Peer.outcome
+
+        def watched(self: Any, conv: str, *args: Any, **named: Any) -> Any:
+            seen.append((conv, replica.store.in_transaction()))
+            return outcome(self, conv, *args, **named)
+
+        monkeypatch.setattr(sync_endpoint._Peer, "outcome", watched)
+        client = Replica.in_memory(WRITER)
+        for conv in ("a", "b"):
+            client.say(conv, "user", "one")
+        with LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live, \
+                HttpRemote(live.url, WRITER) as remote:
+            assert synchronize(ReplicaPeer(client), remote.exchange, ["a", "b"], salts=lambda: os.urandom(8)).converged
+        assert replica.store.count("a") == replica.store.count("b") == 1
+    # the first section's outcome inside the open transaction, the last one's after its commit
+    assert seen == [("a", True), ("b", False)], seen
+
+
 def test_a_push_whose_release_needs_a_lock_out_of_order_lands_in_parts_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -186,14 +229,12 @@ def test_a_push_whose_release_needs_a_lock_out_of_order_lands_in_parts_instead(
     conversation sorting before the held ones, whose lock another writer holds): the request
     is answered the way a large push is, its nonce recorded once, the records landed once."""
     tried: list[str] = []
-    held = sync_endpoint._Peer._ingest_held
-
-    def out_of_order(self: Any, conv: str, records: Any, *, report: bool) -> Any:
+    def out_of_order(self: Any, held: Any, conv: str, records: Any, *, report: bool) -> Any:
         tried.append(conv)
-        held(self, conv, records, report=report)  # lands, then the transaction is rolled back
+        held.begin()  # the transaction begun, then rolled back
         raise LockOrderError("injected: a lock needed out of order", convs=("0", conv))
 
-    monkeypatch.setattr(sync_endpoint._Peer, "_ingest_held", out_of_order)
+    monkeypatch.setattr(sync_endpoint._Peer, "_ingest_landing", out_of_order)
     with Replica.open(tmp_path / "server") as replica, \
             LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
         body, headers, answer = _pushing(live.url, "a", "lands in parts")

@@ -9,7 +9,9 @@ is let go between parts, so work on other conversations never waits for a push, 
 the same one see each part once it commits; while other sync requests are in flight, a push
 of many parts pauses after each as long as the part took, so they get at least half the
 interpreter and the store. The parts' reports are merged into one, as one ingest would have
-made it. Invariant: each section's conversation is admitted
+made it. A small message that pushes records in one part a section lands them all in one
+transaction with its nonce (`_Landing`): one commit a message. Invariant: each section's
+conversation is admitted
 (`Gate.check_read`) before its body is decoded, and each part is judged and stored in one hold
 of its conversation's writer lock with the push check, so a revocation that lands first refuses
 that part and every later one.
@@ -28,7 +30,7 @@ from convgraph.core.hlc import Clock
 from convgraph.core.keys import actor_text
 from convgraph.errors import LockOrderError, MissingExtraError, ServerBusyError, UnauthenticatedError
 from convgraph.replica import Replica
-from convgraph.replica.ingest import IngestReport, prepared
+from convgraph.replica.ingest import IngestReport, Item, prepared
 from convgraph.server.gate import Gate
 from convgraph.server.hop import Hop
 from convgraph.server.nonces import joinable
@@ -66,14 +68,12 @@ class _Peer(ReplicaPeer):
     def __init__(self, replica: Replica, gate: Gate, actor: bytes, ring: Callable[[str], None], *,
                  part: int, landed: PartHook | None = None,
                  others: Callable[[], bool] = lambda: False,
-                 held: dict[str, str | None] | None = None) -> None:
+                 landing: _Landing | None = None) -> None:
         super().__init__(replica, adopt_from=lambda conv, signer: signer == replica.actor or (
             signer == actor and gate.push_refusal(actor, conv) is None))
         self.gate, self.actor, self.ring, self.part, self.landed = gate, actor, ring, part, landed
         self.others = others
-        # a message landed in one transaction: the writer locks of these conversations are held
-        # for all of it, and their push checks were answered under them before it began
-        self.held, self.rung = held, set[str]()
+        self.landing = landing  # a small push: its sections land in one transaction with the nonce
 
     def adopt(self, conv: str, base: Base) -> Outcome:
         with self.gate.locks.writing(conv):
@@ -94,8 +94,8 @@ class _Peer(ReplicaPeer):
         return BlockOutcome(refused=[(cid, "forbidden", why) for cid, _ in blocks])
 
     def ingest(self, conv: str, records: Sequence[bytes], *, report: bool = True) -> Outcome:
-        if self.held is not None:
-            return self._ingest_held(conv, records, report=report)
+        if self.landing is not None:
+            return self._ingest_landing(self.landing, conv, records, report=report)
         parts: list[IngestReport] = []  # merged once at the end: each part costs only itself
         refused: set[CID] = set()
         limits = self.replica.config.limits
@@ -122,17 +122,20 @@ class _Peer(ReplicaPeer):
         assert parts  # one part at least, even of no records
         return self.outcome(conv, records, IngestReport.merged(parts), report=report)
 
-    def _ingest_held(self, conv: str, records: Sequence[bytes], *, report: bool) -> Outcome:
-        """One part, inside the message's transaction, under the writer lock taken for it."""
-        assert self.held is not None
-        assert conv in self.held
-        why = self.held[conv]
+    def _ingest_landing(self, landing: _Landing, conv: str, records: Sequence[bytes], *,
+                        report: bool) -> Outcome:
+        """One section in the message's transaction (begun by the first section, committed
+        after the last), under the writer locks taken for it."""
+        why = landing.begin()[conv]
         if why is not None:
+            landing.done(conv, accepted=False)
             return self._refused(conv, records, None, 0, why, report=report)
-        items = prepared(records, self.replica.config.limits)
+        before = landing.decoded.get(conv)
+        # the very records decoded before the transaction began, or decoded now
+        items = before[1] if before is not None and before[0] is records else prepared(
+            records, self.replica.config.limits)
         taken = self.take(conv, items)
-        if taken.accepted:
-            self.rung.add(conv)  # rung once the message's transaction commits
+        landing.done(conv, accepted=bool(taken.accepted))  # after the last section: committed
         return self.outcome(conv, records, taken, report=report)
 
     def _refused(self, conv: str, records: Sequence[bytes], merged: IngestReport | None, start: int,
@@ -220,7 +223,7 @@ class SyncEndpoint:
                     recorded = True
                     return self._answer(actor, message)
                 try:
-                    reply = self._answer_landing(signed, message, pushed)
+                    reply, recorded = self._answer_landing(signed, message, pushed)
                 except LockOrderError:
                     # a release needed another conversation's lock out of order and another writer
                     # held it: rolled back whole, so land it as a large push lands, in parts whose
@@ -228,7 +231,9 @@ class SyncEndpoint:
                     actor = self.verifier.record(signed)
                     recorded = True
                     return self._answer(actor, message)
-                recorded = True
+                if not recorded:  # no section was landed after all: the nonce goes alone
+                    self.verifier.record(signed)
+                    recorded = True
                 return reply
         except UnauthenticatedError:
             raise
@@ -237,29 +242,18 @@ class SyncEndpoint:
                 self.verifier.record(signed)  # a replay: its 401 replaces the error
             raise
 
-    def _answer_landing(self, signed: Signed, message: Message, pushed: list[str]) -> bytes:
-        """`_answer`, with the writer locks of the pushed conversations held in name order and
-        one transaction from the nonce to the reply: one commit a message."""
-        assert self.joined is not None
-        actor = signed.actor
-        with contextlib.ExitStack() as held:
-            for conv in pushed:  # in name order: every holder of two or more takes them so
-                held.enter_context(self.gate.locks.writing(conv))
-            refusals = {conv: self.gate.push_refusal(actor, conv) for conv in pushed}
-            peer = self._peer(actor, held=refusals)
-            # the states the reply reads after landing are the next request's, once committed
-            with self.keys.cache.landing(), self.replica.transaction(*pushed):
-                if not self.joined.first_use_in(self.replica.store, actor, signed.nonce, signed.expires_ms,
-                                                signed.now_ms):
-                    raise UnauthenticatedError("replayed request", reason="this nonce was already used")
-                reply = self._respond(peer, actor, message)
-        for conv in sorted(peer.rung):
-            self.hub.ring(conv)
-        if self.landed is not None:
-            for section in message.sections:
-                if section.records:
-                    self.landed(section.conv, len(section.records))
-        return reply
+    def _answer_landing(self, signed: Signed, message: Message, pushed: list[str]) -> tuple[bytes, bool]:
+        """`_answer` for a small push, its sections landed in one transaction with the nonce
+        (`_Landing`); and whether that transaction committed (else the nonce is not recorded)."""
+        limits = self.replica.config.limits
+        decoded: dict[str, tuple[Sequence[bytes], list[Item]]] = {
+            s.conv: (s.records, prepared(s.records, limits))  # signatures checked holding no lock
+            for s in message.sections if s.records}
+        with contextlib.ExitStack() as stack:
+            landing = _Landing(self, signed, pushed, decoded, stack)
+            reply = self._respond(self._peer(signed.actor, landing=landing), signed.actor, message)
+            landing.finish()
+        return reply, landing.committed
 
     def _admit(self, actor: bytes) -> Callable[[str], None]:
         def admit(conv: str) -> None:  # each section's name, before its body is decoded
@@ -270,9 +264,9 @@ class SyncEndpoint:
     def _answer(self, actor: bytes, message: Message) -> bytes:
         return self._respond(self._peer(actor), actor, message)
 
-    def _peer(self, actor: bytes, *, held: dict[str, str | None] | None = None) -> _Peer:
+    def _peer(self, actor: bytes, *, landing: _Landing | None = None) -> _Peer:
         peer = _Peer(self.replica, self.gate, actor, self.hub.ring, part=self.part, landed=self.landed,
-                     others=lambda: self.in_flight.total > 1, held=held)
+                     others=lambda: self.in_flight.total > 1, landing=landing)
         peer.share_cache(self.keys)
         return peer
 
@@ -280,6 +274,61 @@ class SyncEndpoint:
         responder = Responder(peer, key=self.replica.key, clock=self.clock, witness=self.witness,
                               budget=self.budget)
         return responder.answer(message, initiator=actor)
+
+
+class _Landing:
+    """The one transaction of a small push: begun at its first section's ingest (the writer
+    locks of every pushed conversation in name order, their push checks, `BEGIN`, the nonce)
+    and committed after its last, so the locks and the file are held for judging and landing
+    only, not while the reply is built. What the transaction read is kept once it commits
+    (`ConvCache.landing`); the hub is rung and `landed` called after the commit."""
+
+    def __init__(self, endpoint: SyncEndpoint, signed: Signed, pushed: list[str],
+                 decoded: dict[str, tuple[Sequence[bytes], list[Item]]], stack: contextlib.ExitStack) -> None:
+        self.endpoint, self.signed, self.pushed = endpoint, signed, pushed
+        self.decoded, self.stack = decoded, stack
+        self.left, self.rung = set(pushed), set[str]()
+        self.refusals: dict[str, str | None] | None = None  # None: not begun
+        self.committed = False
+
+    def begin(self) -> dict[str, str | None]:
+        """The push checks, the transaction begun at the first call."""
+        if self.refusals is not None:
+            return self.refusals
+        assert not self.committed
+        end, stack, actor = self.endpoint, self.stack, self.signed.actor
+        for conv in self.pushed:  # in name order: every holder of two or more takes them so
+            stack.enter_context(end.gate.locks.writing(conv))
+        refusals = {conv: end.gate.push_refusal(actor, conv) for conv in self.pushed}
+        stack.enter_context(end.keys.cache.landing())
+        stack.enter_context(end.replica.transaction(*self.pushed))
+        assert end.joined is not None
+        if not end.joined.first_use_in(end.replica.store, actor, self.signed.nonce, self.signed.expires_ms,
+                                       self.signed.now_ms):
+            raise UnauthenticatedError("replayed request", reason="this nonce was already used")
+        self.refusals = refusals
+        return refusals
+
+    def done(self, conv: str, *, accepted: bool) -> None:
+        """`conv`'s section is landed; after the last one, commit."""
+        if accepted:
+            self.rung.add(conv)
+        self.left.discard(conv)
+        if not self.left:
+            self.finish()
+
+    def finish(self) -> None:
+        """Commit what is open (a section the responder left alone leaves it open); then
+        ring the hub and call the part hook, holding no lock."""
+        if self.refusals is None or self.committed:
+            return
+        self.stack.close()  # the commit, the cache's states kept, the writer locks let go
+        self.committed = True
+        for conv in sorted(self.rung):
+            self.endpoint.hub.ring(conv)
+        if self.endpoint.landed is not None:
+            for conv, (records, _) in sorted(self.decoded.items()):
+                self.endpoint.landed(conv, len(records))
 
 
 def _pushed(message: Message, part: int) -> list[str] | None:
