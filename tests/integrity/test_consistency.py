@@ -321,3 +321,56 @@ def test_self_consistency_is_no_when_decided_and_undecided_when_a_stored_record_
     with pytest.raises(IntegrityError) as caught:
         missing(s, other, held.get)
     assert str(caught.value) == "statements by different keys or about different conversations are not comparable"
+
+
+# Found by mutation testing (issue 30 §4): the walk's order, and the region's edge.
+
+
+def _two_paths(lo: CID, hi: CID, stamps: dict[str, Hlc]) -> tuple[Dag, CID, CID, CID]:
+    """x <- m <- a <- hi and m <- lo, and x0 apart: m is reached at lo's level and, through a, at a's.
+
+    lo's hlc is below m's (lo breaks docs/format.md §11.2, as a bundle's record may); x0 is
+    a second target whose low hlc lowers the walk's floor below lo's.
+    """
+    x0, x, m, a = (CID.of_record(b"two paths %s" % n) for n in (b"x0", b"x", b"m", b"a"))
+    dag = Dag([x0, x, m, a, hi, lo], {x0: (), x: (), m: (x,), a: (m,), hi: (a,), lo: (m,)},
+              {c: stamps[n] for c, n in ((x0, "x0"), (x, "x"), (m, "m"), (a, "a"), (hi, "hi"), (lo, "lo"))})
+    return dag, x0, x, m
+
+
+@pytest.mark.parametrize("stamps", [
+    # levels differ in wall time
+    {"x0": Hlc(5, 0), "x": Hlc(50, 0), "m": Hlc(60, 0), "a": Hlc(90, 0), "hi": Hlc(100, 0), "lo": Hlc(20, 0)},
+    # levels differ only in the counter
+    {"x0": Hlc(50, 0), "x": Hlc(100, 5), "m": Hlc(100, 6), "a": Hlc(100, 8), "hi": Hlc(100, 9), "lo": Hlc(100, 3)},
+])
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_record_reached_at_two_levels_is_expanded_at_the_higher_one(
+    stamps: dict[str, Hlc], swap: bool
+) -> None:
+    # One walk for x0 and x: popping m at lo's level (above the floor, x0's hlc) before a
+    # raises it would reach x only at lo's level, below x's hlc, and mark m done, so the
+    # higher level through a is lost: x wrongly NO, or (m not held) a gap too low, NO again.
+    # `swap` gives the low head the other CID, so either head may sort first on its bytes.
+    one, two = CID.of_record(b"head one"), CID.of_record(b"head two")
+    lo, hi = (two, one) if swap else (one, two)
+    dag, x0, x, m = _two_paths(lo, hi, stamps)
+    for lookup in (dag.lookup(), dag.lookup({m})):
+        assert covered_each({x0, x}, [lo, hi], lookup) == {t: _one_walk(t, [lo, hi], lookup) for t in (x0, x)}
+    assert covered_each({x0, x}, [lo, hi], dag.lookup()) == {x0: Verdict.UNDECIDED, x: Verdict.YES}  # lo's broken order: a gap above x0
+    assert covered_each({x0, x}, [lo, hi], dag.lookup({m})) == {x0: Verdict.UNDECIDED, x: Verdict.UNDECIDED}
+    assert region([lo, hi], {x0, x}, dag.lookup()) == set(dag.cids)
+
+
+def test_the_region_stops_at_a_record_whose_hlc_is_the_targets() -> None:
+    # h(10) -> x(5) -> y(3): x's walk does not expand x (5 <= 5), so y decides nothing
+    h, x, y = (CID.of_record(b"edge %d" % i) for i in range(3))
+    dag = Dag([y, x, h], {y: (), x: (y,), h: (x,)}, {y: Hlc(3, 0), x: Hlc(5, 0), h: Hlc(10, 0)})
+    assert region([h], {x}, dag.lookup()) == {h, x}
+    assert covered(x, [h], dag.lookup({y})) is Verdict.YES
+    # a record at the target's hlc but off its path is not expanded either
+    z = CID.of_record(b"edge z")
+    dag.cids.insert(2, z)
+    dag.parents[z], dag.hlc[z] = (y,), Hlc(5, 0)
+    dag.parents[h] = (x, z)
+    assert region([h], {x}, dag.lookup()) == {h, x, z}

@@ -338,8 +338,9 @@ def test_check_is_total_on_malformed_lists(provider: Provider, wire: Any) -> Non
 
 
 def test_unknown_provider_is_refused() -> None:
-    with pytest.raises(ProjectionError, match="unknown provider 'mistral'"):
+    with pytest.raises(ProjectionError, match="unknown provider 'mistral'") as caught:
         check("mistral", [])  # type: ignore[arg-type]
+    assert str(caught.value) == "unknown provider 'mistral'; expected one of anthropic, openai, openai-responses, gemini"
 
 
 def test_violation_is_frozen() -> None:
@@ -566,6 +567,13 @@ EDGES: list[tuple[str, Provider, Wire, bool, list[tuple[int, str]]]] = [
      False, [(1, "tool_use_without_result"), (2, "tool_result_not_first")]),
     ("late_results_answering_no_call", "anthropic", [ASK, assistant(text("x")), user(text("y"), result("toolu_1"), result("toolu_2"))],
      False, [(2, "unexpected_tool_result"), (2, "tool_result_not_first")]),
+    # found by the complete run of Dec 7, 19:15 UTC
+    ("thinking_blocks_in_a_row_lead_together", "anthropic", [user("Hi"), assistant(THINKING, REDACTED, text("x"))], False, []),
+    ("a_last_message_of_another_role_answers_no_call", "anthropic",
+     [ASK, assistant(use("toolu_1")), {"role": "tool", "content": [result("toolu_1")]}], True,
+     [(1, "tool_use_without_result"), (2, "invalid_role")]),
+    ("a_cycle_opened_by_the_first_message", "anthropic", [assistant(use("toolu_1")), user(result("toolu_1"))], True,
+     [(0, "first_not_user"), (0, "cycle_without_thinking")]),
 ]
 
 
