@@ -374,3 +374,43 @@ def test_the_region_stops_at_a_record_whose_hlc_is_the_targets() -> None:
     dag.parents[z], dag.hlc[z] = (y,), Hlc(5, 0)
     dag.parents[h] = (x, z)
     assert region([h], {x}, dag.lookup()) == {h, x, z}
+
+
+def _dag(edges: dict[str, tuple[str, ...]], stamps: dict[str, int]) -> tuple[Dag, dict[str, CID]]:
+    """A Dag of named records, listed children after parents; a name without a stamp is not held."""
+    ids = {n: CID.of_record(b"named " + n.encode()) for n in edges}
+    dag = Dag([ids[n] for n in edges if n in stamps], {}, {})
+    for n, ps in edges.items():
+        if n in stamps:
+            dag.parents[ids[n]], dag.hlc[ids[n]] = tuple(ids[p] for p in ps), Hlc(stamps[n], 0)
+    return dag, ids
+
+
+def _agrees(dag: Dag, ids: dict[str, CID], heads: list[str], targets: list[str]) -> dict[str, Verdict]:
+    lookup, hs = dag.lookup(), [ids[h] for h in heads]
+    got = covered_each({ids[t] for t in targets}, hs, lookup)
+    assert got == {ids[t]: _one_walk(ids[t], hs, lookup) for t in targets}
+    return {t: got[ids[t]] for t in targets}
+
+
+def test_a_lower_gap_met_later_does_not_lower_the_gap() -> None:
+    # h(100) -> p(150) breaks the hlc order at level 100; later a(30) meets another break
+    # (q(40)) and a record not held (m), both at level 30: the gap stays 100, above x(50)
+    dag, ids = _dag({"x0": (), "x": (), "p": (), "q": (), "m": (), "a": ("m", "q"), "h": ("a", "p")},
+                    {"x0": 5, "x": 50, "p": 150, "q": 40, "a": 30, "h": 100})
+    assert _agrees(dag, ids, ["h"], ["x0", "x"]) == {"x0": Verdict.UNDECIDED, "x": Verdict.UNDECIDED}
+
+
+def test_the_walk_goes_on_past_a_record_not_held() -> None:
+    # h(100) -> m (not held) and h -> a(90) -> b(70) -> x(50): x is found all the same
+    dag, ids = _dag({"x": (), "b": ("x",), "a": ("b",), "m": (), "h": ("a", "m")},
+                    {"x": 50, "b": 70, "a": 90, "h": 100})
+    assert _agrees(dag, ids, ["h"], ["x"]) == {"x": Verdict.YES}
+
+
+def test_a_lower_path_met_later_does_not_lower_a_queued_level() -> None:
+    # p(60) is queued at level 90 through a; b(20), popped before p (level 95 through c),
+    # reaches p at level 20: p must still be expanded at 90, so x(50) is reached above its hlc
+    dag, ids = _dag({"x0": (), "x": (), "p": ("x",), "a": ("p",), "b": ("p",), "c": ("b",), "h": ("a", "c")},
+                    {"x0": 5, "x": 50, "p": 60, "a": 90, "b": 20, "c": 95, "h": 100})
+    assert _agrees(dag, ids, ["h"], ["x0", "x"]) == {"x0": Verdict.UNDECIDED, "x": Verdict.YES}
