@@ -21,7 +21,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from hol import _drop, _orphans
+from _common import drop_schema
+from hol import _orphans
 
 
 def push_alone(records: list[bytes], owner_seed: bytes, attacker: bytes, owner_records: list[bytes],
@@ -47,8 +48,8 @@ def push_alone(records: list[bytes], owner_seed: bytes, attacker: bytes, owner_r
         return time.perf_counter() - wall, time.process_time() - cpu, len(out.report)
     finally:
         server.close()
-        if db:
-            _drop(db, schema)
+        if db and (why := drop_schema(db, schema)):
+            print(why, file=sys.stderr)
 
 
 def run(argv: Sequence[str]) -> int:

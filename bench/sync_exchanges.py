@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from load import _cpu_s, _wait_up
+from _common import Server, process_cpu_s
 
 
 def run(argv: Sequence[str]) -> int:
@@ -47,55 +46,46 @@ def run(argv: Sequence[str]) -> int:
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="convgraph-exchanges-") as tmp:
         home = Path(tmp)
-        subprocess.run([sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "init"],
-                       check=True, capture_output=True)
-        cmd = [sys.executable, "-m", "convgraph.cli", "--home", str(home / "server"), "serve", "--port", "0",
-               "--json"]
-        cmd += [a for k in keys for a in ("--allow", f"{actor_text(k.public)}=*")]
-        with (home / "server.log").open("w+") as log:
-            server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-            try:
-                url = _wait_up(server, log)
-                clients = [Replica.in_memory(k, config=Config(legacy_writes=True)) for k in keys]
-                remotes = [HttpRemote(url, k, timeout_s=120) for k in keys]
+        serve_args = [a for k in keys for a in ("--allow", f"{actor_text(k.public)}=*")]
+        with Server(home / "server", serve_args, log=home / "server.log") as server:
+            url = server.url
+            clients = [Replica.in_memory(k, config=Config(legacy_writes=True)) for k in keys]
+            remotes = [HttpRemote(url, k, timeout_s=120) for k in keys]
 
-                def one_sync(i: int) -> None:
-                    replica, remote = clients[i], remotes[i]
-                    own = f"own-{keys[i].public.hex()[:8]}"
-                    replica.say(own, "user", "turn")
-                    replica.say("shared", "assistant", f"{own} turn")
-                    seen: list[tuple[int, int]] = []
+            def one_sync(i: int) -> None:
+                replica, remote = clients[i], remotes[i]
+                own = f"own-{keys[i].public.hex()[:8]}"
+                replica.say(own, "user", "turn")
+                replica.say("shared", "assistant", f"{own} turn")
+                seen: list[tuple[int, int]] = []
 
-                    def send(message: bytes) -> bytes:
-                        reply = remote.exchange(message)
-                        seen.append((len(message), len(reply)))
-                        return reply
+                def send(message: bytes) -> bytes:
+                    reply = remote.exchange(message)
+                    seen.append((len(message), len(reply)))
+                    return reply
 
-                    synchronize(ReplicaPeer(replica), send, [own, "shared"], salts=lambda: os.urandom(8))
-                    with lock:
-                        took[len(seen)] += 1
-                        for n, pair in enumerate(seen):
-                            sizes[n].append(pair)
+                synchronize(ReplicaPeer(replica), send, [own, "shared"], salts=lambda: os.urandom(8))
+                with lock:
+                    took[len(seen)] += 1
+                    for n, pair in enumerate(seen):
+                        sizes[n].append(pair)
 
-                for i in range(len(keys)):  # warm: every conversation exists, not counted
-                    one_sync(i)
-                took.clear()
-                sizes.clear()
-                cpu0 = _cpu_s(server.pid)
-                if args.together:
-                    _together(one_sync, len(keys), args.seconds)
-                else:
-                    for _ in range(args.rounds):
-                        for i in range(len(keys)):
-                            one_sync(i)
-                time.sleep(0.3)  # the last reply's bookkeeping
-                cpu = _cpu_s(server.pid) - cpu0
-                cpu_health = _health_cpu(url, server.pid)
-                for remote in remotes:
-                    remote.close()
-            finally:
-                server.terminate()
-                server.wait(30)
+            for i in range(len(keys)):  # warm: every conversation exists, not counted
+                one_sync(i)
+            took.clear()
+            sizes.clear()
+            cpu0 = process_cpu_s(server.pid)
+            if args.together:
+                _together(one_sync, len(keys), args.seconds)
+            else:
+                for _ in range(args.rounds):
+                    for i in range(len(keys)):
+                        one_sync(i)
+            time.sleep(0.3)  # the last reply's bookkeeping
+            cpu = process_cpu_s(server.pid) - cpu0
+            cpu_health = _health_cpu(url, server.pid)
+            for remote in remotes:
+                remote.close()
     syncs, exchanges = sum(took.values()), sum(k * v for k, v in took.items())
     how = f"at once, {args.seconds:g} s" if args.together else f"in turn, {args.rounds} rounds"
     mode = f"{args.clients} clients {how}"
@@ -130,11 +120,11 @@ def _health_cpu(url: str, pid: int, n: int = 400) -> float:
 
     with httpx.Client() as http:
         http.get(url + "/v1/health")
-        cpu0 = _cpu_s(pid)
+        cpu0 = process_cpu_s(pid)
         for _ in range(n):
             http.get(url + "/v1/health")
         time.sleep(0.3)
-        return (_cpu_s(pid) - cpu0) / n
+        return (process_cpu_s(pid) - cpu0) / n
 
 
 if __name__ == "__main__":
