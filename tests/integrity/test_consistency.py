@@ -414,3 +414,18 @@ def test_a_lower_path_met_later_does_not_lower_a_queued_level() -> None:
     dag, ids = _dag({"x0": (), "x": (), "p": ("x",), "a": ("p",), "b": ("p",), "c": ("b",), "h": ("a", "c")},
                     {"x0": 5, "x": 50, "p": 60, "a": 90, "b": 20, "c": 95, "h": 100})
     assert _agrees(dag, ids, ["h"], ["x0", "x"]) == {"x0": Verdict.UNDECIDED, "x": Verdict.YES}
+
+
+def test_the_walk_goes_on_past_a_stale_copy_in_its_queue() -> None:
+    # p(20) is queued at 30 through b, then at 90 through c(95) -> a(90); once p is expanded,
+    # its stale copy at 30 comes out before y(10) at 20, and z(8) below y must still be found
+    dag, ids = _dag({"z": (), "y": ("z",), "p": ("y",), "b": ("p",), "a": ("p",), "c": ("a",), "h": ("b", "c")},
+                    {"z": 8, "y": 10, "p": 20, "b": 30, "a": 90, "c": 95, "h": 100})
+    assert _agrees(dag, ids, ["h"], ["z"]) == {"z": Verdict.YES}
+
+
+def test_a_parent_as_recent_as_its_child_breaks_the_order() -> None:
+    # docs/format.md §11.2 wants a parent's hlc strictly below its child's: h(6) -> p(6) leaves
+    # x(5), which the walk does not reach, undecided
+    dag, ids = _dag({"x": (), "p": (), "h": ("p",)}, {"x": 5, "p": 6, "h": 6})
+    assert _agrees(dag, ids, ["h"], ["x"]) == {"x": Verdict.UNDECIDED}
