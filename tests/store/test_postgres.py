@@ -663,6 +663,28 @@ def test_listeners_hear_of_commits_and_never_of_rollbacks(
         time.sleep(0.05)
 
 
+def test_a_commit_announces_its_conversations_after_its_commit_not_inside_it(
+    opened: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NOTIFY inside the transaction would take the database's one notify lock at COMMIT, and
+    writers of every conversation would queue there holding their row locks: the notice is sent
+    once the transaction has committed, one statement for all its conversations."""
+    store = opened()
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else repr(query))
+        return original(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    with store.transaction("c1", "c2"):
+        commit(store, chain(1)[0])
+        commit(store, chain(1, "c2", key=1)[0])
+    notices = [i for i, q in enumerate(sent) if "pg_notify" in q]
+    assert len(notices) == 1 and sent.index("COMMIT") < notices[0], sent
+
+
 def test_listen_to_an_unreachable_server() -> None:
     async def scenario() -> None:
         await anext(listen(f"postgresql://u:s3cret@127.0.0.1:{_free_port()}/db", "s"))

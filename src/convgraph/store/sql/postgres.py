@@ -8,8 +8,8 @@ says which. Every commit also locks the rows of the conversations it writes. A t
 `transaction()` makes every read and commit on the one connection it borrowed, other threads
 read committed state through the pool. Each commit gives its conversations new random tokens
 (never reused, even after a rollback): their sum is the change token. Each conversation
-that received records is announced with `pg_notify`
-on `notify_channel`, delivered only if the transaction commits; `listen()` streams those.
+that received records is announced with `pg_notify` on `notify_channel` right after the
+transaction commits, outside it (never for a rollback); `listen()` streams those.
 This module holds only what PostgreSQL does differently (store/sql/core.py); every psycopg
 error leaves it as a `StoreError` subclass. Invariant: a commit lands whole or not at all.
 """
@@ -75,6 +75,7 @@ _DDL_V6: Final = (
 # update (as FOR UPDATE would), and read back; on Citus one routed statement instead of two
 _HOLD: Final = ("INSERT INTO {s}.convs AS c VALUES (%s, 0, 0, %s, 0) ON CONFLICT (conv)"
                 " DO UPDATE SET token = c.token RETURNING conv, arrivals, token, key_sum, key_count")
+_NOTIFY: Final = "SELECT pg_notify(%s, c) FROM unnest(%s::text[]) c"
 _ANALYZE_MIN: Final = 1_000  # rows committed before a store's first ANALYZE of its tables
 _ANALYZE: Final = "ANALYZE {s}.records, {s}.heads, {s}.turn_line, {s}.turn_targets, {s}.turn_branches"
 _BUSY: Final = (pgerrors.LockNotAvailable, pgerrors.QueryCanceled, pgerrors.DeadlockDetected)
@@ -317,8 +318,22 @@ class PostgresStore(SqlStore):
 
 
     def _announce(self, convs: list[str]) -> list[Batch]:
-        # delivered only at COMMIT
-        return [("SELECT pg_notify(%s, c) FROM unnest(%s::text[]) c", [(self.notify_channel, convs)])]
+        # sent once the transaction has committed (`_notify`): a NOTIFY inside it would take the
+        # database's one notify lock at its COMMIT, and every writer of every conversation would
+        # queue there holding its row locks
+        pending: set[str] | None = getattr(self._local, "announce", None)
+        if pending is None:  # not inside `transaction()`: delivered at its commit, as NOTIFY is
+            return [(_NOTIFY, [(self.notify_channel, convs)])]
+        pending.update(convs)
+        return []
+
+    def _notify(self, conn: _Conn, convs: set[str]) -> None:
+        """Tell listeners `convs` grew, after the commit and outside it (its own tiny autocommit
+        transaction, which writes no WAL). A crash or an error in between loses the notice, never
+        a record: a listener catches up at its conversation's next notice or sync."""
+        if convs:
+            with suppress(psycopg.Error):
+                conn.execute(self._sql(_NOTIFY), (self.notify_channel, sorted(convs)))
 
     def _after_commit(self, added: int) -> None:
         self._keep_statistics(added)
@@ -356,17 +371,19 @@ class PostgresStore(SqlStore):
             shared = "_shared" if convs else ""
             with self._translated():  # one round trip; the key is our own integer
                 conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock{shared}({self._lock_key})")
-            local.conn, local.depth, local.rows = conn, 1, {}
+            local.conn, local.depth, local.rows, local.announce = conn, 1, {}, set()
+            announce: set[str] = local.announce
             try:
                 if convs:
                     self._lock_rows(convs)
                 yield
             finally:
-                local.conn, local.depth, local.rows = None, 0, None
+                local.conn, local.depth, local.rows, local.announce = None, 0, None, None
             with self._translated():
                 if conn.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back
                     raise StoreError(f"a statement failed inside a transaction on {self._where}: rolled back")
                 conn.execute("COMMIT")
+            self._notify(conn, announce)
         finally:  # after a raise, or a failed COMMIT: roll back
             self._release(conn)
         self._keep_statistics(0)  # what the transaction's commits counted is committed now
