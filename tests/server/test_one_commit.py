@@ -144,17 +144,21 @@ def _pushing(url: str, conv: str, text: str) -> tuple[bytes, dict[str, str], htt
     return sent[0]
 
 
+def _replay_is_refused(url: str, body: bytes, headers: dict[str, str]) -> None:
+    """The very request again: 401, its nonce already used (docs/sync.md, replay)."""
+    again = httpx.post(url + "/v1/sync", content=body, headers=headers)
+    assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+
+
 def test_a_replayed_push_gets_401_after_a_restart_and_lands_nothing_twice(tmp_path: Path) -> None:
     home = tmp_path / "server"
     with Replica.open(home) as replica, LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
         body, headers, answer = _pushing(live.url, "a", "once")
         assert answer.status_code == 200, answer.text
         assert replica.store.count("a") == 1
-        again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
-        assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+        _replay_is_refused(live.url, body, headers)
     with Replica.open(home) as replica, LiveServer(create_app(replica, ServerConfig(access=ACCESS))) as live:
-        again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
-        assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+        _replay_is_refused(live.url, body, headers)
         assert replica.store.count("a") == 1
 
 
@@ -175,8 +179,7 @@ def test_a_push_that_fails_inside_its_transaction_still_records_its_nonce(
         assert answer.status_code == 500 and failed == ["a"], answer.text
         assert replica.store.count("a") == 0  # rolled back whole
         monkeypatch.undo()
-        again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
-        assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+        _replay_is_refused(live.url, body, headers)
         assert replica.store.count("a") == 0
 
 
@@ -240,6 +243,5 @@ def test_a_push_whose_release_needs_a_lock_out_of_order_lands_in_parts_instead(
         body, headers, answer = _pushing(live.url, "a", "lands in parts")
         assert answer.status_code == 200 and tried == ["a"], answer.text
         assert replica.store.count("a") == 1
-        again = httpx.post(live.url + "/v1/sync", content=body, headers=headers)
-        assert again.status_code == 401 and "already used" in again.json()["reason"], again.text
+        _replay_is_refused(live.url, body, headers)
         assert replica.store.count("a") == 1
